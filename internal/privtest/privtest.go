@@ -1,0 +1,132 @@
+// Package privtest holds helpers for tests that need root and a BPF-capable
+// kernel: skipping with a reason (or failing when CI requires them), loading
+// tiny real programs, running them an exact number of times, and serializing
+// tests that depend on the kernel's global stats state.
+package privtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// RequireEnv is the environment variable CI sets so that a skipped
+// privileged test fails instead.
+const RequireEnv = "BPFPERF_REQUIRE_PRIVILEGED"
+
+// Required reports whether privileged tests must run (CI).
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Skip skips the test with reason, or fails it when privileged tests are
+// required.
+func Skip(tb testing.TB, reason string) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("%s=1 but the test cannot run: %s", RequireEnv, reason)
+	}
+	tb.Skip(reason)
+}
+
+// Root skips unless the test runs as root on a kernel that can load BPF
+// programs.
+func Root(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Skip(tb, "needs root")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		Skip(tb, fmt.Sprintf("remove memlock rlimit: %v", err))
+	}
+	prog, err := LoadSocketFilter("privtest_probe")
+	if err != nil {
+		Skip(tb, fmt.Sprintf("kernel refuses a socket filter: %v", err))
+	}
+	prog.Close()
+}
+
+// LoadSocketFilter loads `r0 = 0; exit` as a socket filter named name.
+// The caller owns the program and must close it.
+func LoadSocketFilter(name string) (*ebpf.Program, error) {
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         name,
+		Type:         ebpf.SocketFilter,
+		License:      "MIT",
+		Instructions: asm.Instructions{asm.LoadImm(asm.R0, 0, asm.DWord), asm.Return()},
+	})
+}
+
+// LoadLoop loads a socket filter named name that spins for iterations loop
+// turns, so each run costs a measurable amount of time.
+func LoadLoop(name string, iterations int32) (*ebpf.Program, error) {
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    name,
+		Type:    ebpf.SocketFilter,
+		License: "MIT",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R1, iterations),
+			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
+			asm.JNE.Imm(asm.R1, 0, "loop"),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+}
+
+// packet is the smallest input a socket filter's test run accepts: an
+// Ethernet header.
+var packet = make([]byte, 14)
+
+// Run runs prog exactly n times through BPF_PROG_TEST_RUN. Each call uses
+// repeat=1: with a larger repeat a pending signal aborts the batch midway
+// and a retry would count some runs twice.
+func Run(prog *ebpf.Program, n int) error {
+	for i := 0; i < n; i++ {
+		if _, err := prog.Run(&ebpf.RunOptions{Data: packet, Repeat: 1}); err != nil {
+			return fmt.Errorf("test run %d of %d: %w", i+1, n, err)
+		}
+	}
+	return nil
+}
+
+// LockStats serializes tests that assert on the kernel's global stats state
+// (any process holding a BPF_ENABLE_STATS fd changes it for everyone). The
+// lock is an flock on a file shared by every test binary on the host and is
+// released when the test ends.
+func LockStats(tb testing.TB) {
+	tb.Helper()
+	path := filepath.Join(os.TempDir(), "bpfperf-test-stats.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		tb.Fatalf("open stats lock: %v", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		tb.Fatalf("lock stats: %v", err)
+	}
+	tb.Cleanup(func() { f.Close() })
+}
+
+// StatsCounting reports whether the kernel counts run time right now: it
+// runs a fresh program once and looks at its run_time_ns. Call it under
+// LockStats.
+func StatsCounting() (bool, error) {
+	prog, err := LoadSocketFilter("privtest_stats")
+	if err != nil {
+		return false, err
+	}
+	defer prog.Close()
+	if err := Run(prog, 1); err != nil {
+		return false, err
+	}
+	st, err := prog.Stats()
+	if err != nil {
+		return false, fmt.Errorf("program stats: %w", err)
+	}
+	return st.RunCount > 0, nil
+}
