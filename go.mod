@@ -7,4 +7,6 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
+require go.etcd.io/bbolt v1.5.0 // indirect
+
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -1,0 +1,454 @@
+// Package store keeps bpfperf's history in one bbolt file: program
+// instances, their counter series (compressed chunks), and events.
+//
+// Only the daemon opens the file; bbolt's flock keeps a second process out.
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout this code writes. Open migrates older files
+// forward and refuses newer ones.
+const SchemaVersion = 1
+
+var (
+	ErrLocked       = errors.New("store is in use by another process")
+	ErrNewerSchema  = errors.New("store was written by a newer bpfperf")
+	ErrCorrupt      = errors.New("store is corrupt")
+	ErrNotFound     = errors.New("not found")
+	ErrNotDirectory = errors.New("state dir is not a directory")
+)
+
+var (
+	bucketMeta     = []byte("meta")
+	bucketBoots    = []byte("boots")
+	bucketPrograms = []byte("programs")
+	bucketHead     = []byte("head")
+	bucketChunks   = []byte("chunks")
+	bucketEvents   = []byte("events")
+
+	keySchema   = []byte("schema")
+	keyNextBoot = []byte("next_boot")
+)
+
+// Columns of the program stats series, in chunk order.
+const (
+	ColRunTimeNs = iota
+	ColRunCnt
+	ColRecursionMisses
+	statsColumns
+)
+
+// groupStats is the series group of bpf_stats counters; later groups (perf
+// counters) get their own series under the same instance.
+const groupStats = 0
+
+// InstanceKey identifies one loaded program: the boot it was loaded in (a
+// small index assigned by the store) and its kernel program id.
+type InstanceKey struct {
+	Boot uint32
+	ID   uint32
+}
+
+func (k InstanceKey) bytes() []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint32(b, k.Boot)
+	binary.BigEndian.PutUint32(b[4:], k.ID)
+	return b
+}
+
+func instanceKeyFrom(b []byte) InstanceKey {
+	return InstanceKey{Boot: binary.BigEndian.Uint32(b), ID: binary.BigEndian.Uint32(b[4:])}
+}
+
+// seriesKey is an instance key plus a group byte.
+func seriesKey(k InstanceKey, group byte) []byte { return append(k.bytes(), group) }
+
+// Program is what the store keeps of one program instance.
+type Program struct {
+	Key        InstanceKey     `json:"-"`
+	BootID     string          `json:"boot_id"`
+	ID         uint32          `json:"id"`
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	Tag        string          `json:"tag"`
+	FirstSeen  time.Time       `json:"first_seen"`
+	UnloadedAt time.Time       `json:"unloaded_at,omitzero"`
+	Meta       json.RawMessage `json:"meta,omitempty"`
+}
+
+// Loaded reports whether the program was loaded when last seen.
+func (p Program) Loaded() bool { return p.UnloadedAt.IsZero() }
+
+// Sample is one tick's cumulative counters of one instance, in column order.
+type Sample struct {
+	Key    InstanceKey
+	Values [statsColumns]uint64
+}
+
+// Event explains a change in the graphs.
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop"
+	ID     uint32    `json:"id,omitempty"`
+	Name   string    `json:"name,omitempty"`
+	Tag    string    `json:"tag,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Tick is everything one sampling tick writes, in one transaction.
+type Tick struct {
+	Time     time.Time
+	Loaded   []Program     // first seen this tick
+	Unloaded []InstanceKey // gone since the last tick
+	Samples  []Sample
+	Events   []Event
+}
+
+// DB is an open store.
+type DB struct {
+	bolt *bolt.DB
+	path string
+
+	mu    sync.Mutex
+	heads map[string]*chunk // open chunk per series key, cached
+}
+
+// Options tune Open.
+type Options struct {
+	// Timeout is how long to wait for another process's lock.
+	Timeout time.Duration
+}
+
+// Open opens or creates the store file at path and brings its schema up to
+// date.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	b, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opts.Timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, bolterrors.ErrChecksum):
+		return nil, fmt.Errorf("open %s: %w: %v", path, ErrCorrupt, err)
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db := &DB{bolt: b, path: path, heads: map[string]*chunk{}}
+	if err := db.migrate(); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes the file.
+func (db *DB) Close() error { return db.bolt.Close() }
+
+// Path is the store file's path.
+func (db *DB) Path() string { return db.path }
+
+// Size is the store file's size in bytes.
+func (db *DB) Size() int64 {
+	fi, err := os.Stat(db.path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// migrations[i] brings a store from schema i to i+1. Schema 0 is an empty
+// file.
+var migrations = []func(tx *bolt.Tx) error{
+	func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+}
+
+func (db *DB) migrate() error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		version := uint32(0)
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			v := meta.Get(keySchema)
+			if len(v) != 4 {
+				return fmt.Errorf("%w: schema version missing", ErrCorrupt)
+			}
+			version = binary.BigEndian.Uint32(v)
+		} else if tx.Bucket(bucketPrograms) != nil {
+			return fmt.Errorf("%w: meta bucket missing", ErrCorrupt)
+		}
+		if version > SchemaVersion {
+			return fmt.Errorf("%w: schema %d, this bpfperf reads up to %d", ErrNewerSchema, version, SchemaVersion)
+		}
+		for v := version; v < SchemaVersion; v++ {
+			if err := migrations[v](tx); err != nil {
+				return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+	})
+}
+
+// Boot returns the small index the store uses for a kernel boot id,
+// assigning the next one for a boot it has not seen.
+func (db *DB) Boot(bootID string) (uint32, error) {
+	var idx uint32
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		boots := tx.Bucket(bucketBoots)
+		if v := boots.Get([]byte(bootID)); len(v) == 4 {
+			idx = binary.BigEndian.Uint32(v)
+			return nil
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyNextBoot); len(v) == 4 {
+			idx = binary.BigEndian.Uint32(v)
+		}
+		if err := meta.Put(keyNextBoot, binary.BigEndian.AppendUint32(nil, idx+1)); err != nil {
+			return err
+		}
+		return boots.Put([]byte(bootID), binary.BigEndian.AppendUint32(nil, idx))
+	})
+	return idx, err
+}
+
+// WriteTick stores one tick in one transaction. If the transaction fails
+// nothing of the tick is stored and the store stays consistent.
+func (db *DB) WriteTick(t Tick) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	ms := t.Time.UnixMilli()
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		progs := tx.Bucket(bucketPrograms)
+		for _, p := range t.Loaded {
+			v, err := json.Marshal(p)
+			if err != nil {
+				return err
+			}
+			if err := progs.Put(p.Key.bytes(), v); err != nil {
+				return err
+			}
+		}
+		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
+		chunks.FillPercent = 1.0 // chunks are appended in time order per series
+		for _, s := range t.Samples {
+			if err := db.appendSample(head, chunks, seriesKey(s.Key, groupStats), ms, s.Values[:]); err != nil {
+				return err
+			}
+		}
+		for _, k := range t.Unloaded {
+			if err := markUnloaded(progs, k, t.Time); err != nil {
+				return err
+			}
+			if err := db.seal(head, chunks, seriesKey(k, groupStats)); err != nil {
+				return err
+			}
+		}
+		return putEvents(tx, t.Events)
+	})
+	if err != nil {
+		// The cached open chunks may hold appends the failed transaction
+		// did not store; reload them from disk on next use.
+		clear(db.heads)
+		return fmt.Errorf("write tick: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) appendSample(head, chunks *bolt.Bucket, key []byte, ms int64, values []uint64) error {
+	c, err := db.openHead(head, key)
+	if err != nil {
+		return err
+	}
+	if c != nil && (c.full() || ms < c.lastT) {
+		if err := db.seal(head, chunks, key); err != nil {
+			return err
+		}
+		c = nil
+	}
+	if c == nil {
+		c = &chunk{columns: len(values)}
+		db.heads[string(key)] = c
+	}
+	if err := c.append(ms, values); err != nil {
+		return err
+	}
+	return head.Put(key, c.buf)
+}
+
+// openHead returns the series' open chunk, from the cache or the file, or
+// nil if it has none.
+func (db *DB) openHead(head *bolt.Bucket, key []byte) (*chunk, error) {
+	if c, ok := db.heads[string(key)]; ok {
+		return c, nil
+	}
+	v := head.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	c, err := decodeChunk(v, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open chunk of series %x: %v", ErrCorrupt, key, err)
+	}
+	db.heads[string(key)] = c
+	return c, nil
+}
+
+// seal moves a series' open chunk to the sealed chunks, keyed by its start.
+func (db *DB) seal(head, chunks *bolt.Bucket, key []byte) error {
+	c, err := db.openHead(head, key)
+	if err != nil || c == nil {
+		return err
+	}
+	if err := chunks.Put(binary.BigEndian.AppendUint64(append([]byte(nil), key...), uint64(c.t0)), c.buf); err != nil {
+		return err
+	}
+	delete(db.heads, string(key))
+	return head.Delete(key)
+}
+
+func markUnloaded(progs *bolt.Bucket, k InstanceKey, at time.Time) error {
+	v := progs.Get(k.bytes())
+	if v == nil {
+		return nil
+	}
+	var p Program
+	if err := json.Unmarshal(v, &p); err != nil {
+		return fmt.Errorf("%w: program %d: %v", ErrCorrupt, k.ID, err)
+	}
+	p.UnloadedAt = at
+	nv, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return progs.Put(k.bytes(), nv)
+}
+
+func putEvents(tx *bolt.Tx, events []Event) error {
+	b := tx.Bucket(bucketEvents)
+	b.FillPercent = 1.0
+	for _, e := range events {
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		key := binary.BigEndian.AppendUint64(nil, uint64(e.Time.UnixNano()))
+		if err := b.Put(binary.BigEndian.AppendUint64(key, seq), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Programs returns every program instance the store knows, loaded or not.
+func (db *DB) Programs() ([]Program, error) {
+	var out []Program
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
+			var p Program
+			if err := json.Unmarshal(v, &p); err != nil {
+				return fmt.Errorf("%w: program record %x: %v", ErrCorrupt, k, err)
+			}
+			p.Key = instanceKeyFrom(k)
+			out = append(out, p)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Point is one stored sample of a stats series.
+type Point struct {
+	Time   time.Time
+	Values [statsColumns]uint64
+}
+
+// Series returns the instance's stats samples with from <= time <= to, in
+// time order.
+func (db *DB) Series(k InstanceKey, from, to time.Time) ([]Point, error) {
+	key := seriesKey(k, groupStats)
+	fromMs, toMs := from.UnixMilli(), to.UnixMilli()
+	var out []Point
+	collect := func(t int64, v []uint64) {
+		if t >= fromMs && t <= toMs {
+			var p Point
+			p.Time = time.UnixMilli(t)
+			copy(p.Values[:], v)
+			out = append(out, p)
+		}
+	}
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketChunks).Cursor()
+		// The chunk holding `from` starts at or before it: seek, then step
+		// back one if the previous chunk belongs to this series.
+		start := binary.BigEndian.AppendUint64(append([]byte(nil), key...), uint64(max(fromMs, 0)))
+		if k, _ := c.Seek(start); k == nil || !bytes.Equal(k, start) {
+			var prev []byte
+			if k == nil {
+				prev, _ = c.Last()
+			} else {
+				prev, _ = c.Prev()
+			}
+			if prev != nil && hasPrefix(prev, key) {
+				start = append([]byte(nil), prev...)
+			}
+		}
+		for ck, cv := c.Seek(start); ck != nil && hasPrefix(ck, key); ck, cv = c.Next() {
+			if int64(binary.BigEndian.Uint64(ck[len(key):])) > toMs {
+				break
+			}
+			if _, err := decodeChunk(cv, collect); err != nil {
+				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
+			}
+		}
+		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
+			if _, err := decodeChunk(hv, collect); err != nil {
+				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func hasPrefix(b, prefix []byte) bool { return bytes.HasPrefix(b, prefix) }
+
+// Events returns events with from <= time <= to, oldest first.
+func (db *DB) Events(from, to time.Time) ([]Event, error) {
+	var out []Event
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(from.UnixNano()))); k != nil; k, v = c.Next() {
+			if int64(binary.BigEndian.Uint64(k)) > to.UnixNano() {
+				break
+			}
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("%w: event %x: %v", ErrCorrupt, k, err)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}

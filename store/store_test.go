@@ -1,0 +1,148 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func openTemp(t *testing.T) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bpfperf.db")
+	db, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, path
+}
+
+func TestHistorySurvivesReopen(t *testing.T) {
+	db, path := openTemp(t)
+	boot, err := db.Boot("boot-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := InstanceKey{Boot: boot, ID: 42}
+	start := time.UnixMilli(1_800_000_000_000)
+	write := func(db *DB, from, n int) {
+		for i := from; i < from+n; i++ {
+			tick := Tick{Time: start.Add(time.Duration(i) * time.Second)}
+			if i == 0 {
+				tick.Loaded = []Program{{Key: key, BootID: "boot-a", ID: 42, Name: "xdp_pass", Type: "xdp", Tag: "0011223344556677", FirstSeen: tick.Time}}
+				tick.Events = []Event{{Time: tick.Time, Kind: "loaded", ID: 42, Name: "xdp_pass"}}
+			}
+			tick.Samples = []Sample{{Key: key, Values: [statsColumns]uint64{uint64(i) * 1000, uint64(i) * 10, 0}}}
+			if err := db.WriteTick(tick); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(db, 0, 250) // seals two chunks
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if again, _ := db.Boot("boot-a"); again != boot {
+		t.Errorf("boot index changed across reopen: %d then %d", boot, again)
+	}
+	write(db, 300, 10) // after a 50 s "downtime"
+
+	points, err := db.Series(key, start, start.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(points) != 260 {
+		t.Fatalf("got %d points, want 260", len(points))
+	}
+	for i, p := range points {
+		want := i
+		if i >= 250 {
+			want = 300 + i - 250
+		}
+		if p.Time != start.Add(time.Duration(want)*time.Second) || p.Values[ColRunCnt] != uint64(want)*10 {
+			t.Fatalf("point %d = %v %v, want t+%ds run_cnt %d", i, p.Time, p.Values, want, want*10)
+		}
+	}
+
+	// A window in the middle of a sealed chunk.
+	mid, err := db.Series(key, start.Add(130*time.Second), start.Add(139*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mid) != 10 || mid[0].Values[ColRunTimeNs] != 130_000 {
+		t.Errorf("window 130..139 s: %d points starting %v", len(mid), mid)
+	}
+
+	progs, err := db.Programs()
+	if err != nil || len(progs) != 1 || progs[0].Name != "xdp_pass" || progs[0].Key != key || !progs[0].Loaded() {
+		t.Errorf("programs = %+v, %v", progs, err)
+	}
+	events, err := db.Events(start, start.Add(time.Hour))
+	if err != nil || len(events) != 1 || events[0].Kind != "loaded" {
+		t.Errorf("events = %+v, %v", events, err)
+	}
+}
+
+func TestUnloadSealsAndMarks(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	key := InstanceKey{Boot: 0, ID: 7}
+	now := time.UnixMilli(1_800_000_000_000)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(db.WriteTick(Tick{Time: now, Loaded: []Program{{Key: key, ID: 7, Name: "p"}}, Samples: []Sample{{Key: key}}}))
+	must(db.WriteTick(Tick{Time: now.Add(time.Second), Unloaded: []InstanceKey{key}}))
+	progs, _ := db.Programs()
+	if len(progs) != 1 || !progs[0].UnloadedAt.Equal(now.Add(time.Second)) {
+		t.Errorf("after unload: %+v", progs)
+	}
+	points, _ := db.Series(key, now, now)
+	if len(points) != 1 {
+		t.Errorf("sealed series has %d points, want 1", len(points))
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	db, path := openTemp(t)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion+1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrNewerSchema) {
+		t.Fatalf("open newer schema: %v, want ErrNewerSchema", err)
+	}
+}
+
+func TestOpenRefusesGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bpfperf.db")
+	if err := os.WriteFile(path, []byte("this is not a bbolt file, just some text that is long enough"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open garbage: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestOpenIsExclusive(t *testing.T) {
+	db, path := openTemp(t)
+	defer db.Close()
+	if _, err := Open(path, Options{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
