@@ -1,0 +1,213 @@
+package collectors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// AttachPoint is one BPF link that attaches a program.
+type AttachPoint struct {
+	LinkID uint32 `json:"link_id"`
+	Type   string `json:"type"`   // bpftool's link type name, "type_N" if unknown
+	Target string `json:"target"` // e.g. "ifindex 1 (lo)", "sched_switch"; "" if the kernel does not tell
+}
+
+// linkTypes are bpftool's names for enum bpf_link_type, indexed by value.
+var linkTypes = [...]string{
+	"unspec", "raw_tracepoint", "tracing", "cgroup", "iter",
+	"netns", "xdp", "perf_event", "kprobe_multi", "struct_ops",
+	"netfilter", "tcx", "uprobe_multi", "netkit", "sockmap",
+}
+
+// LinkTypeName returns bpftool's name for a kernel bpf_link_type.
+func LinkTypeName(t uint32) string {
+	if int(t) < len(linkTypes) {
+		return linkTypes[t]
+	}
+	return "type_" + strconv.FormatUint(uint64(t), 10)
+}
+
+// Kernel enum values used to describe targets (include/uapi/linux/bpf.h).
+const (
+	linkRawTracepoint = 1
+	linkTracing       = 2
+	linkCgroup        = 3
+	linkIter          = 4
+	linkNetns         = 5
+	linkXDP           = 6
+	linkPerfEvent     = 7
+	linkKprobeMulti   = 8
+	linkStructOps     = 9
+	linkNetfilter     = 10
+	linkTCX           = 11
+	linkUprobeMulti   = 12
+	linkNetkit        = 13
+	linkSockmap       = 14
+
+	perfEventUprobe     = 1
+	perfEventURetprobe  = 2
+	perfEventKprobe     = 3
+	perfEventKRetprobe  = 4
+	perfEventTracepoint = 5
+	perfEventEvent      = 6
+)
+
+// linkInfo is struct bpf_link_info read without buffers: a 16-byte header
+// and a 48-byte union decoded per type.
+type linkInfo struct {
+	typ    uint32 // 0
+	id     uint32 // 4
+	progID uint32 // 8
+	_      uint32
+	union  [48]byte // 16
+}
+
+// linkInfoName is bpf_link_info with a name buffer at union offset off:
+// 0 for raw_tracepoint and iter, 8 for perf_event (after its type word).
+type linkInfoName struct {
+	hdr     [4]uint32
+	pre     uint64 // union+0 when the pointer sits at union+8
+	name    unsafe.Pointer
+	nameLen uint32
+	_       uint32
+	_       [3]uint64
+}
+
+type linkInfoName0 struct {
+	hdr     [4]uint32
+	name    unsafe.Pointer // union+0
+	nameLen uint32
+	_       uint32
+	_       [4]uint64
+}
+
+// Links walks all BPF links by id, reads each link's info, closes it, and
+// returns attach points by program id. Links that vanish mid-walk are
+// skipped. Requires CAP_SYS_ADMIN and Linux 5.8.
+func Links() (map[uint32][]AttachPoint, error) {
+	out := make(map[uint32][]AttachPoint)
+	for id := uint32(0); ; {
+		next, ok, err := nextID(unix.BPF_LINK_GET_NEXT_ID, id)
+		if err != nil || !ok {
+			return out, err
+		}
+		id = next
+		info, target, err := readLink(id)
+		if errors.Is(err, ErrGone) {
+			continue
+		}
+		if err != nil {
+			return out, fmt.Errorf("link %d: %w", id, err)
+		}
+		out[info.progID] = append(out[info.progID], AttachPoint{
+			LinkID: info.id,
+			Type:   LinkTypeName(info.typ),
+			Target: target,
+		})
+	}
+}
+
+func readLink(id uint32) (linkInfo, string, error) {
+	fd, err := fdByID(unix.BPF_LINK_GET_FD_BY_ID, id)
+	if err != nil {
+		return linkInfo{}, "", err
+	}
+	defer unix.Close(fd)
+	var info linkInfo
+	if err := objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info))); err != nil {
+		return linkInfo{}, "", err
+	}
+	target, err := linkTarget(fd, &info)
+	return info, target, err
+}
+
+// linkTarget describes where the link attaches, reading a name from the
+// kernel for the types that carry one.
+func linkTarget(fd int, info *linkInfo) (string, error) {
+	u := info.union[:]
+	u32 := func(off int) uint32 { return binary.NativeEndian.Uint32(u[off:]) }
+	u64 := func(off int) uint64 { return binary.NativeEndian.Uint64(u[off:]) }
+	switch info.typ {
+	case linkRawTracepoint, linkIter:
+		return linkName(fd, 0)
+	case linkTracing:
+		if u32(4) == 0 {
+			return "", nil
+		}
+		return fmt.Sprintf("btf obj %d type %d", u32(4), u32(8)), nil
+	case linkCgroup:
+		return fmt.Sprintf("cgroup %d", u64(0)), nil
+	case linkNetns:
+		return fmt.Sprintf("netns %d", u32(0)), nil
+	case linkXDP:
+		return ifaceName(u32(0)), nil
+	case linkTCX:
+		dir := map[uint32]string{unix.BPF_TCX_INGRESS: " ingress", unix.BPF_TCX_EGRESS: " egress"}[u32(4)]
+		return ifaceName(u32(0)) + dir, nil
+	case linkNetkit:
+		dir := map[uint32]string{54: " primary", 55: " peer"}[u32(4)] // BPF_NETKIT_PRIMARY, BPF_NETKIT_PEER
+		return ifaceName(u32(0)) + dir, nil
+	case linkPerfEvent:
+		return perfEventTarget(fd, u32(0), u64(8), u32(16))
+	case linkKprobeMulti:
+		return fmt.Sprintf("%d kprobes", u32(8)), nil
+	case linkUprobeMulti:
+		return fmt.Sprintf("%d uprobes", u32(36)), nil
+	case linkStructOps, linkSockmap:
+		return fmt.Sprintf("map %d", u32(0)), nil
+	case linkNetfilter:
+		return fmt.Sprintf("pf %d hook %d prio %d", u32(0), u32(4), int32(u32(8))), nil
+	}
+	return "", nil
+}
+
+func perfEventTarget(fd int, typ uint32, config uint64, eventType uint32) (string, error) {
+	kind := map[uint32]string{
+		perfEventUprobe: "uprobe", perfEventURetprobe: "uretprobe",
+		perfEventKprobe: "kprobe", perfEventKRetprobe: "kretprobe",
+		perfEventTracepoint: "tracepoint",
+	}[typ]
+	if typ == perfEventEvent {
+		return fmt.Sprintf("perf_event type %d config %d", eventType, config), nil
+	}
+	if kind == "" {
+		return "", nil
+	}
+	name, err := linkName(fd, 8)
+	if err != nil || name == "" {
+		return kind, err
+	}
+	return kind + " " + name, nil
+}
+
+// linkName asks the kernel for the name a link carries (tracepoint,
+// function, file or iterator target), whose buffer pointer sits at union
+// offset off.
+func linkName(fd int, off int) (string, error) {
+	buf := make([]byte, 512)
+	var err error
+	if off == 0 {
+		info := linkInfoName0{name: unsafe.Pointer(&buf[0]), nameLen: uint32(len(buf))}
+		err = objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info)))
+	} else {
+		info := linkInfoName{name: unsafe.Pointer(&buf[0]), nameLen: uint32(len(buf))}
+		err = objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info)))
+	}
+	if errors.Is(err, unix.ENOSPC) {
+		err = nil // truncated to the buffer, still NUL-terminated
+	}
+	return cString(buf), err
+}
+
+func ifaceName(ifindex uint32) string {
+	if iface, err := net.InterfaceByIndex(int(ifindex)); err == nil {
+		return fmt.Sprintf("ifindex %d (%s)", ifindex, iface.Name)
+	}
+	return fmt.Sprintf("ifindex %d", ifindex)
+}

@@ -1,0 +1,165 @@
+package collectors
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// StatsMode says how run-time stats were turned on.
+type StatsMode string
+
+const (
+	StatsFD     StatsMode = "fd"     // BPF_ENABLE_STATS fd held by us; kernel drops it if we die
+	StatsSysctl StatsMode = "sysctl" // kernel.bpf_stats_enabled written by us (or found already 1)
+)
+
+// StatsConfig chooses how EnableStats turns stats on.
+type StatsConfig struct {
+	ProcRoot string // "/proc"; sysctl at <ProcRoot>/sys/kernel/bpf_stats_enabled
+	Mode     string // "auto" (fd, falling back to sysctl only if the fd call fails), "fd", "sysctl"
+}
+
+// Stats keeps kernel BPF run-time stats on until Restore.
+type Stats struct {
+	mode   StatsMode
+	sysctl string
+
+	mu       sync.Mutex
+	fd       int    // stats fd, -1 once closed or in sysctl mode
+	wrote    bool   // we changed the sysctl from 0 to 1
+	restored bool   // Restore ran
+	fdErr    error  // why auto mode fell back to the sysctl
+	fdSysctl string // the sysctl as read in fd mode, for Detail
+}
+
+// EnableStats turns run-time stats on. In sysctl mode it writes 1 only if it
+// read 0, and remembers what it found so Restore puts it back. The fd needs
+// Linux 5.8 and CAP_SYS_ADMIN; the sysctl needs a writable /proc/sys.
+func EnableStats(cfg StatsConfig) (*Stats, error) {
+	root := cfg.ProcRoot
+	if root == "" {
+		root = "/proc"
+	}
+	s := &Stats{sysctl: filepath.Join(root, "sys/kernel/bpf_stats_enabled"), fd: -1}
+	var err error
+	switch cfg.Mode {
+	case "fd":
+		err = s.enableFD()
+	case "sysctl":
+		err = s.enableSysctl()
+	case "auto", "":
+		if s.fdErr = s.enableFD(); s.fdErr != nil {
+			if err = s.enableSysctl(); err != nil {
+				err = fmt.Errorf("%w (after %w)", err, s.fdErr)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("stats mode %q: want auto, fd or sysctl", cfg.Mode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stats) enableFD() error {
+	attr := struct{ typ uint32 }{unix.BPF_STATS_RUN_TIME}
+	fd, err := bpf(unix.BPF_ENABLE_STATS, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	if err != nil {
+		return wrapErrno("enable stats (BPF_ENABLE_STATS)", err)
+	}
+	s.mode, s.fd = StatsFD, int(fd)
+	s.fdSysctl, _ = s.readSysctl()
+	return nil
+}
+
+func (s *Stats) enableSysctl() error {
+	v, err := s.readSysctl()
+	if err != nil {
+		return err
+	}
+	s.mode = StatsSysctl
+	if v == "1" {
+		return nil
+	}
+	if err := os.WriteFile(s.sysctl, []byte("1\n"), 0); err != nil {
+		return fmt.Errorf("enable stats: %w", permission(err))
+	}
+	s.wrote = true
+	return nil
+}
+
+func (s *Stats) readSysctl() (string, error) {
+	b, err := os.ReadFile(s.sysctl)
+	if err != nil {
+		return "", fmt.Errorf("read stats sysctl: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Mode reports how stats were turned on.
+func (s *Stats) Mode() StatsMode { return s.mode }
+
+// Detail says in a few words how stats are on and what Restore will do.
+func (s *Stats) Detail() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d string
+	switch {
+	case s.mode == StatsFD:
+		d = "fd (BPF_ENABLE_STATS)"
+		if s.fdSysctl == "1" {
+			d += "; kernel.bpf_stats_enabled also reads 1"
+		}
+	case s.wrote:
+		d = "sysctl (set 0 -> 1, restored on exit)"
+	default:
+		d = "sysctl (was already 1, left alone)"
+	}
+	if s.fdErr != nil {
+		d += "; fd unavailable: " + s.fdErr.Error()
+	}
+	if s.restored {
+		d += "; restored"
+	}
+	return d
+}
+
+// Restore closes the stats fd, or writes back the sysctl's original value
+// if EnableStats changed it. It is idempotent.
+func (s *Stats) Restore() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.restored {
+		return nil
+	}
+	s.restored = true
+	if s.fd >= 0 {
+		err := unix.Close(s.fd)
+		s.fd = -1
+		if err != nil {
+			return fmt.Errorf("close stats fd: %w", err)
+		}
+	}
+	if s.wrote {
+		if err := os.WriteFile(s.sysctl, []byte("0\n"), 0); err != nil {
+			return fmt.Errorf("restore stats sysctl to 0: %w", permission(err))
+		}
+	}
+	return nil
+}
+
+// permission adds ErrNotPermitted to a refused sysctl write.
+func permission(err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w (%w)", ErrNotPermitted, err)
+	}
+	return err
+}
