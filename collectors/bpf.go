@@ -20,7 +20,7 @@ import (
 var (
 	// ErrNotPermitted is returned when the kernel refuses a bpf(2) command
 	// for lack of privilege.
-	ErrNotPermitted = errors.New("operation not permitted: bpfperfd needs CAP_SYS_ADMIN (get-fd-by-id), CAP_BPF and CAP_PERFMON")
+	ErrNotPermitted = errors.New("bpfperfd needs CAP_SYS_ADMIN (get-fd-by-id), CAP_BPF and CAP_PERFMON")
 	// ErrGone is returned when a program or link went away before it could
 	// be read. It matches os.ErrNotExist.
 	ErrGone = fmt.Errorf("bpf object is gone: %w", os.ErrNotExist)
@@ -145,7 +145,7 @@ func objInfo(fd int, info unsafe.Pointer, size uint32) error {
 func wrapErrno(op string, err error) error {
 	switch err {
 	case unix.EPERM:
-		return fmt.Errorf("%s: %w (%w)", op, ErrNotPermitted, err)
+		return fmt.Errorf("%s: %w: %w", op, err, ErrNotPermitted)
 	case unix.ENOENT:
 		return fmt.Errorf("%s: %w", op, ErrGone)
 	}

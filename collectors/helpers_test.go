@@ -95,17 +95,3 @@ func fdCount(tb testing.TB) int {
 func itoa(id uint32) string { return strconv.FormatUint(uint64(id), 10) }
 
 func hexTag(tag [8]byte) string { return hex.EncodeToString(tag[:]) }
-
-// equalJSON compares two values by their JSON encoding.
-func equalJSON(tb testing.TB, a, b any) bool {
-	tb.Helper()
-	ja, err := json.Marshal(a)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	jb, err := json.Marshal(b)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return string(ja) == string(jb)
-}

@@ -159,7 +159,7 @@ func (s *Stats) Restore() error {
 // permission adds ErrNotPermitted to a refused sysctl write.
 func permission(err error) error {
 	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w (%w)", ErrNotPermitted, err)
+		return fmt.Errorf("%w: %w", err, ErrNotPermitted)
 	}
 	return err
 }
