@@ -1,0 +1,328 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/bench"
+)
+
+// benchCommand runs BPF micro-benchmarks locally through BPF_PROG_TEST_RUN.
+// It needs root, not the daemon. (--store, handing results to the daemon,
+// waits for a daemon API.)
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "run BPF micro-benchmarks (built-in suite, an object, or a YAML suite) with BPF_PROG_TEST_RUN",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, json, csv, bmf (Bencher) or gobench (benchstat)"},
+			&cli.StringFlag{Name: "save", Usage: "also write the full report as JSON to `FILE` (for compare and plot)"},
+			&cli.IntFlag{Name: "repeat", Usage: "runs per measurement (default: calibrated per test to --target)"},
+			&cli.DurationFlag{Name: "target", Value: bench.DefaultConfig().Target, Usage: "time one measurement aims for when --repeat is not set"},
+			&cli.IntFlag{Name: "measures", Value: bench.DefaultConfig().Measures, Usage: "measurements per test (each is one mean from the kernel)"},
+			&cli.BoolFlag{Name: "no-warmup", Usage: "skip the discarded warm-up measurement"},
+			&cli.StringFlag{Name: "cpu", Usage: "pin to `CPU`; a list (0,1 or 0-3) runs every test on all of them at once"},
+			&cli.BoolFlag{Name: "parallel", Usage: "run every test on all CPUs at once (per-CPU parallel mode)"},
+			&cli.StringFlag{Name: "filter", Usage: "run only tests whose name matches `REGEX`"},
+			&cli.BoolFlag{Name: "with-stats", Usage: "turn bpf_stats on during the run (adds ~45 ns per run)"},
+			&cli.BoolFlag{Name: "quick", Usage: "a trimmed suite with shorter measurements, for CI"},
+			&cli.StringFlag{Name: "object", Usage: "benchmark a program in this BPF ELF `FILE` instead of the built-in suite"},
+			&cli.StringFlag{Name: "program", Usage: "with --object: the program to run"},
+			&cli.StringFlag{Name: "data", Usage: "with --object: packet data `FILE` (default: a 64-byte UDP frame)"},
+			&cli.StringFlag{Name: "ctx", Usage: "with --object: context (ctx_in) `FILE`"},
+			&cli.StringFlag{Name: "map-init", Usage: "with --object: YAML `FILE` of map entries to insert first"},
+			&cli.StringFlag{Name: "suite", Usage: "run the tests of this YAML suite `FILE`"},
+		},
+		Action:      benchRun,
+		Subcommands: []*cli.Command{benchCompareCommand(), benchPlotCommand(), benchListCommand()},
+	}
+}
+
+func benchConfig(c *cli.Context) (bench.Config, error) {
+	cfg := bench.DefaultConfig()
+	if c.IsSet("repeat") {
+		if c.Int("repeat") <= 0 {
+			return cfg, fmt.Errorf("--repeat must be at least 1, got %d", c.Int("repeat"))
+		}
+		cfg.Repeat = c.Int("repeat")
+	}
+	if c.Int("measures") <= 0 {
+		return cfg, fmt.Errorf("--measures must be at least 1, got %d", c.Int("measures"))
+	}
+	cfg.Measures = c.Int("measures")
+	cfg.Target = c.Duration("target")
+	cfg.Warmup = !c.Bool("no-warmup")
+	cfg.Quick = c.Bool("quick")
+	if cfg.Quick && !c.IsSet("target") {
+		cfg.Target = bench.QuickTarget
+	}
+	if s := c.String("filter"); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return cfg, fmt.Errorf("--filter: %v", err)
+		}
+		cfg.Filter = re
+	}
+	if s := c.String("cpu"); s != "" {
+		cpus, err := parseCPUs(s)
+		if err != nil {
+			return cfg, fmt.Errorf("--cpu: %v", err)
+		}
+		cfg.CPUs = cpus
+	}
+	if c.Bool("parallel") {
+		if c.IsSet("cpu") {
+			return cfg, fmt.Errorf("--parallel and --cpu: pick one (--cpu 0,1 runs in parallel on those CPUs)")
+		}
+		for i := 0; i < runtime.NumCPU(); i++ {
+			cfg.CPUs = append(cfg.CPUs, i)
+		}
+	}
+	for _, f := range []string{"program", "data", "ctx", "map-init"} {
+		if c.IsSet(f) && !c.IsSet("object") {
+			return cfg, fmt.Errorf("--%s needs --object", f)
+		}
+	}
+	if c.IsSet("object") && c.IsSet("suite") {
+		return cfg, fmt.Errorf("--object and --suite: pick one")
+	}
+	return cfg, cfg.Validate()
+}
+
+// parseCPUs reads "3", "0,2" or "0-3".
+func parseCPUs(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CPU number", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
+				return nil, fmt.Errorf("%q is not a CPU range", part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus, nil
+}
+
+func benchTests(c *cli.Context) ([]bench.Test, error) {
+	switch {
+	case c.IsSet("object"):
+		if c.String("program") == "" {
+			return nil, fmt.Errorf("--object needs --program NAME")
+		}
+		t, err := bench.ObjectTest(bench.Object{
+			Path: c.String("object"), Program: c.String("program"),
+			Data: c.String("data"), Ctx: c.String("ctx"), MapInit: c.String("map-init"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return []bench.Test{t}, nil
+	case c.IsSet("suite"):
+		return bench.LoadSuiteFile(c.String("suite"))
+	}
+	return bench.Suite(), nil
+}
+
+func benchRun(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q (subcommands: compare, plot, list)", c.Args().First())
+	}
+	format := c.String("output")
+	if err := bench.Write(io.Discard, &bench.Report{}, format); err != nil {
+		return fmt.Errorf("-o: %v", err)
+	}
+	cfg, err := benchConfig(c)
+	if err != nil {
+		return err
+	}
+	tests, err := benchTests(c)
+	if err != nil {
+		return err
+	}
+	tests = bench.Select(tests, cfg)
+	if len(tests) == 0 {
+		return fmt.Errorf("no test matches --filter %q", c.String("filter"))
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench needs root (BPF_PROG_TEST_RUN and loading programs)")
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
+	defer stop()
+	var progress func(bench.Result)
+	if format != "table" || c.String("save") != "" {
+		done := 0
+		progress = func(r bench.Result) {
+			done++
+			fmt.Fprintf(os.Stderr, "\r%d/%d %-60.60s", done, len(tests), r.Name)
+		}
+		defer fmt.Fprintf(os.Stderr, "\r%80s\r", "")
+	}
+	rep, err := bench.Run(ctx, tests, cfg, bench.Options{
+		WithStats: c.Bool("with-stats"),
+		Env:       bench.Env{Version: version},
+		Progress:  progress,
+	})
+	if err != nil {
+		return err
+	}
+	if p := c.String("save"); p != "" {
+		if err := writeFile(p, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
+			return err
+		}
+	}
+	if err := bench.Write(c.App.Writer, rep, format); err != nil {
+		return err
+	}
+	if rep.Failed() {
+		return fmt.Errorf("bench: some tests failed (see FAILED above)")
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func benchCompareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "compare two runs (JSON reports or Go benchmark files): median delta and a Mann-Whitney U test, like benchstat",
+		ArgsUsage: "BASE NEW",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"},
+			&cli.Float64Flag{Name: "fail-on-regression", Usage: "exit non-zero if a test got significantly slower by more than `PCT` percent"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("bench compare: takes BASE and NEW, got %d arguments", c.NArg())
+			}
+			if f := c.String("output"); f != "table" && f != "json" {
+				return fmt.Errorf("-o %q: want table or json", f)
+			}
+			if c.IsSet("fail-on-regression") && c.Float64("fail-on-regression") < 0 {
+				return fmt.Errorf("--fail-on-regression must be 0 or more")
+			}
+			base, err := bench.ReadSamples(c.Args().Get(0))
+			if err != nil {
+				return err
+			}
+			cur, err := bench.ReadSamples(c.Args().Get(1))
+			if err != nil {
+				return err
+			}
+			cmp := bench.Compare(base, cur)
+			if len(cmp.Deltas) == 0 {
+				return fmt.Errorf("bench compare: no test in common")
+			}
+			if c.String("output") == "json" {
+				err = writeJSON(c.App.Writer, cmp)
+			} else {
+				err = bench.WriteComparison(c.App.Writer, cmp)
+			}
+			if err != nil {
+				return err
+			}
+			if c.IsSet("fail-on-regression") {
+				pct := c.Float64("fail-on-regression")
+				if regs := cmp.Regressions(pct); len(regs) > 0 {
+					return fmt.Errorf("%d regression(s) over %.1f%%, worst %s %+.1f%%", len(regs), pct, worst(regs).Test, worst(regs).Pct)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func worst(ds []bench.Delta) bench.Delta {
+	w := ds[0]
+	for _, d := range ds {
+		if d.Pct > w.Pct {
+			w = d
+		}
+	}
+	return w
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func benchPlotCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "plot",
+		Usage:     "write SVG plots of a run: ns vs tail-call chain length, map access time vs map size per key pattern",
+		ArgsUsage: "REPORT.json",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Value: ".", Usage: "write tailcalls.svg and maps.svg into `DIR`"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("bench plot: takes one REPORT (a JSON report from bench --save), got %d arguments", c.NArg())
+			}
+			f, err := os.Open(c.Args().First())
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			rep, err := bench.ReadJSON(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.Args().First(), err)
+			}
+			files, err := bench.Plot(rep, c.String("dir"))
+			for _, p := range files {
+				fmt.Fprintln(c.App.Writer, "wrote", p)
+			}
+			return err
+		},
+	}
+}
+
+func benchListCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list the built-in tests (and the program types bench can run)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "filter", Usage: "only tests whose name matches `REGEX`"},
+			&cli.BoolFlag{Name: "quick", Usage: "only the --quick suite"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg := bench.DefaultConfig()
+			cfg.Quick = c.Bool("quick")
+			if s := c.String("filter"); s != "" {
+				re, err := regexp.Compile(s)
+				if err != nil {
+					return fmt.Errorf("--filter: %v", err)
+				}
+				cfg.Filter = re
+			}
+			return bench.WriteList(c.App.Writer, bench.Select(bench.Suite(), cfg))
+		},
+	}
+}
