@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// interspersed moves each command's flags in front of its positional
+// arguments. urfave/cli v2 stops parsing flags at the first positional, but
+// people type `bpfperf history PROG --since 1h`.
+func interspersed(app *cli.App, args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	return append([]string{args[0]}, reorder(app.Flags, app.Commands, args[1:])...)
+}
+
+// reorder handles one level: this level's flags first, then a subcommand
+// (reordered in turn) or the positionals. "--" and what follows stay last.
+func reorder(flags []cli.Flag, cmds []*cli.Command, args []string) []string {
+	var opts, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i:]...)
+			return append(opts, pos...)
+		case len(a) > 1 && a[0] == '-':
+			opts = append(opts, a)
+			if !strings.Contains(a, "=") && takesValue(flags, strings.TrimLeft(a, "-")) && i+1 < len(args) {
+				i++
+				opts = append(opts, args[i])
+			}
+		case len(pos) == 0 && findCommand(cmds, a) != nil:
+			cmd := findCommand(cmds, a)
+			return append(append(opts, a), reorder(cmd.Flags, cmd.Subcommands, args[i+1:])...)
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(opts, pos...)
+}
+
+func takesValue(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				_, isBool := f.(*cli.BoolFlag)
+				return !isBool
+			}
+		}
+	}
+	// Unknown flags (help, version, typos) are left for the parser to judge.
+	return false
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/daemon"
+)
+
+func progsCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "progs",
+		Usage: "list loaded BPF programs with runs/s, avg ns/run and CPU % over the last interval",
+		Flags: []cli.Flag{
+			outputFlag,
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list unloaded programs still in the store"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			rows, err := client.Progs(c.Bool("all"))
+			if err != nil {
+				return err
+			}
+			return render(c, os.Stdout, rows, progsTable(rows, c.Bool("all")))
+		},
+	}
+}
+
+func progsTable(rows []daemon.ProgRow, all bool) table {
+	t := table{
+		header: []string{"ID", "TYPE", "NAME", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "RUN_CNT", "RUN_TIME_NS"},
+		fields: []string{"id", "type", "name", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded"},
+	}
+	if all {
+		t.header = append(t.header, "STATE")
+	}
+	for _, r := range rows {
+		name := r.Name
+		if r.Own {
+			name += " (bpfperfd)"
+		}
+		row := []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, name, r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
+		if all {
+			state := "loaded"
+			if !r.Loaded {
+				state = "unloaded " + fmtTime(r.UnloadedAt)
+			}
+			row = append(row, state)
+		}
+		t.rows = append(t.rows, row)
+		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded)})
+	}
+	return t
+}

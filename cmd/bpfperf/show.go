@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+func showCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show everything known about one program",
+		ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+		Flags:     []cli.Flag{outputFlag},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			prog, err := oneArg(c, "PROG")
+			if err != nil {
+				return err
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			d, err := client.Show(prog)
+			if err != nil {
+				return err
+			}
+			m := d.Meta
+			var attach, owners []string
+			for _, a := range m.Attach {
+				attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (link %d)", a.Type, a.Target, a.LinkID)))
+			}
+			for _, o := range m.Owners {
+				owners = append(owners, fmt.Sprintf("%s(%d)", o.Comm, o.PID))
+			}
+			maps := make([]string, len(m.MapIDs))
+			for i, id := range m.MapIDs {
+				maps[i] = strconv.FormatUint(uint64(id), 10)
+			}
+			state := "loaded"
+			if !d.Loaded {
+				state = "unloaded at " + fmtTime(d.UnloadedAt)
+			}
+			kv := [][2]string{
+				{"id", strconv.FormatUint(uint64(d.ID), 10)},
+				{"name", d.Name},
+				{"type", d.Type},
+				{"tag", d.Tag},
+				{"state", state},
+				{"loaded_at", fmtTime(m.LoadedAt)},
+				{"uid", strconv.FormatUint(uint64(m.UID), 10)},
+				{"gpl_compatible", strconv.FormatBool(m.GPLCompatible)},
+				{"bytes_xlated", strconv.FormatUint(uint64(m.BytesXlated), 10)},
+				{"bytes_jited", strconv.FormatUint(uint64(m.BytesJited), 10)},
+				{"bytes_memlock", strconv.FormatUint(m.BytesMemlock, 10)},
+				{"verified_insns", strconv.FormatUint(uint64(m.VerifiedInsns), 10)},
+				{"btf_id", strconv.FormatUint(uint64(m.BTFID), 10)},
+				{"map_ids", strings.Join(maps, ",")},
+				{"attach", strings.Join(attach, "; ")},
+				{"pids", strings.Join(owners, ", ")},
+				{"run_cnt", fmtCount(d.RunCnt)},
+				{"run_time_ns", fmtCount(d.RunTimeNs)},
+				{"recursion_misses", fmtCount(d.RecursionMisses)},
+				{"runs/s", fmtRate(d.RunsPerSec)},
+				{"avg/run", fmtNs(d.AvgNsPerRun)},
+				{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
+				{"cpu", fmtPercent(d.CPUPercent)},
+			}
+			if c.String("output") == "table" {
+				for _, p := range kv {
+					fmt.Printf("%-19s %s\n", p[0]+":", p[1])
+				}
+				return nil
+			}
+			t := table{fields: []string{"field", "value"}}
+			for _, p := range kv {
+				t.rows = append(t.rows, []string{p[0], p[1]})
+			}
+			return render(c, os.Stdout, d, t)
+		},
+	}
+}
+
+// oneArg returns the single positional argument a command takes.
+func oneArg(c *cli.Context, name string) (string, error) {
+	switch c.NArg() {
+	case 0:
+		return "", fmt.Errorf("%s: missing %s", c.Command.Name, name)
+	case 1:
+		return c.Args().First(), nil
+	default:
+		return "", fmt.Errorf("%s: takes one %s, got %d arguments (flags go before %s)", c.Command.Name, name, c.NArg(), name)
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+func statusCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the daemon's state: stats mode, programs, store, its own cost",
+		Flags: []cli.Flag{outputFlag},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			s, err := client.Status()
+			if err != nil {
+				return err
+			}
+			kv := [][2]string{
+				{"version", s.Version},
+				{"pid", strconv.Itoa(s.PID)},
+				{"uptime", (time.Duration(s.UptimeSeconds) * time.Second).String()},
+				{"stats mode", s.StatsMode},
+				{"stats detail", s.StatsDetail},
+				{"interval", (time.Duration(s.IntervalMs) * time.Millisecond).String()},
+				{"programs loaded", strconv.Itoa(s.ProgramsLoaded)},
+				{"programs seen", strconv.Itoa(s.ProgramsSeen)},
+				{"store", s.StorePath},
+				{"store size", fmtBytes(s.StoreBytes)},
+				{"last sample", fmtTime(s.LastSample)},
+				{"last sweep", fmt.Sprintf("%.2f ms", s.LastSweepMs)},
+				{"last write", fmt.Sprintf("%.2f ms", s.LastWriteMs)},
+				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
+				{"daemon rss", fmtBytes(s.RSSBytes)},
+			}
+			if s.LastError != "" {
+				kv = append(kv, [2]string{"last error", s.LastError})
+			}
+			t := table{header: []string{"FIELD", "VALUE"}, fields: []string{"field", "value"}}
+			for _, p := range kv {
+				t.rows = append(t.rows, []string{p[0], p[1]})
+			}
+			if c.String("output") == "table" {
+				t.header = nil
+				for _, p := range kv {
+					fmt.Fprintf(os.Stdout, "%-16s %s\n", p[0]+":", p[1])
+				}
+				return nil
+			}
+			return render(c, os.Stdout, s, t)
+		},
+	}
+}

@@ -1,0 +1,67 @@
+// Command bpfperfd is the bpfperf daemon: it turns on BPF run-time stats,
+// samples every loaded program and serves the history over a unix socket.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/daemon"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "bpfperfd",
+		Usage:   "watch how fast the BPF programs on this host run, and keep the history",
+		Version: version,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state-dir", Value: daemon.DefaultStateDir, EnvVars: []string{"STATE_DIRECTORY"}, Usage: "directory of the store file (must exist and be writable)"},
+			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, EnvVars: []string{"BPFPERF_SOCKET"}, Usage: "unix socket for the API (mode 0660)"},
+			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
+			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
+			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
+		},
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    func(_ *cli.Context, err error, _ bool) error { return err },
+		Action:          run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "bpfperfd: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", c.Args().First())
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return daemon.Run(ctx, daemon.Config{
+		StateDir:    c.String("state-dir"),
+		Socket:      c.String("socket"),
+		SocketGroup: c.String("socket-group"),
+		Interval:    c.Duration("interval"),
+		StatsMode:   c.String("stats-mode"),
+		ProcRoot:    "/proc",
+		Version:     version,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		PanicAfter:  c.Duration("debug.panic-after"),
+	})
+}

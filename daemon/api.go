@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// The /v1 API's JSON documents. Kernel fields keep the kernel's names.
+
+// Status is GET /v1/status.
+type Status struct {
+	Version        string    `json:"version"`
+	PID            int       `json:"pid"`
+	StartedAt      time.Time `json:"started_at"`
+	UptimeSeconds  float64   `json:"uptime_seconds"`
+	BootID         string    `json:"boot_id"`
+	StatsMode      string    `json:"stats_mode"`
+	StatsDetail    string    `json:"stats_detail"`
+	IntervalMs     int64     `json:"interval_ms"`
+	ProgramsLoaded int       `json:"programs_loaded"`
+	ProgramsSeen   int       `json:"programs_seen"` // instances in the store, loaded or not
+	StorePath      string    `json:"store_path"`
+	StoreBytes     int64     `json:"store_bytes"`
+	LastSample     time.Time `json:"last_sample,omitzero"`
+	LastSweepMs    float64   `json:"last_sweep_ms"`
+	LastWriteMs    float64   `json:"last_write_ms"`
+	LastError      string    `json:"last_error,omitempty"`
+	// The daemon's own cost: CPU over the last minute, relative to one CPU.
+	CPUPercent float64 `json:"cpu_percent"`
+	RSSBytes   int64   `json:"rss_bytes"`
+}
+
+// ProgRow is one program in GET /v1/progs.
+type ProgRow struct {
+	ID     uint32 `json:"id"`
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+	Tag    string `json:"tag"`
+	Loaded bool   `json:"loaded"`
+	Own    bool   `json:"own,omitempty"` // held by bpfperfd itself
+	Counters
+	Rates
+	AvgNsSinceLoad *float64  `json:"avg_ns_per_run_since_load,omitempty"`
+	LoadedAt       time.Time `json:"loaded_at,omitzero"`
+	UnloadedAt     time.Time `json:"unloaded_at,omitzero"`
+	BootID         string    `json:"boot_id"`
+	LastSample     time.Time `json:"last_sample,omitzero"`
+}
+
+// ProgDetail is GET /v1/progs/{prog}: the row plus all metadata.
+type ProgDetail struct {
+	ProgRow
+	Meta collectors.Meta `json:"meta"`
+}
+
+// HistoryPoint is one point of GET /v1/history.
+type HistoryPoint struct {
+	Time time.Time `json:"time"`
+	ID   uint32    `json:"id"` // program id of the instance this point belongs to
+	Counters
+	Rates
+	// Reload marks the first point of a new instance (the program was
+	// reloaded); its rates are absent because counters restart.
+	Reload bool `json:"reload,omitempty"`
+}
+
+// History is GET /v1/history.
+type History struct {
+	Program string         `json:"program"`
+	Since   time.Time      `json:"since"`
+	Until   time.Time      `json:"until"`
+	StepMs  int64          `json:"step_ms,omitempty"`
+	Points  []HistoryPoint `json:"points"`
+}
+
+// apiError is the body of every non-2xx answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"time"
+)
+
+// ErrNoDaemon means nothing answers on the socket.
+var ErrNoDaemon = errors.New("no bpfperfd running")
+
+// Client talks to bpfperfd over its unix socket. The CLI gets one from a
+// factory so its commands can be tested against a real daemon.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// Dial checks that a daemon answers on socket and returns a client for it.
+func Dial(socket string, timeout time.Duration) (*Client, error) {
+	if _, err := os.Stat(socket); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: socket %s does not exist (start bpfperfd, or set --socket / BPFPERF_SOCKET)", ErrNoDaemon, socket)
+		}
+		return nil, fmt.Errorf("socket %s: %w", socket, err)
+	}
+	conn, err := net.DialTimeout("unix", socket, timeout)
+	switch {
+	case errors.Is(err, syscall.EACCES):
+		return nil, fmt.Errorf("permission denied on %s: run as root or join the bpfperf group", socket)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return nil, fmt.Errorf("%w: nothing listens on %s (stale socket?)", ErrNoDaemon, socket)
+	case err != nil:
+		return nil, fmt.Errorf("connect to %s: %w", socket, err)
+	}
+	conn.Close()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: timeout}}, nil
+}
+
+// get fetches /v1/path?query into out. An API error comes back as an error
+// carrying the daemon's one-line message.
+func (c *Client) get(path string, query url.Values, out any) error {
+	u := "http://bpfperfd/v1/" + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	resp, err := c.http.Get(u)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e apiError
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("daemon answered %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status() (Status, error) {
+	var s Status
+	return s, c.get("status", nil, &s)
+}
+
+// Progs lists loaded programs, and with all also the unloaded ones still in
+// the store.
+func (c *Client) Progs(all bool) ([]ProgRow, error) {
+	var rows []ProgRow
+	q := url.Values{}
+	if all {
+		q.Set("all", "true")
+	}
+	return rows, c.get("progs", q, &rows)
+}
+
+// Show returns one program's row and metadata.
+func (c *Client) Show(prog string) (ProgDetail, error) {
+	var d ProgDetail
+	return d, c.get("progs/"+url.PathEscape(prog), nil, &d)
+}
+
+// History returns a program's points between since and until.
+func (c *Client) History(prog string, since, until time.Time, step time.Duration) (History, error) {
+	q := url.Values{"prog": {prog}, "since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	if step > 0 {
+		q.Set("step", step.String())
+	}
+	var h History
+	return h, c.get("history", q, &h)
+}

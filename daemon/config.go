@@ -1,0 +1,88 @@
+// Package daemon runs bpfperfd: it turns BPF run-time stats on, samples every
+// loaded program each interval, stores the series and serves them over a
+// unix socket. It also holds the client the CLI uses.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is everything bpfperfd needs; cmd/bpfperfd builds it from flags.
+type Config struct {
+	StateDir    string        // holds bpfperf.db
+	Socket      string        // unix socket path for the API
+	SocketGroup string        // group owning the socket, if it exists
+	Interval    time.Duration // sampling interval
+	StatsMode   string        // "auto", "fd" or "sysctl"
+	ProcRoot    string        // usually /proc
+	OwnersEvery time.Duration // how often owners and attach points are refreshed
+	Version     string
+	Logger      *slog.Logger
+
+	// PanicAfter makes the sampler panic after this long; tests use it to
+	// check that a panic still restores the stats sysctl.
+	PanicAfter time.Duration
+}
+
+// Defaults for flags.
+const (
+	DefaultStateDir = "/var/lib/bpfperf"
+	DefaultSocket   = "/run/bpfperf/api.sock"
+	DefaultInterval = time.Second
+	DefaultGroup    = "bpfperf"
+	storeFile       = "bpfperf.db"
+
+	minInterval = 100 * time.Millisecond
+	maxInterval = time.Hour
+)
+
+var (
+	ErrBadConfig   = errors.New("bad configuration")
+	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
+)
+
+// validate checks what can be checked before touching the kernel and
+// fills defaults.
+func (c *Config) validate() error {
+	if c.Interval < minInterval || c.Interval > maxInterval {
+		return fmt.Errorf("%w: --interval %v is outside %v..%v", ErrBadConfig, c.Interval, minInterval, maxInterval)
+	}
+	switch c.StatsMode {
+	case "auto", "fd", "sysctl":
+	default:
+		return fmt.Errorf("%w: --stats-mode %q is not one of auto, fd, sysctl", ErrBadConfig, c.StatsMode)
+	}
+	if c.ProcRoot == "" {
+		c.ProcRoot = "/proc"
+	}
+	if c.OwnersEvery == 0 {
+		c.OwnersEvery = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	fi, err := os.Stat(c.StateDir)
+	if err != nil {
+		return fmt.Errorf("%w: state dir: %v", ErrBadConfig, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: state dir %s is not a directory", ErrBadConfig, c.StateDir)
+	}
+	probe, err := os.CreateTemp(c.StateDir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("%w: state dir %s is not writable: %v", ErrBadConfig, c.StateDir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if dir := filepath.Dir(c.Socket); dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("%w: socket directory: %v", ErrBadConfig, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// ErrNotPrivileged means the kernel refused to let us read programs.
+var ErrNotPrivileged = errors.New("not privileged")
+
+// Daemon is a running bpfperfd.
+type Daemon struct {
+	cfg     Config
+	store   *store.DB
+	stats   *collectors.Stats
+	sampler *sampler
+	bootID  string
+	boot    uint32
+	started time.Time
+	cost    selfCost
+}
+
+// Run starts bpfperfd and blocks until ctx is done or sampling fails for
+// good. Stats are put back as found on every way out, panics included.
+func Run(ctx context.Context, cfg Config) (err error) {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if _, err := collectors.Sweep(nil); err != nil {
+		if errors.Is(err, collectors.ErrNotPermitted) {
+			return fmt.Errorf("%w: %v", ErrNotPrivileged, err)
+		}
+		return fmt.Errorf("read programs: %w", err)
+	}
+	if err := checkSocketFree(cfg.Socket); err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.StateDir, storeFile)
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return fmt.Errorf("%w: %s is locked by another bpfperfd", ErrSocketInUse, path)
+		}
+		return err
+	}
+	defer db.Close()
+
+	bootID, err := readBootID(cfg.ProcRoot)
+	if err != nil {
+		return err
+	}
+	boot, err := db.Boot(bootID)
+	if err != nil {
+		return fmt.Errorf("store boot id: %w", err)
+	}
+
+	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
+	if err != nil {
+		return fmt.Errorf("enable BPF run-time stats: %w", err)
+	}
+	// Put stats back however we leave, including a panic in this goroutine;
+	// the sampler goroutine does the same for its own panics.
+	defer func() {
+		if rerr := stats.Restore(); rerr != nil {
+			log.Error("restore BPF stats", "err", rerr)
+		}
+		if p := recover(); p != nil {
+			panic(p)
+		}
+	}()
+	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
+
+	smp, err := newSampler(&cfg, db, bootID, boot)
+	if err != nil {
+		return err
+	}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: time.Now()}
+	d.cost.sample(d.started)
+
+	ln, err := listen(cfg.Socket, cfg.SocketGroup)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg.Socket)
+	srv := &http.Server{Handler: (&server{d: d}).routes(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	if err := db.WriteTick(store.Tick{Time: d.started, Events: []store.Event{
+		{Time: d.started, Kind: "daemon_start", Detail: cfg.Version},
+		{Time: d.started, Kind: "stats_mode", Detail: stats.Detail()},
+	}}); err != nil {
+		return err
+	}
+
+	errc := make(chan error, 1)
+	loopCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				stats.Restore()
+				panic(p)
+			}
+		}()
+		errc <- d.loop(loopCtx)
+	}()
+	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval)
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	stop()
+	wg.Wait()
+	now := time.Now()
+	if werr := db.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
+		log.Warn("store stop event", "err", werr)
+	}
+	return err
+}
+
+// loop samples every interval until ctx is done. A failed tick is logged
+// and retried next tick; it does not stop the daemon.
+func (d *Daemon) loop(ctx context.Context) error {
+	watchdog, _ := sddaemon.SdWatchdogEnabled(false)
+	var panicAt <-chan time.Time
+	if d.cfg.PanicAfter > 0 {
+		panicAt = time.After(d.cfg.PanicAfter)
+	}
+	ticker := time.NewTicker(d.cfg.Interval)
+	defer ticker.Stop()
+	first := true
+	for {
+		now := time.Now()
+		if err := d.sampler.tick(now, first); err != nil {
+			d.cfg.Logger.Error("sample", "err", err)
+		} else {
+			first = false
+			// Ping the watchdog only after a good tick, so a stuck or
+			// failing sampler gets us restarted.
+			if watchdog > 0 {
+				sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+			}
+		}
+		d.cost.sample(now)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-panicAt:
+			panic("bpfperfd: --debug.panic-after reached")
+		case <-ticker.C:
+		}
+	}
+}
+
+func (d *Daemon) status() Status {
+	s := d.sampler
+	s.mu.RLock()
+	st := Status{
+		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
+		UptimeSeconds: time.Since(d.started).Seconds(), BootID: d.bootID,
+		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
+		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
+		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,
+		LastSweepMs: float64(s.lastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.lastWrite.Microseconds()) / 1000,
+	}
+	if s.lastErr != nil {
+		st.LastError = s.lastErr.Error()
+	}
+	s.mu.RUnlock()
+	if recs, err := d.store.Programs(); err == nil {
+		st.ProgramsSeen = len(recs)
+	}
+	st.CPUPercent, st.RSSBytes = d.cost.read()
+	return st
+}
+
+// checkSocketFree fails if a daemon answers on path, and removes a stale
+// socket file left by one that died.
+func checkSocketFree(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: socket %s: %v", ErrBadConfig, path, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%w: socket path %s exists and is not a socket", ErrBadConfig, path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("%w: %s answers", ErrSocketInUse, path)
+	}
+	return os.Remove(path)
+}
+
+// listen creates the API socket with mode 0660, owned by group if it exists
+// (the systemd unit's group), so only root and that group can talk to us.
+func listen(path, group string) (net.Listener, error) {
+	old := syscall.Umask(0o117)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if group != "" {
+		if g, err := user.LookupGroup(group); err == nil {
+			gid, _ := strconv.Atoi(g.Gid)
+			if err := os.Chown(path, -1, gid); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("chown socket to group %s: %w", group, err)
+			}
+		}
+	}
+	return ln, nil
+}
+
+func readBootID(procRoot string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

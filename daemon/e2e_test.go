@@ -1,0 +1,246 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// The end-to-end tests run the real binaries: bpfperfd as a child process
+// against the real kernel, and the bpfperf CLI against its socket.
+var bin struct{ daemon, cli string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bpfperf-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.daemon, bin.cli = filepath.Join(dir, "bpfperfd"), filepath.Join(dir, "bpfperf")
+	for out, pkg := range map[string]string{bin.daemon: "../cmd/bpfperfd", bin.cli: "../cmd/bpfperf"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type daemonProc struct {
+	cmd      *exec.Cmd
+	stateDir string
+	socket   string
+	stderr   *bytes.Buffer
+	done     chan error
+}
+
+// startDaemon runs bpfperfd with a 200 ms interval on stateDir and waits
+// until its API answers.
+func startDaemon(t *testing.T, stateDir string, args ...string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{stateDir: stateDir, socket: filepath.Join(stateDir, "api.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(bin.daemon, append([]string{"--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"}, args...)...)
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, _, code := run(bin.cli, "--socket", d.socket, "status"); code == 0 {
+			return d
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("bpfperfd exited early: %v\n%s", err, d.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("bpfperfd did not answer in 10s\n%s", d.stderr)
+	return nil
+}
+
+// stop sends sig and waits for the daemon to exit.
+func (d *daemonProc) stop(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	d.cmd.Process.Signal(sig)
+	select {
+	case err := <-d.done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("bpfperfd did not stop on %v\n%s", sig, d.stderr)
+		return nil
+	}
+}
+
+func (d *daemonProc) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := run(bin.cli, append([]string{"--socket", d.socket}, args...)...)
+	if code != 0 {
+		t.Fatalf("bpfperf %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+func (d *daemonProc) json(t *testing.T, v any, args ...string) {
+	t.Helper()
+	if err := d.query(v, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// query runs the CLI with -o json and decodes its answer into v.
+func (d *daemonProc) query(v any, args ...string) error {
+	out, errOut, code := run(bin.cli, append([]string{"--socket", d.socket}, append(args, "-o", "json")...)...)
+	if code != 0 {
+		return fmt.Errorf("bpfperf %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return fmt.Errorf("bpfperf %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// run runs a binary and returns stdout, stderr and the exit code.
+func run(name string, args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return out.String(), errOut.String(), exit.ExitCode()
+	case err != nil:
+		return out.String(), err.Error(), -1
+	}
+	return out.String(), errOut.String(), 0
+}
+
+// eventually polls cond every 50 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bpftoolProg returns `bpftool prog show id N -j`, or ok=false if bpftool
+// does not know the id.
+func bpftoolProg(t *testing.T, id uint32) (map[string]any, bool) {
+	t.Helper()
+	out, errOut, code := run("bpftool", "prog", "show", "id", fmt.Sprint(id), "-j")
+	if code != 0 {
+		if strings.Contains(errOut+out, "No such file") || strings.Contains(errOut+out, "can't get prog by id") {
+			return nil, false
+		}
+		t.Fatalf("bpftool: %s %s", out, errOut)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("bpftool json: %v\n%s", err, out)
+	}
+	return m, true
+}
+
+func needBpftool(t *testing.T) {
+	if _, err := exec.LookPath("bpftool"); err != nil {
+		privtest.Skip(t, "bpftool not installed (apt-get install bpftool)")
+	}
+}
+
+func fdCount(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1_000_000)
+}
+
+func TestRunCountMatchesKernelExactly(t *testing.T) {
+	privtest.Root(t)
+	needBpftool(t)
+	d := startDaemon(t, t.TempDir())
+
+	name := uniqueName("e2e_cnt")
+	prog, err := privtest.LoadLoop(name, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	const runs = 12_347
+	if err := privtest.Run(prog, runs); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := prog.Info()
+	id, _ := info.ID()
+
+	var got daemon.ProgDetail
+	eventually(t, "the daemon to see every run", func() bool {
+		return d.query(&got, "show", name) == nil && got.RunCnt == runs
+	})
+	if got.ID != uint32(id) || got.Type != "socket_filter" || got.Name != name {
+		t.Errorf("show %s = id %d type %s name %s, want id %d socket_filter", name, got.ID, got.Type, got.Name, id)
+	}
+	// Let one more sweep pass so the program is idle in the daemon's view.
+	time.Sleep(500 * time.Millisecond)
+	d.json(t, &got, "show", fmt.Sprint(id))
+	kernel, ok := bpftoolProg(t, uint32(id))
+	if !ok {
+		t.Fatal("bpftool does not list the program")
+	}
+	if want := uint64(kernel["run_time_ns"].(float64)); got.RunTimeNs != want || got.RunTimeNs == 0 {
+		t.Errorf("run_time_ns = %d, bpftool says %d", got.RunTimeNs, want)
+	}
+	if want := uint64(kernel["run_cnt"].(float64)); got.RunCnt != want {
+		t.Errorf("run_cnt = %d, bpftool says %d", got.RunCnt, want)
+	}
+	if got.Meta.Tag != kernel["tag"] || got.Meta.BytesXlated != uint32(kernel["bytes_xlated"].(float64)) {
+		t.Errorf("meta %+v disagrees with bpftool %v", got.Meta, kernel)
+	}
+
+	// The same numbers through `progs`, as JSON and CSV.
+	var rows []daemon.ProgRow
+	d.json(t, &rows, "progs")
+	found := false
+	for _, r := range rows {
+		if r.ID == uint32(id) {
+			found = r.RunCnt == runs && r.RunTimeNs == got.RunTimeNs
+		}
+	}
+	if !found {
+		t.Errorf("progs -o json does not show id %d with run_cnt %d", id, runs)
+	}
+	csv := d.cli(t, "progs", "-o", "csv")
+	if !strings.Contains(csv, fmt.Sprintf("%d,socket_filter,%s,", id, name)) || !strings.Contains(csv, fmt.Sprintf(",%d,%d,", runs, got.RunTimeNs)) {
+		t.Errorf("progs -o csv lacks the program's row:\n%s", csv)
+	}
+}

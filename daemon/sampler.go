@@ -1,0 +1,209 @@
+package daemon
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// program is the sampler's view of one loaded program instance: its
+// metadata and the last two sweeps, from which the current rates come.
+type program struct {
+	key  store.InstanceKey
+	meta collectors.Meta
+	prev, cur       collectors.Sample
+	prevAt, curAt   time.Time
+	havePrev        bool
+}
+
+// sampler sweeps all programs each tick, keeps the current view for the API
+// and writes each tick to the store in one transaction.
+type sampler struct {
+	cfg    *Config
+	store  *store.DB
+	bootID string
+	boot   uint32
+	log    *slog.Logger
+	selfPID int
+
+	mu         sync.RWMutex
+	progs      map[uint32]*program // loaded now, by kernel id
+	lastTick   time.Time
+	lastSweep  time.Duration
+	lastWrite  time.Duration
+	lastErr    error
+	ownersAt   time.Time
+	seenByName map[string]string // name/type -> last tag seen, for new-version events
+	buf        []collectors.Sample
+}
+
+func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
+	s := &sampler{
+		cfg: cfg, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
+		progs: map[uint32]*program{}, seenByName: map[string]string{},
+	}
+	// Remember the newest tag per program key already in the store, so a
+	// reload with new code after a daemon restart still counts as a new
+	// version; and mark instances of this boot that vanished while we were
+	// down.
+	known, err := db.Programs()
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(known, func(i, j int) bool { return known[i].FirstSeen.Before(known[j].FirstSeen) })
+	for _, p := range known {
+		s.seenByName[p.Type+"/"+p.Name] = p.Tag
+	}
+	return s, nil
+}
+
+// loadedBefore returns instances the store thinks are loaded. Those of
+// another boot are gone for sure; those of this boot are checked by the
+// first tick.
+func (s *sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, error) {
+	known, err := s.store.Programs()
+	if err != nil {
+		return nil, err
+	}
+	var gone []store.InstanceKey
+	for _, p := range known {
+		if p.Loaded() && (p.Key.Boot != s.boot || !loaded[p.ID]) {
+			gone = append(gone, p.Key)
+		}
+	}
+	return gone, nil
+}
+
+// tick runs one sweep and stores it.
+func (s *sampler) tick(now time.Time, first bool) error {
+	start := time.Now()
+	samples, err := collectors.Sweep(s.buf[:0])
+	s.buf = samples
+	sweep := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+
+	t := store.Tick{Time: now}
+	seen := make(map[uint32]bool, len(samples))
+	var fresh []*program
+	s.mu.Lock()
+	for _, smp := range samples {
+		seen[smp.ID] = true
+		p := s.progs[smp.ID]
+		if p != nil && (p.cur.Tag != smp.Tag || p.cur.Name != smp.Name) {
+			// The id was reused by another program: the old one is gone.
+			t.Unloaded = append(t.Unloaded, p.key)
+			delete(s.progs, smp.ID)
+			p = nil
+		}
+		if p == nil {
+			meta, err := collectors.ReadMeta(smp.ID)
+			if errors.Is(err, collectors.ErrGone) {
+				continue // unloaded between the sweep and now
+			}
+			if err != nil {
+				s.mu.Unlock()
+				return fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
+			}
+			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
+			s.progs[smp.ID] = p
+			fresh = append(fresh, p)
+		} else {
+			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
+		}
+		p.cur, p.curAt = smp, now
+		t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{smp.RunTimeNs, smp.RunCnt, smp.RecursionMisses}})
+	}
+	for id, p := range s.progs {
+		if !seen[id] {
+			t.Unloaded = append(t.Unloaded, p.key)
+			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag})
+			delete(s.progs, id)
+		}
+	}
+	if len(fresh) > 0 || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
+		s.refreshOwners(now)
+	}
+	for _, p := range fresh {
+		rec, err := s.record(p, now)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		t.Loaded = append(t.Loaded, rec)
+		t.Events = append(t.Events, store.Event{Time: now, Kind: "loaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag})
+		key := p.meta.Type + "/" + p.meta.Name
+		if old, ok := s.seenByName[key]; ok && old != p.meta.Tag {
+			t.Events = append(t.Events, store.Event{Time: now, Kind: "new_version", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Detail: "previous tag " + old})
+		}
+		s.seenByName[key] = p.meta.Tag
+	}
+	s.mu.Unlock()
+
+	if first {
+		stale, err := s.staleInstances(seen)
+		if err != nil {
+			return err
+		}
+		t.Unloaded = append(t.Unloaded, stale...)
+	}
+
+	wstart := time.Now()
+	err = s.store.WriteTick(t)
+	s.mu.Lock()
+	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
+	s.mu.Unlock()
+	return err
+}
+
+// refreshOwners reads attach points and owner processes for every loaded
+// program. Called with s.mu held. Failures only cost detail, so they are
+// logged, not returned.
+func (s *sampler) refreshOwners(now time.Time) {
+	s.ownersAt = now
+	links, err := collectors.Links()
+	if err != nil {
+		s.log.Warn("read bpf links", "err", err)
+	}
+	owners, err := collectors.Owners(s.cfg.ProcRoot)
+	if err != nil {
+		s.log.Warn("read program owners", "err", err)
+	}
+	for id, p := range s.progs {
+		p.meta.Attach = links[id]
+		p.meta.Owners = owners[id]
+	}
+}
+
+func (s *sampler) record(p *program, now time.Time) (store.Program, error) {
+	meta, err := json.Marshal(p.meta)
+	if err != nil {
+		return store.Program{}, err
+	}
+	return store.Program{
+		Key: p.key, BootID: s.bootID, ID: p.meta.ID, Name: p.meta.Name, Type: p.meta.Type,
+		Tag: p.meta.Tag, FirstSeen: now, Meta: meta,
+	}, nil
+}
+
+// own reports whether the daemon itself holds the program.
+func (s *sampler) own(p *program) bool {
+	for _, o := range p.meta.Owners {
+		if o.PID == s.selfPID {
+			return true
+		}
+	}
+	return false
+}
+
+func tagString(tag [8]byte) string { return hex.EncodeToString(tag[:]) }

@@ -1,0 +1,416 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// Errors the API maps to status codes.
+var (
+	ErrUnknownProgram   = errors.New("unknown program")
+	ErrAmbiguousProgram = errors.New("ambiguous program")
+	ErrBadRequest       = errors.New("bad request")
+)
+
+// maxHistoryPoints bounds one history answer, so a request cannot make the
+// daemon build an unbounded response.
+const maxHistoryPoints = 100_000
+
+// server answers the /v1 API from the sampler's view and the store.
+type server struct {
+	d *Daemon
+}
+
+func (s *server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/progs", s.progs)
+	mux.HandleFunc("GET /v1/progs/{prog}", s.show)
+	mux.HandleFunc("GET /v1/history", s.history)
+	return mux
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrUnknownProgram):
+			code = http.StatusNotFound
+		case errors.Is(err, ErrAmbiguousProgram):
+			code = http.StatusConflict
+		case errors.Is(err, ErrBadRequest):
+			code = http.StatusBadRequest
+		}
+		w.WriteHeader(code)
+		v = apiError{Error: err.Error()}
+	}
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	reply(w, s.d.status(), nil)
+}
+
+func (s *server) progs(w http.ResponseWriter, r *http.Request) {
+	all, err := boolParam(r, "all")
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	rows, err := s.d.rows(all)
+	reply(w, rows, err)
+}
+
+func (s *server) show(w http.ResponseWriter, r *http.Request) {
+	inst, err := s.d.resolveOne(r.PathValue("prog"))
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	detail, err := s.d.detail(inst)
+	reply(w, detail, err)
+}
+
+func (s *server) history(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ref := q.Get("prog")
+	if ref == "" {
+		reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
+		return
+	}
+	now := time.Now()
+	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
+		return
+	}
+	until, err := timeParam(q.Get("until"), now, now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
+		return
+	}
+	var step time.Duration
+	if v := q.Get("step"); v != "" {
+		if step, err = time.ParseDuration(v); err != nil || step <= 0 {
+			reply(w, nil, fmt.Errorf("%w: step %q is not a positive duration", ErrBadRequest, v))
+			return
+		}
+	}
+	h, err := s.d.history(ref, since, until, step)
+	reply(w, h, err)
+}
+
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q is not a boolean", ErrBadRequest, name, v)
+	}
+	return b, nil
+}
+
+// timeParam parses RFC 3339 or a duration back from now ("1h").
+func timeParam(v string, def, now time.Time) (time.Time, error) {
+	if v == "" {
+		return def, nil
+	}
+	return ParseTime(v, now)
+}
+
+// ParseTime reads a point in time as RFC 3339, a duration back from now
+// ("90m", "2h"), a number of days ("7d"), or "now". The CLI and the API share it.
+func ParseTime(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := ParseDuration(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration like 1h or 7d", v)
+	}
+	if d < 0 {
+		return time.Time{}, fmt.Errorf("%q: a duration back from now must not be negative", v)
+	}
+	return now.Add(-d), nil
+}
+
+// ParseDuration is time.ParseDuration plus a "d" (24h) suffix.
+func ParseDuration(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q", v)
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+// instance is one resolved program instance: its store record and, when
+// loaded now, the sampler's live view.
+type instance struct {
+	rec  store.Program
+	live *program
+}
+
+// resolve finds the instances a user's PROG names: a numeric id, a name, or
+// name@tag. Loaded instances come first, then the rest newest first.
+func (d *Daemon) resolve(ref string) ([]instance, error) {
+	recs, err := d.store.Programs()
+	if err != nil {
+		return nil, err
+	}
+	name, tag, hasTag := strings.Cut(ref, "@")
+	id, idErr := strconv.ParseUint(ref, 10, 32)
+	var out []instance
+	d.sampler.mu.RLock()
+	for _, rec := range recs {
+		match := false
+		switch {
+		case idErr == nil:
+			match = rec.ID == uint32(id) && rec.Key.Boot == d.boot
+		case hasTag:
+			match = rec.Name == name && rec.Tag == tag
+		default:
+			match = rec.Name == name
+		}
+		if !match {
+			continue
+		}
+		inst := instance{rec: rec}
+		if p := d.sampler.progs[rec.ID]; p != nil && p.key == rec.Key {
+			inst.live = p
+		}
+		out = append(out, inst)
+	}
+	d.sampler.mu.RUnlock()
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w %q: no program with that id, name or name@tag", ErrUnknownProgram, ref)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].live != nil) != (out[j].live != nil) {
+			return out[i].live != nil
+		}
+		return out[i].rec.FirstSeen.After(out[j].rec.FirstSeen)
+	})
+	return out, nil
+}
+
+// resolveOne picks the single instance PROG means: the loaded one, or if
+// none is loaded the newest. Two loaded programs sharing a name are
+// ambiguous.
+func (d *Daemon) resolveOne(ref string) (instance, error) {
+	insts, err := d.resolve(ref)
+	if err != nil {
+		return instance{}, err
+	}
+	if len(insts) > 1 && insts[1].live != nil {
+		return instance{}, ambiguous(ref, insts)
+	}
+	return insts[0], nil
+}
+
+func ambiguous(ref string, insts []instance) error {
+	var ids []string
+	for _, in := range insts {
+		if in.live != nil {
+			ids = append(ids, fmt.Sprintf("%d (tag %s)", in.rec.ID, in.rec.Tag))
+		}
+	}
+	return fmt.Errorf("%w %q: loaded as ids %s; use an id or name@tag", ErrAmbiguousProgram, ref, strings.Join(ids, ", "))
+}
+
+// row builds a ProgRow for a live program. Called with the sampler's lock held.
+func (d *Daemon) liveRow(p *program) ProgRow {
+	cur := Counters{RunTimeNs: p.cur.RunTimeNs, RunCnt: p.cur.RunCnt, RecursionMisses: p.cur.RecursionMisses}
+	row := ProgRow{
+		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, Tag: p.meta.Tag, Loaded: true,
+		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: avgSinceLoad(cur),
+		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
+	}
+	if p.havePrev {
+		prev := Counters{RunTimeNs: p.prev.RunTimeNs, RunCnt: p.prev.RunCnt, RecursionMisses: p.prev.RecursionMisses}
+		row.Rates = ratesBetween(prev, cur, p.curAt.Sub(p.prevAt))
+	}
+	return row
+}
+
+// storedRow builds a ProgRow for an instance that is no longer loaded, from
+// its last stored sample.
+func (d *Daemon) storedRow(rec store.Program) (ProgRow, error) {
+	var meta collectors.Meta
+	if len(rec.Meta) > 0 {
+		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
+			return ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
+		}
+	}
+	row := ProgRow{ID: rec.ID, Type: rec.Type, Name: rec.Name, Tag: rec.Tag, LoadedAt: meta.LoadedAt, UnloadedAt: rec.UnloadedAt, BootID: rec.BootID}
+	until := rec.UnloadedAt
+	if until.IsZero() {
+		until = time.Now()
+	}
+	points, err := d.store.Series(rec.Key, rec.FirstSeen, until)
+	if err != nil {
+		return ProgRow{}, err
+	}
+	if n := len(points); n > 0 {
+		last := points[n-1]
+		row.Counters = Counters{RunTimeNs: last.Values[store.ColRunTimeNs], RunCnt: last.Values[store.ColRunCnt], RecursionMisses: last.Values[store.ColRecursionMisses]}
+		row.LastSample = last.Time
+		row.AvgNsSinceLoad = avgSinceLoad(row.Counters)
+	}
+	return row, nil
+}
+
+// rows lists loaded programs (and with all, every stored instance), by CPU %
+// then run time, highest first.
+func (d *Daemon) rows(all bool) ([]ProgRow, error) {
+	d.sampler.mu.RLock()
+	rows := make([]ProgRow, 0, len(d.sampler.progs))
+	live := map[store.InstanceKey]bool{}
+	for _, p := range d.sampler.progs {
+		rows = append(rows, d.liveRow(p))
+		live[p.key] = true
+	}
+	d.sampler.mu.RUnlock()
+	if all {
+		recs, err := d.store.Programs()
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if live[rec.Key] {
+				continue
+			}
+			row, err := d.storedRow(rec)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		ci, cj := val(rows[i].CPUPercent), val(rows[j].CPUPercent)
+		if ci != cj {
+			return ci > cj
+		}
+		if rows[i].RunTimeNs != rows[j].RunTimeNs {
+			return rows[i].RunTimeNs > rows[j].RunTimeNs
+		}
+		return rows[i].ID < rows[j].ID
+	})
+	return rows, nil
+}
+
+func val(f *float64) float64 {
+	if f == nil {
+		return -1
+	}
+	return *f
+}
+
+func (d *Daemon) detail(inst instance) (ProgDetail, error) {
+	if inst.live != nil {
+		d.sampler.mu.RLock()
+		defer d.sampler.mu.RUnlock()
+		return ProgDetail{ProgRow: d.liveRow(inst.live), Meta: inst.live.meta}, nil
+	}
+	row, err := d.storedRow(inst.rec)
+	if err != nil {
+		return ProgDetail{}, err
+	}
+	out := ProgDetail{ProgRow: row}
+	if len(inst.rec.Meta) > 0 {
+		if err := json.Unmarshal(inst.rec.Meta, &out.Meta); err != nil {
+			return ProgDetail{}, err
+		}
+	}
+	return out, nil
+}
+
+// history stitches the stored series of every instance PROG names, oldest
+// first. With step > 0 it keeps the last sample of each step-long bucket.
+// Rates are between consecutive kept points of the same instance.
+func (d *Daemon) history(ref string, since, until time.Time, step time.Duration) (History, error) {
+	if !until.After(since) {
+		return History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	if step > 0 && until.Sub(since)/step > maxHistoryPoints {
+		return History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", ErrBadRequest, step, until.Sub(since), maxHistoryPoints)
+	}
+	insts, err := d.resolve(ref)
+	if err != nil {
+		return History{}, err
+	}
+	if overlap(insts) {
+		return History{}, ambiguous(ref, insts)
+	}
+	sort.Slice(insts, func(i, j int) bool { return insts[i].rec.FirstSeen.Before(insts[j].rec.FirstSeen) })
+	h := History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []HistoryPoint{}}
+	for n, inst := range insts {
+		points, err := d.store.Series(inst.rec.Key, since, until)
+		if err != nil {
+			return History{}, err
+		}
+		points = downsample(points, since, step)
+		if len(h.Points)+len(points) > maxHistoryPoints {
+			return History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
+		}
+		for i, p := range points {
+			hp := HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: Counters{
+				RunTimeNs: p.Values[store.ColRunTimeNs], RunCnt: p.Values[store.ColRunCnt], RecursionMisses: p.Values[store.ColRecursionMisses],
+			}}
+			if i > 0 {
+				prev := h.Points[len(h.Points)-1]
+				hp.Rates = ratesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
+			} else if n > 0 {
+				hp.Reload = true
+			}
+			h.Points = append(h.Points, hp)
+		}
+	}
+	return h, nil
+}
+
+// overlap reports whether two instances were loaded at the same time, in
+// which case a name does not pick one series.
+func overlap(insts []instance) bool {
+	live := 0
+	for _, in := range insts {
+		if in.rec.Loaded() {
+			live++
+		}
+	}
+	return live > 1
+}
+
+// downsample keeps the last point of each step-long bucket counted from
+// since. Counters are cumulative, so dropping points loses no runs.
+func downsample(points []store.Point, since time.Time, step time.Duration) []store.Point {
+	if step <= 0 || len(points) == 0 {
+		return points
+	}
+	out := points[:0:0]
+	bucket := func(t time.Time) int64 { return int64(t.Sub(since) / step) }
+	for i, p := range points {
+		if i+1 == len(points) || bucket(points[i+1].Time) != bucket(p.Time) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
