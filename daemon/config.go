@@ -46,8 +46,7 @@ var (
 	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
 )
 
-// validate checks what can be checked before touching the kernel and
-// fills defaults.
+// validate checks the flags and fills defaults.
 func (c *Config) validate() error {
 	if c.Interval < minInterval || c.Interval > maxInterval {
 		return fmt.Errorf("%w: --interval %v is outside %v..%v", ErrBadConfig, c.Interval, minInterval, maxInterval)
@@ -66,6 +65,11 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	return nil
+}
+
+// checkPaths checks the state dir and the socket's directory.
+func (c *Config) checkPaths() error {
 	fi, err := os.Stat(c.StateDir)
 	if err != nil {
 		return fmt.Errorf("%w: state dir: %v", ErrBadConfig, err)

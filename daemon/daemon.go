@@ -49,6 +49,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		return fmt.Errorf("read programs: %w", err)
 	}
+	if err := cfg.checkPaths(); err != nil {
+		return err
+	}
 	if err := checkSocketFree(cfg.Socket); err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Chmod(dir, 0o755) // the unprivileged test runs the daemon as nobody
 	bin.daemon, bin.cli = filepath.Join(dir, "bpfperfd"), filepath.Join(dir, "bpfperf")
 	for out, pkg := range map[string]string{bin.daemon: "../cmd/bpfperfd", bin.cli: "../cmd/bpfperf"} {
 		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {

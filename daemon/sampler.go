@@ -18,21 +18,21 @@ import (
 // program is the sampler's view of one loaded program instance: its
 // metadata and the last two sweeps, from which the current rates come.
 type program struct {
-	key  store.InstanceKey
-	meta collectors.Meta
-	prev, cur       collectors.Sample
-	prevAt, curAt   time.Time
-	havePrev        bool
+	key           store.InstanceKey
+	meta          collectors.Meta
+	prev, cur     collectors.Sample
+	prevAt, curAt time.Time
+	havePrev      bool
 }
 
 // sampler sweeps all programs each tick, keeps the current view for the API
 // and writes each tick to the store in one transaction.
 type sampler struct {
-	cfg    *Config
-	store  *store.DB
-	bootID string
-	boot   uint32
-	log    *slog.Logger
+	cfg     *Config
+	store   *store.DB
+	bootID  string
+	boot    uint32
+	log     *slog.Logger
 	selfPID int
 
 	mu         sync.RWMutex
