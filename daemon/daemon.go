@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,8 @@ type Daemon struct {
 	boot    uint32
 	started time.Time
 	cost    selfCost
+	// lastLoop is when the sampling loop last finished a tick (unix ns).
+	lastLoop atomic.Int64
 }
 
 // Run starts bpfperfd and blocks until ctx is done or sampling fails for
@@ -96,6 +99,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: time.Now()}
 	d.cost.sample(d.started)
+	d.lastLoop.Store(d.started.UnixNano())
 
 	ln, err := listen(cfg.Socket, cfg.SocketGroup)
 	if err != nil {
@@ -127,6 +131,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}()
 		errc <- d.loop(loopCtx)
 	}()
+	go d.watchdog(loopCtx)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval)
 
@@ -145,9 +150,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 }
 
 // loop samples every interval until ctx is done. A failed tick is logged
-// and retried next tick; it does not stop the daemon.
+// and retried next tick; it does not stop the daemon (a restart would not
+// fix a full disk).
 func (d *Daemon) loop(ctx context.Context) error {
-	watchdog, _ := sddaemon.SdWatchdogEnabled(false)
 	var panicAt <-chan time.Time
 	if d.cfg.PanicAfter > 0 {
 		panicAt = time.After(d.cfg.PanicAfter)
@@ -161,12 +166,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.cfg.Logger.Error("sample", "err", err)
 		} else {
 			first = false
-			// Ping the watchdog only after a good tick, so a stuck or
-			// failing sampler gets us restarted.
-			if watchdog > 0 {
-				sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
-			}
 		}
+		d.lastLoop.Store(time.Now().UnixNano())
 		d.cost.sample(now)
 		select {
 		case <-ctx.Done():
@@ -174,6 +175,27 @@ func (d *Daemon) loop(ctx context.Context) error {
 		case <-panicAt:
 			panic("bpfperfd: --debug.panic-after reached")
 		case <-ticker.C:
+		}
+	}
+}
+
+// watchdog pings systemd while the sampling loop makes progress, so a hung
+// sampler gets the daemon restarted. It returns at once without a watchdog.
+func (d *Daemon) watchdog(ctx context.Context) {
+	every, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || every == 0 {
+		return
+	}
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if time.Since(time.Unix(0, d.lastLoop.Load())) < d.cfg.Interval+every {
+				sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+			}
 		}
 	}
 }

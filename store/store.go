@@ -137,7 +137,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	b, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opts.Timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
