@@ -62,8 +62,8 @@ func parseSamples(b []byte, name string) (Samples, error) {
 		}
 		v, ok := res.Value("ns/op")
 		if !ok {
-			v, ok = res.Value("sec/op") // benchfmt normalizes ns/op to sec/op
-			v *= 1e9
+			v, ok = res.Value("sec/op")  // benchfmt normalizes ns/op to sec/op
+			v = math.Round(v*1e15) / 1e6 // back to ns without float dust
 		}
 		if ok {
 			n := testName(string(res.Name.Full()))

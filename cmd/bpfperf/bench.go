@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/bench"
 )
@@ -166,7 +167,8 @@ func benchRun(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
 	defer stop()
 	var progress func(bench.Result)
-	if format != "table" || c.String("save") != "" {
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err == nil {
+		// Progress on a terminal only; logs and pipes get the result alone.
 		done := 0
 		progress = func(r bench.Result) {
 			done++

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// The figures `make bench` prints. Run with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./bench/
+//
+// Each benchmark measures once and reports its figures with ReportMetric.
+
+// BenchmarkFidelity runs the socket filter baseline with our runner and
+// with `bpftool prog run pinned ... repeat N` on the same loaded program,
+// alternating, and reports both medians and their ratio.
+func BenchmarkFidelity(b *testing.B) {
+	privtest.Root(b)
+	bpftool, err := exec.LookPath("bpftool")
+	if err != nil {
+		privtest.Skip(b, "bpftool not installed")
+	}
+	spec, err := loadBaseline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prog, err := loadOne(spec, "base_socket_filter")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prog.Close()
+	pin := pinProgram(b, prog)
+	data := filepath.Join(b.TempDir(), "packet.bin")
+	if err := os.WriteFile(data, DefaultPacket(), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	const repeat = 1_000_000
+	c := &Case{Program: prog, Input: Input{Data: DefaultPacket()}, Want: want(0)}
+	durRE := regexp.MustCompile(`duration \(average\): (\d+)ns`)
+	var ours, theirs []float64
+	for b.Loop() {
+		for i := 0; i < 10; i++ {
+			ns, err := measureOnce(c, repeat)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ours = append(ours, ns)
+			out, err := exec.Command(bpftool, "prog", "run", "pinned", pin, "data_in", data, "repeat", strconv.Itoa(repeat)).CombinedOutput()
+			if err != nil {
+				b.Fatalf("bpftool prog run: %v: %s", err, out)
+			}
+			m := durRE.FindSubmatch(out)
+			if m == nil {
+				b.Fatalf("no duration in bpftool output: %s", out)
+			}
+			v, _ := strconv.ParseFloat(string(m[1]), 64)
+			theirs = append(theirs, v)
+		}
+	}
+	o, t := Summarize(ours).Median, Summarize(theirs).Median
+	b.ReportMetric(o, "bpfperf-ns/run")
+	b.ReportMetric(t, "bpftool-ns/run")
+	b.ReportMetric(o/t, "ratio")
+	counting, _ := statsCounting()
+	b.Logf("baseline/socket_filter, repeat %d, 10 alternating measurements each: bpfperf %.1f ns, bpftool %.1f ns (bpf_stats counting: %v)", repeat, o, t, counting)
+}
+
+// pinProgram pins prog in a private bpffs mounted for the benchmark, so
+// bpftool can open the very program we measure.
+func pinProgram(tb testing.TB, prog *ebpf.Program) string {
+	dir := tb.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		tb.Fatalf("mount bpffs: %v", err)
+	}
+	tb.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	pin := filepath.Join(dir, "baseline")
+	if err := prog.Pin(pin); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { prog.Unpin() })
+	return pin
+}
+
+// BenchmarkCV reports the coefficient of variation over 10 measurements of
+// a few representative tests.
+func BenchmarkCV(b *testing.B) {
+	privtest.Root(b)
+	cfg := DefaultConfig()
+	cfg.Filter = regexp.MustCompile(`^(baseline/socket_filter|baseline/xdp|tailcall/chain=33|maps/hash/lookup/size=1K/keys=uniform|helpers/ktime_get_ns)$`)
+	for b.Loop() {
+		rep, err := Run(context.Background(), Select(Suite(), cfg), cfg, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			if r.Error != "" {
+				b.Fatalf("%s: %s", r.Name, r.Error)
+			}
+			b.ReportMetric(100*r.Summary.CV, "cv%-"+metricName(r.Name))
+			b.Logf("%-45s median %6.1f ns  CV %.2f%%", r.Name, r.Summary.Median, 100*r.Summary.CV)
+		}
+		b.Logf("bpf_stats: %s", rep.Fingerprint.Stats)
+	}
+}
+
+// BenchmarkSuite reports the wall time of the default and the quick suite.
+func BenchmarkSuite(b *testing.B) {
+	privtest.Root(b)
+	for b.Loop() {
+		for _, quick := range []bool{false, true} {
+			cfg := DefaultConfig()
+			name := "default"
+			if quick {
+				cfg.Quick, cfg.Target, name = true, QuickTarget, "quick"
+			}
+			start := time.Now()
+			rep, err := Run(context.Background(), Select(Suite(), cfg), cfg, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wall := time.Since(start).Seconds()
+			if rep.Failed() {
+				for _, r := range rep.Results {
+					if r.Error != "" {
+						b.Errorf("%s: %s", r.Name, r.Error)
+					}
+				}
+			}
+			b.ReportMetric(wall, name+"-suite-s")
+			b.Logf("%s suite: %d tests in %.1f s (bpf_stats: %s)", name, len(rep.Results), wall, rep.Fingerprint.Stats)
+		}
+	}
+}
+
+func metricName(test string) string {
+	return regexp.MustCompile(`[^a-zA-Z0-9_]+`).ReplaceAllString(test, "_")
+}
