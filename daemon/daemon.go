@@ -215,9 +215,7 @@ func (d *Daemon) status() Status {
 		st.LastError = s.lastErr.Error()
 	}
 	s.mu.RUnlock()
-	if recs, err := d.store.Programs(); err == nil {
-		st.ProgramsSeen = len(recs)
-	}
+	st.ProgramsSeen, _ = d.store.CountPrograms()
 	st.CPUPercent, st.RSSBytes = d.cost.read()
 	return st
 }

@@ -48,9 +48,9 @@ type daemonProc struct {
 	done     chan error
 }
 
-// startDaemon runs bpfperfd with a 200 ms interval on stateDir and waits
-// until its API answers.
-func startDaemon(t *testing.T, stateDir string, args ...string) *daemonProc {
+// startDaemon runs bpfperfd with a 200 ms interval (args may override it:
+// the last flag wins) on stateDir and waits until its API answers.
+func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{stateDir: stateDir, socket: filepath.Join(stateDir, "api.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(bin.daemon, append([]string{"--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"}, args...)...)

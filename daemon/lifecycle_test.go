@@ -47,7 +47,11 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	d = startDaemon(t, state)
 	restartedAt := time.Now()
-	time.Sleep(time.Second)
+	// Keep it busy: idle programs are only stored once a minute.
+	for range 5 {
+		privtest.Run(prog, 100)
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	var points []daemon.HistoryPoint
 	d.json(t, &points, "history", name, "--since", "2m")
@@ -72,14 +76,14 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Errorf("history has gaps %v, want exactly one (the downtime)", gaps)
 	}
 	last := points[len(points)-1]
-	if last.RunCnt != 1500 {
-		t.Errorf("last run_cnt = %d, want 1500", last.RunCnt)
+	if last.RunCnt != 2000 {
+		t.Errorf("last run_cnt = %d, want 2000", last.RunCnt)
 	}
 
 	// --step keeps the last sample per step, so the total is unchanged.
 	var coarse []daemon.HistoryPoint
 	d.json(t, &coarse, "history", name, "--since", "2m", "--step", "1m")
-	if len(coarse) == 0 || len(coarse) > 3 || coarse[len(coarse)-1].RunCnt != 1500 {
+	if len(coarse) == 0 || len(coarse) > 3 || coarse[len(coarse)-1].RunCnt != 2000 {
 		t.Errorf("history --step 1m = %+v", coarse)
 	}
 }

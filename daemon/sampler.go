@@ -23,7 +23,13 @@ type program struct {
 	prev, cur     collectors.Sample
 	prevAt, curAt time.Time
 	havePrev      bool
+	stored        *collectors.Sample // last sample written to the store
 }
+
+// heartbeat is how often an idle program's unchanged counters are stored
+// anyway. Skipping idle ticks keeps the per-tick write small on hosts with
+// many idle programs; rates stay exact because counters are cumulative.
+const heartbeat = time.Minute
 
 // sampler sweeps all programs each tick, keeps the current view for the API
 // and writes each tick to the store in one transaction.
@@ -44,6 +50,7 @@ type sampler struct {
 	ownersAt   time.Time
 	seenByName map[string]string // name/type -> last tag seen, for new-version events
 	buf        []collectors.Sample
+	ticks      uint64
 }
 
 func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -122,7 +129,11 @@ func (s *sampler) tick(now time.Time, first bool) error {
 			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
 		}
 		p.cur, p.curAt = smp, now
-		t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{smp.RunTimeNs, smp.RunCnt, smp.RecursionMisses}})
+		if s.mustStore(p) {
+			stored := smp
+			p.stored = &stored
+			t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{smp.RunTimeNs, smp.RunCnt, smp.RecursionMisses}})
+		}
 	}
 	for id, p := range s.progs {
 		if !seen[id] {
@@ -148,6 +159,7 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		}
 		s.seenByName[key] = p.meta.Tag
 	}
+	s.ticks++
 	s.mu.Unlock()
 
 	if first {
@@ -164,6 +176,21 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
 	s.mu.Unlock()
 	return err
+}
+
+// mustStore says whether this tick's sample of p goes to the store: the
+// first one, any change, and a heartbeat spread over ticks by program id so
+// idle programs do not all write in the same tick.
+func (s *sampler) mustStore(p *program) bool {
+	if p.stored == nil {
+		return true
+	}
+	c, old := p.cur, p.stored
+	if c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses {
+		return true
+	}
+	every := max(uint64(heartbeat/s.cfg.Interval), 1)
+	return (s.ticks+uint64(p.key.ID))%every == 0
 }
 
 // refreshOwners reads attach points and owner processes for every loaded

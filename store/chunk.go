@@ -27,6 +27,7 @@ type chunk struct {
 	// State for appending, rebuilt by decoding when a chunk is reopened.
 	t0, lastT, lastDT int64
 	last, lastDelta   []uint64
+	scratch           []uint64
 }
 
 const (
@@ -63,7 +64,10 @@ func (c *chunk) append(t int64, values []uint64) error {
 	default:
 		dt := t - c.lastT
 		same := true
-		deltas := make([]uint64, c.columns)
+		deltas := c.scratch[:0]
+		for range values {
+			deltas = append(deltas, 0)
+		}
 		for i, v := range values {
 			deltas[i] = v - c.last[i]
 			if deltas[i] != c.lastDelta[i] {
@@ -81,7 +85,8 @@ func (c *chunk) append(t int64, values []uint64) error {
 			}
 		}
 		c.lastDT = dt
-		c.lastDelta = deltas
+		// Swap buffers instead of allocating a delta slice per append.
+		c.lastDelta, c.scratch = deltas, c.lastDelta
 	}
 	c.last = append(c.last[:0], values...)
 	c.lastT = t

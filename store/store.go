@@ -377,6 +377,17 @@ func (db *DB) Programs() ([]Program, error) {
 	return out, err
 }
 
+// CountPrograms returns how many program instances the store knows,
+// without decoding them.
+func (db *DB) CountPrograms() (int, error) {
+	n := 0
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketPrograms).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
 // Point is one stored sample of a stats series.
 type Point struct {
 	Time   time.Time

@@ -1,0 +1,111 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// BenchmarkDaemon1000Programs runs bpfperfd at its default 1 s interval
+// over 1,000 loaded programs for 30 s and reports its CPU (relative to one
+// core, from /proc/<pid>/stat) and RSS, and the median sweep and store
+// write it reports itself.
+func BenchmarkDaemon1000Programs(b *testing.B) {
+	privtest.Root(b)
+	var progs []*ebpf.Program
+	defer func() {
+		for _, p := range progs {
+			p.Close()
+		}
+	}()
+	for i := range 1000 {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("bench_d%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		progs = append(progs, p)
+	}
+	for range b.N {
+		state := b.TempDir()
+		d := startDaemon(b, state, "--interval", "1s")
+		time.Sleep(3 * time.Second) // let it see every program first
+		cpu0, at0 := procCPU(b, d.cmd.Process.Pid), time.Now()
+		var sweeps, writes []float64
+		for i := range 30 {
+			// Keep some programs busy so the store writes real deltas.
+			for _, p := range progs[:100] {
+				privtest.Run(p, 3)
+			}
+			time.Sleep(time.Second)
+			if i%5 != 4 {
+				continue // poll rarely: the poll itself costs the daemon CPU
+			}
+			var st daemon.Status
+			if err := d.query(&st, "status"); err != nil {
+				b.Fatal(err)
+			}
+			sweeps, writes = append(sweeps, st.LastSweepMs), append(writes, st.LastWriteMs)
+		}
+		cpu := (procCPU(b, d.cmd.Process.Pid) - cpu0).Seconds() / time.Since(at0).Seconds() * 100
+		rss := rssBytes(b, d.cmd.Process.Pid)
+		b.ReportMetric(cpu, "cpu-%")
+		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		b.ReportMetric(median(sweeps), "sweep-ms")
+		b.ReportMetric(median(writes), "write-ms")
+		b.ReportMetric(float64(dirSize(b, state))/(1<<20), "store-MiB-30s")
+		d.cmd.Process.Kill()
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// procCPU is utime+stime of pid.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the comm, which may hold spaces, start after ") ".
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+func rssBytes(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func dirSize(b *testing.B, dir string) int64 {
+	entries, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
