@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // The /v1 API's JSON documents. Kernel fields keep the kernel's names.
@@ -47,6 +48,18 @@ type ProgRow struct {
 	UnloadedAt     time.Time `json:"unloaded_at,omitzero"`
 	BootID         string    `json:"boot_id"`
 	LastSample     time.Time `json:"last_sample,omitzero"`
+	// Who holds the program and where it is attached, as last read
+	// (refreshed every 30 s and when programs appear).
+	Owners []collectors.Owner       `json:"pids,omitempty"`
+	Attach []collectors.AttachPoint `json:"attach,omitempty"`
+	// Filled only while CPU profiling runs: the program's share of sampled
+	// CPU time, which also covers its tail-call targets.
+	SampledCPUPercent *float64 `json:"sampled_cpu_percent,omitempty"`
+	// Filled only while perf counters run for the program.
+	CyclesPerRun       *float64 `json:"cycles_per_run,omitempty"`
+	InstructionsPerRun *float64 `json:"instructions_per_run,omitempty"`
+	IPC                *float64 `json:"ipc,omitempty"`
+	LLCMissesPerRun    *float64 `json:"llc_misses_per_run,omitempty"`
 }
 
 // ProgDetail is GET /v1/progs/{prog}: the row plus all metadata.
@@ -73,6 +86,13 @@ type History struct {
 	Until   time.Time      `json:"until"`
 	StepMs  int64          `json:"step_ms,omitempty"`
 	Points  []HistoryPoint `json:"points"`
+}
+
+// Events is GET /v1/events.
+type Events struct {
+	Since  time.Time     `json:"since"`
+	Until  time.Time     `json:"until"`
+	Events []store.Event `json:"events"`
 }
 
 // apiError is the body of every non-2xx answer.

@@ -107,3 +107,10 @@ func (c *Client) History(prog string, since, until time.Time, step time.Duration
 	var h History
 	return h, c.get("history", q, &h)
 }
+
+// Events returns the stored events between since and until.
+func (c *Client) Events(since, until time.Time) (Events, error) {
+	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	var e Events
+	return e, c.get("events", q, &e)
+}

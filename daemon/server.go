@@ -36,6 +36,7 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/progs", s.progs)
 	mux.HandleFunc("GET /v1/progs/{prog}", s.show)
 	mux.HandleFunc("GET /v1/history", s.history)
+	mux.HandleFunc("GET /v1/events", s.events)
 	return mux
 }
 
@@ -108,6 +109,30 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	h, err := s.d.history(ref, since, until, step)
 	reply(w, h, err)
+}
+
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	now := time.Now()
+	since, err := timeParam(q.Get("since"), now.Add(-24*time.Hour), now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
+		return
+	}
+	until, err := timeParam(q.Get("until"), now, now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
+		return
+	}
+	if !until.After(since) {
+		reply(w, nil, fmt.Errorf("%w: until must be after since", ErrBadRequest))
+		return
+	}
+	events, err := s.d.store.Events(since, until)
+	if events == nil {
+		events = []store.Event{}
+	}
+	reply(w, Events{Since: since, Until: until, Events: events}, err)
 }
 
 func boolParam(r *http.Request, name string) (bool, error) {
@@ -242,6 +267,7 @@ func (d *Daemon) liveRow(p *program) ProgRow {
 		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, Tag: p.meta.Tag, Loaded: true,
 		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: avgSinceLoad(cur),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
+		Owners: p.meta.Owners, Attach: p.meta.Attach,
 	}
 	if p.havePrev {
 		prev := Counters{RunTimeNs: p.prev.RunTimeNs, RunCnt: p.prev.RunCnt, RecursionMisses: p.prev.RecursionMisses}
@@ -259,7 +285,10 @@ func (d *Daemon) storedRow(rec store.Program) (ProgRow, error) {
 			return ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
 		}
 	}
-	row := ProgRow{ID: rec.ID, Type: rec.Type, Name: rec.Name, Tag: rec.Tag, LoadedAt: meta.LoadedAt, UnloadedAt: rec.UnloadedAt, BootID: rec.BootID}
+	row := ProgRow{
+		ID: rec.ID, Type: rec.Type, Name: rec.Name, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
+		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach,
+	}
 	until := rec.UnloadedAt
 	if until.IsZero() {
 		until = time.Now()

@@ -30,6 +30,8 @@ func newApp(dial clientFactory) *cli.App {
 			progsCommand(dial),
 			showCommand(dial),
 			historyCommand(dial),
+			eventsCommand(dial),
+			benchCommand(),
 		},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler:  func(*cli.Context, error) {},

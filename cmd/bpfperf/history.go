@@ -30,17 +30,9 @@ func historyCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			now := time.Now()
-			since, err := daemon.ParseTime(c.String("since"), now)
+			since, until, err := timeRange(c)
 			if err != nil {
-				return fmt.Errorf("--since: %w", err)
-			}
-			until, err := daemon.ParseTime(c.String("until"), now)
-			if err != nil {
-				return fmt.Errorf("--until: %w", err)
-			}
-			if !until.After(since) {
-				return fmt.Errorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+				return err
 			}
 			var step time.Duration
 			if s := c.String("step"); s != "" {
@@ -77,7 +69,7 @@ func historyTable(points []daemon.HistoryPoint) table {
 		if p.Reload {
 			mark = "reloaded"
 		}
-		t.rows = append(t.rows, []string{fmtTime(p.Time), id, fmtRate(p.RunsPerSec), fmtNs(p.AvgNsPerRun), fmtPercent(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), mark})
+		t.rows = append(t.rows, []string{p.Time.Local().Format("2006-01-02 15:04:05.000"), id, fmtRate(p.RunsPerSec), fmtNs(p.AvgNsPerRun), fmtPercent(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), mark})
 		t.raw = append(t.raw, []string{p.Time.UTC().Format(time.RFC3339Nano), id, raw(p.RunsPerSec), raw(p.AvgNsPerRun), raw(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), strconv.FormatBool(p.Reload)})
 	}
 	return t

@@ -1,0 +1,80 @@
+# bpfperf: build, install, test, benchmark.
+#   sudo make deps     install what builds and tests need (Debian/Ubuntu)
+#   make build         build bin/bpfperfd and bin/bpfperf
+#   sudo make demo     run the daemon against a workload and show what it sees
+#   sudo make test     run every test (privileged ones need root)
+#   sudo make bench    print performance figures, side by side with peers
+
+GO      ?= go
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+DEMO    ?= /tmp/bpfperf-demo
+
+.PHONY: all build deps install uninstall test bench generate check-generate demo run clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/bpfperfd ./cmd/bpfperfd
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/bpfperf ./cmd/bpfperf
+
+deps:
+	./.ci/deps
+
+install: build
+	install -D -m 0755 bin/bpfperfd $(DESTDIR)$(BINDIR)/bpfperfd
+	install -D -m 0755 bin/bpfperf $(DESTDIR)$(BINDIR)/bpfperf
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	sed 's|/usr/local/bin/bpfperfd|$(BINDIR)/bpfperfd|' systemd/bpfperfd.service > $(DESTDIR)$(UNITDIR)/bpfperfd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/bpfperfd.service
+	install -m 0644 systemd/bpfperf.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/bpfperf.conf
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/bpfperfd $(DESTDIR)$(BINDIR)/bpfperf \
+		$(DESTDIR)$(UNITDIR)/bpfperfd.service $(DESTDIR)$(SYSUSERSDIR)/bpfperf.conf
+
+# Privileged tests run as root; with BPFPERF_REQUIRE_PRIVILEGED=1 (CI) a
+# skipped privileged test fails.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./bench/
+
+# Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
+generate:
+	$(GO) generate ./...
+
+# Fails if the committed generated code differs from what `make generate`
+# makes now.
+check-generate: generate
+	@git diff --exit-code -- '*_bpfel.go' '*_bpfel.o' || \
+		{ echo "generated BPF code is stale: run make generate and commit"; exit 1; }
+
+# Run the daemon on a throw-away state dir, drive a BPF workload through it
+# (the bench suite's baseline programs), and show what the CLI sees.
+demo: build
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@bin/bpfperfd --state-dir $(DEMO) --socket $(DEMO)/api.sock --interval 250ms --log-level warn & echo $$! > $(DEMO)/pid
+	@sleep 1
+	export BPFPERF_SOCKET=$(DEMO)/api.sock; \
+	bin/bpfperf bench --filter '^baseline/(socket_filter|xdp|sched_cls)$$' --target 50ms --measures 20 >/dev/null & \
+	sleep 2; bin/bpfperf progs; wait; sleep 0.5; \
+	bin/bpfperf progs --all; \
+	bin/bpfperf history $$(bin/bpfperf progs --all -o csv | awk -F, 'NR==2{print $$1}') --since 1m; \
+	bin/bpfperf status
+	@kill $$(cat $(DEMO)/pid)
+
+# Run the daemon in the foreground on the default paths.
+run: build
+	mkdir -p /var/lib/bpfperf /run/bpfperf
+	bin/bpfperfd
+
+clean:
+	rm -rf bin
