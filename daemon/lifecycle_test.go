@@ -13,6 +13,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/store"
 )
 
 func TestHistorySurvivesRestart(t *testing.T) {
@@ -120,6 +121,17 @@ func TestProgramsComeAndGoWithoutBeingHeld(t *testing.T) {
 			return d.query(&loaded, "progs") == nil && !hasProg(loaded, uint32(id), true) &&
 				d.query(&all, "progs", "--all") == nil && hasProg(all, uint32(id), false)
 		})
+		var events []store.Event
+		d.json(t, &events, "events", "--since", "1m")
+		kinds := map[string]bool{}
+		for _, e := range events {
+			if e.ID == uint32(id) {
+				kinds[e.Kind] = true
+			}
+		}
+		if !kinds["loaded"] || !kinds["unloaded"] {
+			t.Errorf("events for program %d: %v, want loaded and unloaded", id, kinds)
+		}
 	}
 	if after := fdCount(t, pid); after != before {
 		t.Errorf("bpfperfd has %d fds after 3 programs came and went, %d before", after, before)

@@ -142,6 +142,9 @@ func (s *sampler) tick(now time.Time, first bool) error {
 			delete(s.progs, id)
 		}
 	}
+	// Map order is random: sort so events and records come out by id.
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].meta.ID < fresh[j].meta.ID })
+	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
 	if len(fresh) > 0 || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
 		s.refreshOwners(now)
 	}

@@ -64,3 +64,25 @@ func TestUnitIsHardened(t *testing.T) {
 		}
 	}
 }
+
+// `make install` must honour DESTDIR and PREFIX, and point the unit's
+// ExecStart at the installed binary.
+func TestMakeInstall(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		privtest.Skip(t, "make not installed")
+	}
+	dest := t.TempDir()
+	cmd := exec.Command("make", "-C", "..", "install", "DESTDIR="+dest, "PREFIX=/usr")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	for _, f := range []string{"usr/bin/bpfperfd", "usr/bin/bpfperf", "usr/lib/systemd/system/bpfperfd.service", "usr/lib/sysusers.d/bpfperf.conf"} {
+		if _, err := os.Stat(filepath.Join(dest, f)); err != nil {
+			t.Errorf("make install did not install %s: %v", f, err)
+		}
+	}
+	unit, _ := os.ReadFile(filepath.Join(dest, "usr/lib/systemd/system/bpfperfd.service"))
+	if !strings.Contains(string(unit), "ExecStart=/usr/bin/bpfperfd ") {
+		t.Errorf("installed unit does not start /usr/bin/bpfperfd:\n%s", unit)
+	}
+}
