@@ -1,0 +1,64 @@
+// Command vmtest runs a package's tests inside the test VM (see package
+// vmtest) and exits with their exit code. Arguments after the flags go to
+// the test binary:
+//
+//	go run ./internal/vmtest/cmd/vmtest -pkg ./collectors -- -test.run '^TestCountersExact' -test.v
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/bpfperf/bpfperf/internal/vmtest"
+)
+
+func main() {
+	pkg := flag.String("pkg", ".", "directory of the package whose tests run in the VM")
+	timeout := flag.Duration("timeout", 2*time.Minute, "limit for boot, tests and power-off")
+	cache := flag.String("cache", "", "kernel cache directory (default /var/cache/bpfperf-vm)")
+	quiet := flag.Bool("quiet", false, "print only the test output, not the whole console")
+	flag.Parse()
+	os.Exit(run(*pkg, vmtest.Config{CacheDir: *cache, Timeout: *timeout}, *quiet, flag.Args()))
+}
+
+func run(pkg string, cfg vmtest.Config, quiet bool, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	dir, err := os.MkdirTemp("", "bpfperf-vmtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vmtest:", err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "pkg.test")
+	if err := vmtest.BuildTestBinary(pkg, bin); err != nil {
+		fmt.Fprintln(os.Stderr, "vmtest:", err)
+		return 2
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "testdata")); err == nil {
+		files, err := vmtest.DirFiles(filepath.Join(pkg, "testdata"), "pkg/testdata")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vmtest:", err)
+			return 2
+		}
+		cfg.Files = files
+	}
+	if !quiet {
+		cfg.Console = os.Stdout
+	}
+	res, err := vmtest.Run(ctx, cfg, bin, args...)
+	if quiet && res != nil {
+		fmt.Print(res.Output)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vmtest:", err)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "vmtest: exit code %d, boot %s, total %s\n", res.ExitCode, res.Boot.Round(time.Millisecond), res.Total.Round(time.Millisecond))
+	return res.ExitCode
+}

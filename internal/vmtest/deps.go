@@ -1,0 +1,176 @@
+package vmtest
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Packages are the Debian packages the harness needs on the host.
+var Packages = []string{"qemu-system-x86", "busybox-static"}
+
+// EnsureTools installs Packages with apt-get when one is missing. It does
+// nothing when all are installed.
+func EnsureTools() error {
+	var missing []string
+	for _, p := range Packages {
+		out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Output()
+		if err != nil || !strings.Contains(string(out), "install ok installed") {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("vm needs %s: run sudo apt-get install %s", strings.Join(missing, ", "), strings.Join(missing, " "))
+	}
+	if err := apt("update", "-qq"); err != nil {
+		return err
+	}
+	return apt(append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)...)
+}
+
+func apt(args ...string) error {
+	cmd := exec.Command("apt-get", args...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, b)
+	}
+	return nil
+}
+
+// kernelRE matches the unsigned Debian 6.1 kernel packages; the number is
+// the ABI, which grows with each security update.
+var kernelRE = regexp.MustCompile(`^linux-image-6\.1\.0-(\d+)-amd64-unsigned$`)
+
+// cachedKernelRE matches kernels EnsureKernel extracted into the cache.
+var cachedKernelRE = regexp.MustCompile(`^vmlinuz-6\.1\.0-(\d+)-amd64$`)
+
+// EnsureKernel returns a Debian 6.1 kernel image from cacheDir. When the
+// cache holds none, it downloads the newest linux-image-6.1.0-*-amd64-unsigned
+// with apt-get download, extracts /boot/vmlinuz-* and drops the package.
+// Set BPFPERF_VM_KERNEL to boot another image.
+func EnsureKernel(cacheDir string) (string, error) {
+	if k := os.Getenv("BPFPERF_VM_KERNEL"); k != "" {
+		return k, nil
+	}
+	if k := newestCached(cacheDir); k != "" {
+		return k, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("vm cache: %w", err)
+	}
+	pkg, err := newestKernelPackage()
+	if err != nil {
+		return "", err
+	}
+	dl := exec.Command("apt-get", "download", pkg)
+	dl.Dir = cacheDir
+	if b, err := dl.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get download %s: %w\n%s", pkg, err, b)
+	}
+	debs, _ := filepath.Glob(filepath.Join(cacheDir, pkg+"_*.deb"))
+	if len(debs) == 0 {
+		return "", fmt.Errorf("apt-get download %s left no .deb in %s", pkg, cacheDir)
+	}
+	defer func() {
+		for _, d := range debs {
+			os.Remove(d)
+		}
+	}()
+	return extractKernel(debs[0], cacheDir)
+}
+
+func newestCached(cacheDir string) string {
+	entries, _ := os.ReadDir(cacheDir)
+	best, bestABI := "", -1
+	for _, e := range entries {
+		if m := cachedKernelRE.FindStringSubmatch(e.Name()); m != nil {
+			if abi, _ := strconv.Atoi(m[1]); abi > bestABI {
+				best, bestABI = filepath.Join(cacheDir, e.Name()), abi
+			}
+		}
+	}
+	return best
+}
+
+func newestKernelPackage() (string, error) {
+	search := func() ([]string, error) {
+		out, err := exec.Command("apt-cache", "search", "--names-only", `^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$`).Output()
+		if err != nil {
+			return nil, fmt.Errorf("apt-cache search: %w", err)
+		}
+		var names []string
+		for _, line := range strings.Split(string(out), "\n") {
+			name, _, _ := strings.Cut(line, " ")
+			if kernelRE.MatchString(name) {
+				names = append(names, name)
+			}
+		}
+		return names, nil
+	}
+	names, err := search()
+	if err == nil && len(names) == 0 && os.Geteuid() == 0 {
+		if err = apt("update", "-qq"); err == nil {
+			names, err = search()
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no linux-image-6.1.0-*-amd64-unsigned in apt (Debian bookworm sources needed)")
+	}
+	abi := func(n string) int { v, _ := strconv.Atoi(kernelRE.FindStringSubmatch(n)[1]); return v }
+	return slices.MaxFunc(names, func(a, b string) int { return abi(a) - abi(b) }), nil
+}
+
+// extractKernel copies ./boot/vmlinuz-* out of a kernel .deb into dir.
+func extractKernel(deb, dir string) (string, error) {
+	cmd := exec.Command("dpkg-deb", "--fsys-tarfile", deb)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("dpkg-deb: %w", err)
+	}
+	defer cmd.Wait()
+	tr := tar.NewReader(out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return "", fmt.Errorf("%s has no /boot/vmlinuz-*", deb)
+		}
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", deb, err)
+		}
+		name := filepath.Base(h.Name)
+		if !strings.HasPrefix(strings.TrimPrefix(h.Name, "."), "/boot/") || !cachedKernelRE.MatchString(name) {
+			continue
+		}
+		dst := filepath.Join(dir, name)
+		tmp := dst + ".tmp"
+		f, err := os.Create(tmp)
+		if err != nil {
+			return "", err
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			f.Close()
+			return "", err
+		}
+		if err := f.Close(); err != nil {
+			return "", err
+		}
+		io.Copy(io.Discard, out) // let dpkg-deb finish
+		return dst, os.Rename(tmp, dst)
+	}
+}

@@ -1,0 +1,363 @@
+// Package vmtest runs a Go test binary inside a throw-away VM: Debian's
+// stock 6.1 kernel under qemu (TCG), a busybox-static initramfs, and the
+// binary built with CGO_ENABLED=0. It is for tests of what the host kernel
+// refuses (fentry/fexit, hardware-free perf counters through tracing
+// programs). Inside the VM BPFPERF_IN_VM=1 and BPFPERF_REQUIRE_PRIVILEGED=1
+// are set, so gated tests run and privileged tests must not skip.
+//
+// Only one VM runs at a time per host: Run takes a file lock.
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// InVMEnv is set to "1" inside the VM.
+const InVMEnv = "BPFPERF_IN_VM"
+
+// InVM reports whether the code runs inside the test VM.
+func InVM() bool { return os.Getenv(InVMEnv) == "1" }
+
+// Config says how to boot the VM. The zero value works.
+type Config struct {
+	CacheDir string        // kernel cache; default $BPFPERF_VM_CACHE or /var/cache/bpfperf-vm
+	Kernel   string        // a bzImage to boot; default: the newest Debian 6.1 kernel, downloaded once
+	Busybox  string        // a static busybox; default: busybox-static's
+	Memory   string        // qemu -m; default 1G
+	CPUs     int           // qemu -smp; default 2
+	Timeout  time.Duration // for boot, test and power-off; default 2m
+	Env      []string      // more KEY=VALUE for the test binary
+	Files    []File        // more files for the initramfs (e.g. testdata)
+	Console  io.Writer     // gets the raw console as it arrives, if set
+}
+
+func (c *Config) defaults() {
+	if c.CacheDir == "" {
+		c.CacheDir = os.Getenv("BPFPERF_VM_CACHE")
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = "/var/cache/bpfperf-vm"
+	}
+	if c.Memory == "" {
+		c.Memory = "1G"
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 2
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Minute
+	}
+}
+
+// Result is what one VM run produced.
+type Result struct {
+	ExitCode int           // the test binary's exit code, read from the console
+	Output   string        // the test binary's output, without kernel messages
+	Console  string        // everything qemu printed
+	Boot     time.Duration // qemu start to the test binary's start
+	Total    time.Duration // qemu start to qemu exit
+}
+
+var (
+	// ErrTimeout is returned when the VM did not power off in time.
+	ErrTimeout = errors.New("vm timed out")
+	// ErrNoExitCode is returned when the VM stopped without printing the
+	// test binary's exit code (kernel panic, init failure, ...).
+	ErrNoExitCode = errors.New("vm stopped without reporting an exit code")
+)
+
+// Console markers printed by the init script around the test binary.
+const (
+	startMarker = "BPFPERF-VM-START"
+	exitMarker  = "BPFPERF-VM-EXIT="
+)
+
+var exitRE = regexp.MustCompile(exitMarker + `(\d+)`)
+
+// Run boots the VM with binary as its test program, run with args, and
+// waits for it to power off. Tools and kernel are installed first when
+// missing (EnsureTools, EnsureKernel).
+func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Result, error) {
+	cfg.defaults()
+	if err := EnsureTools(); err != nil {
+		return nil, err
+	}
+	kernel := cfg.Kernel
+	if kernel == "" {
+		var err error
+		if kernel, err = EnsureKernel(cfg.CacheDir); err != nil {
+			return nil, err
+		}
+	}
+	work, err := os.MkdirTemp("", "bpfperf-vm-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	initrd := filepath.Join(work, "initramfs.cpio")
+	if err := buildInitramfs(initrd, cfg, binary, args); err != nil {
+		return nil, err
+	}
+
+	unlock, err := lockVM(cfg.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
+		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
+		"-nodefaults", "-nographic", "-serial", "stdio", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init")
+	cmd.WaitDelay = 5 * time.Second
+	console := &consoleBuffer{start: time.Now(), w: cfg.Console}
+	cmd.Stdout, cmd.Stderr = console, console
+	res := &Result{ExitCode: -1}
+	runErr := cmd.Run()
+	res.Total = time.Since(console.start)
+	res.Console = console.String()
+	res.Output, res.Boot = console.output()
+	if m := exitRE.FindStringSubmatch(res.Console); m != nil {
+		res.ExitCode, _ = strconv.Atoi(m[1])
+	}
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return res, fmt.Errorf("%w after %s; console ends with:\n%s", ErrTimeout, cfg.Timeout, tail(res.Console, 40))
+	case runErr != nil:
+		return res, fmt.Errorf("qemu: %w; console ends with:\n%s", runErr, tail(res.Console, 40))
+	case res.ExitCode < 0:
+		return res, fmt.Errorf("%w; console ends with:\n%s", ErrNoExitCode, tail(res.Console, 40))
+	}
+	return res, nil
+}
+
+// consoleBuffer collects the console and notes when the test started.
+type consoleBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	w       io.Writer
+	start   time.Time
+	started time.Duration
+}
+
+func (c *consoleBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if c.started == 0 && bytes.Contains(c.buf.Bytes(), []byte(startMarker)) {
+		c.started = time.Since(c.start)
+	}
+	if c.w != nil {
+		c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (c *consoleBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.ReplaceAll(c.buf.String(), "\r\n", "\n")
+}
+
+// output returns what the test binary printed, between the markers.
+func (c *consoleBuffer) output() (string, time.Duration) {
+	s := c.String()
+	i := strings.Index(s, startMarker+"\n")
+	if i < 0 {
+		return "", 0
+	}
+	s = s[i+len(startMarker)+1:]
+	if j := strings.Index(s, exitMarker); j >= 0 {
+		s = s[:j]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s, c.started
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// lockVM serializes VMs on this host: TCG is heavy.
+func lockVM(cacheDir string) (func(), error) {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("vm cache: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(cacheDir, "vm.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("vm lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("vm lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// initScript mounts what BPF tests need, runs the test binary and powers
+// off. The exit code goes to the console: qemu exits 0 either way.
+const initScript = `#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t bpf bpf /sys/fs/bpf
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+ulimit -l unlimited
+%s
+cd /pkg
+echo ` + startMarker + `
+/test %s
+echo ` + exitMarker + `$?
+poweroff -f
+`
+
+func buildInitramfs(path string, cfg Config, binary string, args []string) error {
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return fmt.Errorf("test binary: %w", err)
+	}
+	if err := checkStatic(binary); err != nil {
+		return err
+	}
+	bb := cfg.Busybox
+	if bb == "" {
+		bb = "/bin/busybox"
+	}
+	busybox, err := os.ReadFile(bb)
+	if err != nil {
+		return fmt.Errorf("busybox (apt-get install busybox-static): %w", err)
+	}
+	if err := checkStatic(bb); err != nil {
+		return err
+	}
+	env := []string{InVMEnv + "=1", "BPFPERF_REQUIRE_PRIVILEGED=1", "TMPDIR=/tmp", "HOME=/tmp"}
+	env = append(env, cfg.Env...)
+	var exports strings.Builder
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("vm env %q: want KEY=VALUE", kv)
+		}
+		fmt.Fprintf(&exports, "export %s=%s\n", k, shellQuote(v))
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	files := []File{
+		{Name: "bin", Mode: fs.ModeDir | 0o755},
+		{Name: "dev", Mode: fs.ModeDir | 0o755},
+		// The kernel opens /dev/console for init before devtmpfs is mounted.
+		{Name: "dev/console", Mode: fs.ModeDevice | fs.ModeCharDevice | 0o600, Major: 5, Minor: 1},
+		{Name: "proc", Mode: fs.ModeDir | 0o755},
+		{Name: "sys", Mode: fs.ModeDir | 0o755},
+		{Name: "tmp", Mode: fs.ModeDir | 0o1777},
+		{Name: "pkg", Mode: fs.ModeDir | 0o755},
+		{Name: "bin/busybox", Mode: 0o755, Data: busybox},
+		{Name: "init", Mode: 0o755, Data: fmt.Appendf(nil, initScript, exports.String(), strings.Join(quoted, " "))},
+		{Name: "test", Mode: 0o755, Data: bin},
+	}
+	files = append(files, cfg.Files...)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteCPIO(f, files); err != nil {
+		f.Close()
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	return f.Close()
+}
+
+// checkStatic fails for a dynamically linked binary: the initramfs has no
+// libc.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0", path)
+		}
+	}
+	return nil
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// BuildTestBinary builds the tests of the package in pkgDir as a static
+// binary at out (CGO_ENABLED=0 go test -c).
+func BuildTestBinary(pkgDir, out string) error {
+	cmd := exec.Command("go", "test", "-c", "-o", out, ".")
+	cmd.Dir = pkgDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go test -c in %s: %w\n%s", pkgDir, err, b)
+	}
+	return nil
+}
+
+// DirFiles returns the files under dir (e.g. a package's testdata) as
+// initramfs entries under prefix.
+func DirFiles(dir, prefix string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(filepath.Join(prefix, rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			files = append(files, File{Name: name, Mode: fs.ModeDir | info.Mode().Perm()})
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files = append(files, File{Name: name, Mode: info.Mode().Perm(), Data: b})
+		}
+		return nil
+	})
+	return files, err
+}

@@ -1,0 +1,120 @@
+package vmtest
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The archive must unpack with a real cpio reader the same way the kernel
+// reads it; busybox cpio is one (installed with busybox-static).
+func TestWriteCPIO(t *testing.T) {
+	var buf bytes.Buffer
+	files := []File{
+		{Name: "dir", Mode: fs.ModeDir | 0o755},
+		{Name: "dir/a", Mode: 0o644, Data: []byte("hello")},
+		{Name: "/b", Mode: 0o755, Data: []byte("odd-sized!")},
+		{Name: "dir/empty", Mode: 0o600},
+	}
+	if err := WriteCPIO(&buf, files); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len()%4 != 0 {
+		t.Errorf("archive is %d bytes, want a multiple of 4", buf.Len())
+	}
+	if !bytes.HasPrefix(buf.Bytes(), []byte("070701")) || !bytes.Contains(buf.Bytes(), []byte("TRAILER!!!\x00")) {
+		t.Fatal("not a newc archive with a trailer")
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox to unpack with")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(busybox, "cpio", "-i", "-d")
+	cmd.Dir, cmd.Stdin = dir, &buf
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("busybox cpio -i: %v\n%s", err, out)
+	}
+	for _, f := range files {
+		path := filepath.Join(dir, strings.TrimPrefix(f.Name, "/"))
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if st.Mode().Perm() != f.Mode.Perm() || st.IsDir() != f.Mode.IsDir() {
+			t.Errorf("%s: mode %v, want %v", f.Name, st.Mode(), f.Mode)
+		}
+		if !st.IsDir() {
+			got, _ := os.ReadFile(path)
+			if !bytes.Equal(got, f.Data) {
+				t.Errorf("%s: %q, want %q", f.Name, got, f.Data)
+			}
+		}
+	}
+}
+
+func TestWriteCPIORejectsUnnamed(t *testing.T) {
+	if err := WriteCPIO(&bytes.Buffer{}, []File{{Mode: 0o644}}); err == nil {
+		t.Error("want an error for a file without a name")
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"a":          "'a'",
+		"^Test$":     "'^Test$'",
+		"it's":       `'it'\''s'`,
+		"":           "''",
+		"a b; rm -r": "'a b; rm -r'",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestCheckStatic(t *testing.T) {
+	if err := checkStatic("/bin/sh"); err == nil {
+		t.Error("/bin/sh: want a dynamically-linked error")
+	}
+}
+
+// TestInVMSelf boots the VM with this package's own tests and runs
+// TestVMEnvironment there: the harness end to end.
+func TestInVMSelf(t *testing.T) {
+	res := RunTests(t, Config{}, "-test.run", "^TestVMEnvironment$")
+	if !strings.Contains(res.Output, "--- PASS: TestVMEnvironment") {
+		t.Errorf("TestVMEnvironment did not pass in the VM")
+	}
+}
+
+// TestVMEnvironment checks, inside the VM, what BPF tests rely on.
+func TestVMEnvironment(t *testing.T) {
+	if !InVM() {
+		t.Skip("runs inside the VM (TestInVMSelf)")
+	}
+	if os.Getenv("BPFPERF_REQUIRE_PRIVILEGED") != "1" {
+		t.Error("BPFPERF_REQUIRE_PRIVILEGED is not 1")
+	}
+	for _, p := range []string{
+		"/sys/kernel/btf/vmlinux",
+		"/sys/fs/bpf",
+		"/sys/kernel/tracing/trace_pipe",
+		"/proc/self/fd",
+		"/dev/null",
+	} {
+		if _, err := os.Stat(p); err != nil {
+			t.Error(err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Error("not root in the VM")
+	}
+	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	t.Logf("kernel %s", bytes.TrimSpace(rel))
+}
