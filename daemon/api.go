@@ -81,11 +81,14 @@ type HistoryPoint struct {
 
 // History is GET /v1/history.
 type History struct {
-	Program string         `json:"program"`
-	Since   time.Time      `json:"since"`
-	Until   time.Time      `json:"until"`
-	StepMs  int64          `json:"step_ms,omitempty"`
-	Points  []HistoryPoint `json:"points"`
+	Program string    `json:"program"`
+	Since   time.Time `json:"since"`
+	Until   time.Time `json:"until"`
+	StepMs  int64     `json:"step_ms,omitempty"`
+	// Resolution is what the points were read from: "raw", "1m0s" or
+	// "1h0m0s" rollups, the coarsest that still gives one point per step.
+	Resolution string         `json:"resolution"`
+	Points     []HistoryPoint `json:"points"`
 }
 
 // Events is GET /v1/events.

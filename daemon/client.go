@@ -12,6 +12,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // ErrNoDaemon means nothing answers on the socket.
@@ -113,4 +115,43 @@ func (c *Client) Events(since, until time.Time) (Events, error) {
 	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
 	var e Events
 	return e, c.get("events", q, &e)
+}
+
+// StoreStats returns what the store holds.
+func (c *Client) StoreStats() (store.Stats, error) {
+	var s store.Stats
+	return s, c.get("store/stats", nil, &s)
+}
+
+// StoreCheck checks the whole store.
+func (c *Client) StoreCheck() (StoreCheck, error) {
+	var s StoreCheck
+	return s, c.get("store/check", nil, &s)
+}
+
+// Export streams raw samples between since and until to w as csv or jsonl.
+func (c *Client) Export(w io.Writer, since, until time.Time, format string) error {
+	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}, "format": {format}}
+	// An export can take longer than one API call may.
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Get("http://bpfperfd/v1/export?" + q.Encode())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e apiError
+		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("daemon answered %s", resp.Status)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if msg := resp.Trailer.Get(exportErrorTrailer); msg != "" {
+		return fmt.Errorf("export stopped early: %s", msg)
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // Config is everything bpfperfd needs; cmd/bpfperfd builds it from flags.
@@ -21,6 +23,7 @@ type Config struct {
 	StatsMode   string        // "auto", "fd" or "sysctl"
 	ProcRoot    string        // usually /proc
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
+	Retention   store.Retention
 	Version     string
 	Logger      *slog.Logger
 
@@ -35,7 +38,12 @@ const (
 	DefaultSocket   = "/run/bpfperf/api.sock"
 	DefaultInterval = time.Second
 	DefaultGroup    = "bpfperf"
-	storeFile       = "bpfperf.db"
+
+	DefaultRetentionRaw    = 7 * 24 * time.Hour
+	DefaultRetentionRollup = 400 * 24 * time.Hour
+	expireEvery            = 10 * time.Minute
+	// StoreFile is the store file's name in the state dir.
+	StoreFile = "bpfperf.db"
 
 	minInterval = 100 * time.Millisecond
 	maxInterval = time.Hour
@@ -55,6 +63,15 @@ func (c *Config) validate() error {
 	case "auto", "fd", "sysctl":
 	default:
 		return fmt.Errorf("%w: --stats-mode %q is not one of auto, fd, sysctl", ErrBadConfig, c.StatsMode)
+	}
+	if c.Retention.Raw == 0 {
+		c.Retention.Raw = DefaultRetentionRaw
+	}
+	if c.Retention.Rollup == 0 {
+		c.Retention.Rollup = DefaultRetentionRollup
+	}
+	if c.Retention.Raw < time.Hour || c.Retention.Rollup < c.Retention.Raw {
+		return fmt.Errorf("%w: --retention.raw %v must be at least 1h and --retention.rollup %v at least as long", ErrBadConfig, c.Retention.Raw, c.Retention.Rollup)
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := checkSocketFree(cfg.Socket); err != nil {
 		return err
 	}
-	path := filepath.Join(cfg.StateDir, storeFile)
+	path := filepath.Join(cfg.StateDir, StoreFile)
 	db, err := store.Open(path, store.Options{})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
@@ -132,6 +132,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		errc <- d.loop(loopCtx)
 	}()
 	go d.watchdog(loopCtx)
+	go d.expire(loopCtx)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval)
 
@@ -160,12 +161,22 @@ func (d *Daemon) loop(ctx context.Context) error {
 	ticker := time.NewTicker(d.cfg.Interval)
 	defer ticker.Stop()
 	first := true
+	var lastRollup time.Time
 	for {
 		now := time.Now()
-		if err := d.sampler.tick(now, first); err != nil {
-			d.cfg.Logger.Error("sample", "err", err)
-		} else {
+		if err := d.sampler.tick(now, first); err == nil {
 			first = false
+		} else if !d.sampler.storeFailing() {
+			d.cfg.Logger.Error("sample", "err", err)
+		}
+		// Fold complete minutes into rollups here, after the tick, so they
+		// always see every sample written before them.
+		if now.Truncate(time.Minute) != lastRollup {
+			if err := d.store.Rollup(now); err != nil {
+				d.cfg.Logger.Warn("rollup", "err", err)
+			} else {
+				lastRollup = now.Truncate(time.Minute)
+			}
 		}
 		d.lastLoop.Store(time.Now().UnixNano())
 		d.cost.sample(now)
@@ -175,6 +186,27 @@ func (d *Daemon) loop(ctx context.Context) error {
 		case <-panicAt:
 			panic("bpfperfd: --debug.panic-after reached")
 		case <-ticker.C:
+		}
+	}
+}
+
+// expire deletes data past its retention every few minutes, in small
+// transactions that let ticks through.
+func (d *Daemon) expire(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		n, err := d.store.Expire(start, d.cfg.Retention)
+		if err != nil {
+			d.cfg.Logger.Warn("expire old data", "err", err)
+		} else if n != (store.Expired{}) {
+			d.cfg.Logger.Info("expired old data", "chunks", n.Chunks, "programs", n.Programs, "events", n.Events, "took", time.Since(start))
 		}
 	}
 }

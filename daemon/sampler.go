@@ -51,6 +51,7 @@ type sampler struct {
 	seenByName map[string]string // name/type -> last tag seen, for new-version events
 	buf        []collectors.Sample
 	ticks      uint64
+	backlog    backlog // ticks not yet stored
 }
 
 func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -174,7 +175,16 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	}
 
 	wstart := time.Now()
-	err = s.store.WriteTick(t)
+	s.backlog.push(t)
+	delayed := len(s.backlog.ticks) - 1
+	_, err = s.backlog.flush(s.store.WriteTick)
+	switch {
+	case err != nil && s.lastErr == nil:
+		s.log.Error("store write failed; keeping the newest samples in memory until it works again", "err", err)
+	case err == nil && s.lastErr != nil:
+		s.log.Info("store writable again", "delayed_ticks_written", delayed, "samples_dropped", s.backlog.dropped)
+		s.backlog.dropped = 0
+	}
 	s.mu.Lock()
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
 	s.mu.Unlock()
@@ -192,8 +202,7 @@ func (s *sampler) mustStore(p *program) bool {
 	if c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses {
 		return true
 	}
-	every := max(uint64(heartbeat/s.cfg.Interval), 1)
-	return (s.ticks+uint64(p.key.ID))%every == 0
+	return store.IdleHeartbeat(s.ticks, p.key.ID, uint64(heartbeat/s.cfg.Interval))
 }
 
 // refreshOwners reads attach points and owner processes for every loaded
@@ -237,3 +246,11 @@ func (s *sampler) own(p *program) bool {
 }
 
 func tagString(tag [8]byte) string { return hex.EncodeToString(tag[:]) }
+
+// storeFailing reports whether the last tick could not be stored (its error
+// is logged once, when that starts).
+func (s *sampler) storeFailing() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.backlog.ticks) > 0
+}

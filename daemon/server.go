@@ -37,6 +37,9 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/progs/{prog}", s.show)
 	mux.HandleFunc("GET /v1/history", s.history)
 	mux.HandleFunc("GET /v1/events", s.events)
+	mux.HandleFunc("GET /v1/store/stats", s.storeStats)
+	mux.HandleFunc("GET /v1/store/check", s.storeCheck)
+	mux.HandleFunc("GET /v1/export", s.export)
 	return mux
 }
 
@@ -392,10 +395,11 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 	sort.Slice(insts, func(i, j int) bool { return insts[i].rec.FirstSeen.Before(insts[j].rec.FirstSeen) })
 	h := History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []HistoryPoint{}}
 	for n, inst := range insts {
-		points, err := d.store.Series(inst.rec.Key, since, until)
+		points, res, err := d.points(inst.rec.Key, since, until, step)
 		if err != nil {
 			return History{}, err
 		}
+		h.Resolution = res.String()
 		points = downsample(points, since, step)
 		if len(h.Points)+len(points) > maxHistoryPoints {
 			return History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
@@ -414,6 +418,53 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 		}
 	}
 	return h, nil
+}
+
+// points reads an instance's samples from the coarsest resolution that
+// still gives one point per step: raw below a minute, minute rollups below an
+// hour, hour rollups above. Rollups give each bucket's last sample; the
+// bucket still filling comes from the raw samples.
+func (d *Daemon) points(k store.InstanceKey, since, until time.Time, step time.Duration) ([]store.Point, store.Resolution, error) {
+	res := store.Raw
+	switch {
+	case step >= time.Hour:
+		res = store.Hour
+	case step >= time.Minute:
+		res = store.Minute
+	}
+	if res == store.Raw {
+		p, err := d.store.Series(k, since, until)
+		return p, res, err
+	}
+	rolled, err := d.store.RolledUpTo(res)
+	if err != nil {
+		return nil, res, err
+	}
+	rollups, err := d.store.Rollups(k, res, since.Add(-time.Duration(res)), until)
+	if err != nil {
+		return nil, res, err
+	}
+	var out []store.Point
+	for _, r := range rollups {
+		if !r.Last.Time.Before(since) && !r.Last.Time.After(until) {
+			out = append(out, r.Last)
+		}
+	}
+	if rolled.Before(until) {
+		recent, err := d.store.Series(k, maxTime(since, rolled), until)
+		if err != nil {
+			return nil, res, err
+		}
+		out = append(out, recent...)
+	}
+	return out, res, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // overlap reports whether two instances were loaded at the same time, in

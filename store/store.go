@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -123,21 +124,28 @@ type DB struct {
 
 	mu    sync.Mutex
 	heads map[string]*chunk // open chunk per series key, cached
+	// touched holds raw series written to since the last complete rollup,
+	// with their newest sample time (ms): the series the next rollup reads.
+	touched map[string]int64
 }
 
 // Options tune Open.
 type Options struct {
 	// Timeout is how long to wait for another process's lock.
 	Timeout time.Duration
+	// ReadOnly opens without writing anything, not even a migration.
+	ReadOnly bool
 }
 
 // Open opens or creates the store file at path and brings its schema up to
 // date.
-func Open(path string, opts Options) (*DB, error) {
+func Open(path string, opts Options) (db *DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer guard(&err)
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, ReadOnly: opts.ReadOnly, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
@@ -146,8 +154,17 @@ func Open(path string, opts Options) (*DB, error) {
 	case err != nil:
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db := &DB{bolt: b, path: path, heads: map[string]*chunk{}}
-	if err := db.migrate(); err != nil {
+	db = &DB{bolt: b, path: path, heads: map[string]*chunk{}, touched: map[string]int64{}}
+	if opts.ReadOnly {
+		err = db.checkSchema()
+	} else {
+		err = db.migrate()
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := db.loadTouched(); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -182,8 +199,26 @@ var migrations = []func(tx *bolt.Tx) error{
 	},
 }
 
+// checkSchema refuses a file this code cannot read, without changing it.
+func (db *DB) checkSchema() error {
+	return db.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return fmt.Errorf("%w: meta bucket missing", ErrCorrupt)
+		}
+		v := meta.Get(keySchema)
+		if len(v) != 4 {
+			return fmt.Errorf("%w: schema version missing", ErrCorrupt)
+		}
+		if version := binary.BigEndian.Uint32(v); version != SchemaVersion {
+			return fmt.Errorf("%w: schema %d, this bpfperf reads %d (start bpfperfd once to migrate)", ErrNewerSchema, version, SchemaVersion)
+		}
+		return nil
+	})
+}
+
 func (db *DB) migrate() error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx *bolt.Tx) error {
 		version := uint32(0)
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			v := meta.Get(keySchema)
@@ -210,7 +245,7 @@ func (db *DB) migrate() error {
 // assigning the next one for a boot it has not seen.
 func (db *DB) Boot(bootID string) (uint32, error) {
 	var idx uint32
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx *bolt.Tx) error {
 		boots := tx.Bucket(bucketBoots)
 		if v := boots.Get([]byte(bootID)); len(v) == 4 {
 			idx = binary.BigEndian.Uint32(v)
@@ -230,37 +265,19 @@ func (db *DB) Boot(bootID string) (uint32, error) {
 
 // WriteTick stores one tick in one transaction. If the transaction fails
 // nothing of the tick is stored and the store stays consistent.
-func (db *DB) WriteTick(t Tick) error {
+func (db *DB) WriteTick(t Tick) error { return db.WriteTicks([]Tick{t}) }
+
+// WriteTicks stores ticks, in order, in one transaction: all or nothing.
+func (db *DB) WriteTicks(ticks []Tick) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	ms := t.Time.UnixMilli()
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		progs := tx.Bucket(bucketPrograms)
-		for _, p := range t.Loaded {
-			v, err := json.Marshal(p)
-			if err != nil {
-				return err
-			}
-			if err := progs.Put(p.Key.bytes(), v); err != nil {
+	err := db.update(func(tx *bolt.Tx) error {
+		for _, t := range ticks {
+			if err := db.writeTick(tx, t); err != nil {
 				return err
 			}
 		}
-		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
-		chunks.FillPercent = 1.0 // chunks are appended in time order per series
-		for _, s := range t.Samples {
-			if err := db.appendSample(head, chunks, seriesKey(s.Key, groupStats), ms, s.Values[:]); err != nil {
-				return err
-			}
-		}
-		for _, k := range t.Unloaded {
-			if err := markUnloaded(progs, k, t.Time); err != nil {
-				return err
-			}
-			if err := db.seal(head, chunks, seriesKey(k, groupStats)); err != nil {
-				return err
-			}
-		}
-		return putEvents(tx, t.Events)
+		return nil
 	})
 	if err != nil {
 		// The cached open chunks may hold appends the failed transaction
@@ -269,6 +286,79 @@ func (db *DB) WriteTick(t Tick) error {
 		return fmt.Errorf("write tick: %w", err)
 	}
 	return nil
+}
+
+func (db *DB) writeTick(tx *bolt.Tx, t Tick) error {
+	ms := t.Time.UnixMilli()
+	progs := tx.Bucket(bucketPrograms)
+	for _, p := range t.Loaded {
+		v, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if err := progs.Put(p.Key.bytes(), v); err != nil {
+			return err
+		}
+	}
+	head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
+	chunks.FillPercent = 1.0 // chunks are appended in time order per series
+	for _, s := range t.Samples {
+		key := seriesKey(s.Key, groupStats)
+		if err := db.appendSample(head, chunks, key, ms, s.Values[:]); err != nil {
+			return err
+		}
+		db.touched[string(key)] = max(db.touched[string(key)], ms)
+	}
+	for _, k := range t.Unloaded {
+		if err := markUnloaded(progs, k, t.Time); err != nil {
+			return err
+		}
+		if err := db.seal(head, chunks, seriesKey(k, groupStats)); err != nil {
+			return err
+		}
+	}
+	return putEvents(tx, t.Events)
+}
+
+// loadTouched finds the raw series a rollup may still owe points for after
+// a restart: those with an open chunk, and those of instances unloaded after
+// the oldest rollup watermark.
+func (db *DB) loadTouched() error {
+	return db.view(func(tx *bolt.Tx) error {
+		oldest := int64(-1)
+		for _, res := range resolutions {
+			w := int64(0)
+			if v := tx.Bucket(bucketMeta).Get(res.watermarkKey()); len(v) == 8 {
+				w = int64(binary.BigEndian.Uint64(v))
+			}
+			if oldest < 0 || w < oldest {
+				oldest = w
+			}
+		}
+		err := tx.Bucket(bucketHead).ForEach(func(k, v []byte) error {
+			if len(k) == 9 && k[8] == groupStats {
+				c, err := decodeChunk(v, nil)
+				if err != nil {
+					return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, k, err)
+				}
+				db.touched[string(k)] = c.lastT
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
+			var p Program
+			if err := json.Unmarshal(v, &p); err != nil {
+				return fmt.Errorf("%w: program record %x: %v", ErrCorrupt, k, err)
+			}
+			if !p.UnloadedAt.IsZero() && p.UnloadedAt.UnixMilli() >= oldest {
+				db.touched[string(seriesKey(instanceKeyFrom(k), groupStats))] = p.UnloadedAt.UnixMilli()
+			}
+			return nil
+		})
+	})
 }
 
 func (db *DB) appendSample(head, chunks *bolt.Bucket, key []byte, ms int64, values []uint64) error {
@@ -363,7 +453,7 @@ func putEvents(tx *bolt.Tx, events []Event) error {
 // Programs returns every program instance the store knows, loaded or not.
 func (db *DB) Programs() ([]Program, error) {
 	var out []Program
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
 			var p Program
 			if err := json.Unmarshal(v, &p); err != nil {
@@ -381,7 +471,7 @@ func (db *DB) Programs() ([]Program, error) {
 // without decoding them.
 func (db *DB) CountPrograms() (int, error) {
 	n := 0
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketPrograms).Stats().KeyN
 		return nil
 	})
@@ -394,52 +484,57 @@ type Point struct {
 	Values [statsColumns]uint64
 }
 
-// Series returns the instance's stats samples with from <= time <= to, in
-// time order.
+// Series returns the instance's raw stats samples with from <= time <= to,
+// in time order.
 func (db *DB) Series(k InstanceKey, from, to time.Time) ([]Point, error) {
-	key := seriesKey(k, groupStats)
-	fromMs, toMs := from.UnixMilli(), to.UnixMilli()
 	var out []Point
-	collect := func(t int64, v []uint64) {
-		if t >= fromMs && t <= toMs {
-			var p Point
-			p.Time = time.UnixMilli(t)
+	err := db.view(func(tx *bolt.Tx) error {
+		return readSeries(tx, seriesKey(k, groupStats), from.UnixMilli(), to.UnixMilli(), func(t int64, v []uint64) {
+			p := Point{Time: time.UnixMilli(t)}
 			copy(p.Values[:], v)
 			out = append(out, p)
-		}
-	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketChunks).Cursor()
-		// The chunk holding `from` starts at or before it: seek, then step
-		// back one if the previous chunk belongs to this series.
-		start := binary.BigEndian.AppendUint64(append([]byte(nil), key...), uint64(max(fromMs, 0)))
-		if k, _ := c.Seek(start); k == nil || !bytes.Equal(k, start) {
-			var prev []byte
-			if k == nil {
-				prev, _ = c.Last()
-			} else {
-				prev, _ = c.Prev()
-			}
-			if prev != nil && hasPrefix(prev, key) {
-				start = append([]byte(nil), prev...)
-			}
-		}
-		for ck, cv := c.Seek(start); ck != nil && hasPrefix(ck, key); ck, cv = c.Next() {
-			if int64(binary.BigEndian.Uint64(ck[len(key):])) > toMs {
-				break
-			}
-			if _, err := decodeChunk(cv, collect); err != nil {
-				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
-			}
-		}
-		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
-			if _, err := decodeChunk(hv, collect); err != nil {
-				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
-			}
-		}
-		return nil
+		})
 	})
 	return out, err
+}
+
+// readSeries calls fn for every sample of the series with fromMs <= t <=
+// toMs, in time order: sealed chunks first, then the open one.
+func readSeries(tx *bolt.Tx, key []byte, fromMs, toMs int64, fn func(t int64, v []uint64)) error {
+	collect := func(t int64, v []uint64) {
+		if t >= fromMs && t <= toMs {
+			fn(t, v)
+		}
+	}
+	c := tx.Bucket(bucketChunks).Cursor()
+	// The chunk holding fromMs starts at or before it: seek, then step back
+	// one if the previous chunk belongs to this series.
+	start := binary.BigEndian.AppendUint64(append([]byte(nil), key...), uint64(max(fromMs, 0)))
+	if k, _ := c.Seek(start); k == nil || !bytes.Equal(k, start) {
+		var prev []byte
+		if k == nil {
+			prev, _ = c.Last()
+		} else {
+			prev, _ = c.Prev()
+		}
+		if prev != nil && hasPrefix(prev, key) && len(prev) == len(key)+8 {
+			start = append([]byte(nil), prev...)
+		}
+	}
+	for ck, cv := c.Seek(start); ck != nil && hasPrefix(ck, key) && len(ck) == len(key)+8; ck, cv = c.Next() {
+		if int64(binary.BigEndian.Uint64(ck[len(key):])) > toMs {
+			break
+		}
+		if _, err := decodeChunk(cv, collect); err != nil {
+			return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
+		}
+	}
+	if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
+		if _, err := decodeChunk(hv, collect); err != nil {
+			return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
+		}
+	}
+	return nil
 }
 
 func hasPrefix(b, prefix []byte) bool { return bytes.HasPrefix(b, prefix) }
@@ -447,7 +542,7 @@ func hasPrefix(b, prefix []byte) bool { return bytes.HasPrefix(b, prefix) }
 // Events returns events with from <= time <= to, oldest first.
 func (db *DB) Events(from, to time.Time) ([]Event, error) {
 	var out []Event
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketEvents).Cursor()
 		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(from.UnixNano()))); k != nil; k, v = c.Next() {
 			if int64(binary.BigEndian.Uint64(k)) > to.UnixNano() {

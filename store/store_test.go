@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,73 @@ func TestOpenIsExclusive(t *testing.T) {
 	defer db.Close()
 	if _, err := Open(path, Options{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+func TestCheckFindsDamage(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	key := InstanceKey{ID: 3}
+	now := time.UnixMilli(1_800_000_000_000)
+	for i := range 300 {
+		tick := Tick{Time: now.Add(time.Duration(i) * time.Second), Samples: []Sample{{Key: key, Values: [statsColumns]uint64{uint64(i), uint64(i), 0}}}}
+		if i == 0 {
+			tick.Loaded = []Program{{Key: key, ID: 3, Name: "c"}}
+		}
+		if err := db.WriteTick(tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if problems, err := db.Check(); err != nil || len(problems) != 0 {
+		t.Fatalf("a healthy store: %v %v", problems, err)
+	}
+	// Break one sealed chunk and drop the program record.
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketChunks).Cursor().First()
+		if err := tx.Bucket(bucketChunks).Put(k, []byte{5, 3, 1}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketPrograms).Delete(key.bytes())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := db.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(problems, "\n")
+	if !strings.Contains(joined, "corrupt chunk") || !strings.Contains(joined, "no program record") {
+		t.Errorf("check found:\n%s", joined)
+	}
+}
+
+func TestStatsCountsSamples(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	key := InstanceKey{ID: 4}
+	now := time.UnixMilli(1_800_000_000_000)
+	for i := range 250 {
+		tick := Tick{Time: now.Add(time.Duration(i) * time.Second), Samples: []Sample{{Key: key, Values: [statsColumns]uint64{uint64(i) * 100, uint64(i), 0}}}}
+		if i == 0 {
+			tick.Loaded = []Program{{Key: key, ID: 4, Name: "s"}}
+		}
+		if err := db.WriteTick(tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := db.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := st.Groups["raw"]
+	if raw.Series != 1 || raw.Samples != 250 || raw.Chunks != 3 || st.Programs != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+	if !st.Oldest.Equal(now) || !st.Newest.Equal(now.Add(249*time.Second)) {
+		t.Errorf("oldest %v newest %v", st.Oldest, st.Newest)
+	}
+	if bps := raw.BytesPerSample(3); bps > 1 {
+		t.Errorf("a steady series costs %.2f bytes per sample", bps)
 	}
 }

@@ -31,6 +31,9 @@ func newApp(dial clientFactory) *cli.App {
 			showCommand(dial),
 			historyCommand(dial),
 			eventsCommand(dial),
+			storeCommand(dial),
+			exportCommand(dial),
+			topCommand(dial),
 			benchCommand(),
 		},
 		// Errors are printed once, as one line, by main.

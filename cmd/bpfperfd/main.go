@@ -8,11 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -29,7 +32,10 @@ func main() {
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
+			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
+			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long minute and hour rollups, events and unloaded programs are kept"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "compact", Usage: "compact the store file offline (bpfperfd must not be running) and exit"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 		},
 		HideHelpCommand: true,
@@ -47,9 +53,26 @@ func run(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
+	if c.Bool("compact") {
+		path := filepath.Join(c.String("state-dir"), daemon.StoreFile)
+		before, after, err := store.Compact(path)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("compacted %s: %d -> %d bytes\n", path, before, after)
+		return nil
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	var keep store.Retention
+	for name, dst := range map[string]*time.Duration{"retention.raw": &keep.Raw, "retention.rollup": &keep.Rollup} {
+		d, err := daemon.ParseDuration(c.String(name))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("--%s %q is not a positive duration like 7d or 36h", name, c.String(name))
+		}
+		*dst = d
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -60,6 +83,7 @@ func run(c *cli.Context) error {
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
 		ProcRoot:    "/proc",
+		Retention:   keep,
 		Version:     version,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),

@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// StoreCheck is GET /v1/store/check.
+type StoreCheck struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+}
+
+func (s *server) storeStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.d.store.Stats()
+	reply(w, st, err)
+}
+
+func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
+	problems, err := s.d.store.Check()
+	if problems == nil {
+		problems = []string{}
+	}
+	reply(w, StoreCheck{OK: len(problems) == 0, Problems: problems}, err)
+}
+
+const exportErrorTrailer = "Bpfperf-Export-Error"
+
+// ExportFields are the columns of an export, in order.
+var ExportFields = []string{"time", "boot_id", "id", "name", "type", "tag", "run_cnt", "run_time_ns", "recursion_misses"}
+
+// exportRecord is one JSONL line of an export.
+type exportRecord struct {
+	Time   time.Time `json:"time"`
+	BootID string    `json:"boot_id"`
+	ID     uint32    `json:"id"`
+	Name   string    `json:"name"`
+	Type   string    `json:"type"`
+	Tag    string    `json:"tag"`
+	Counters
+}
+
+// export streams raw samples as CSV or JSON lines, flushing as it goes, so
+// neither side holds more than one program's window in memory.
+func (s *server) export(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	now := time.Now()
+	since, err := timeParam(q.Get("since"), now.Add(-24*time.Hour), now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
+		return
+	}
+	until, err := timeParam(q.Get("until"), now, now)
+	if err != nil || !until.After(since) {
+		reply(w, nil, fmt.Errorf("%w: until must be a time after since", ErrBadRequest))
+		return
+	}
+	format := q.Get("format")
+	if format != "csv" && format != "jsonl" {
+		reply(w, nil, fmt.Errorf("%w: format %q: want csv or jsonl", ErrBadRequest, format))
+		return
+	}
+	// An error after the first bytes cannot change the status: it goes in
+	// a trailer the client checks.
+	w.Header().Set("Trailer", exportErrorTrailer)
+	flusher, _ := w.(http.Flusher)
+	n := 0
+	flush := func() {
+		if n++; n%1000 == 0 && flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if format == "csv" {
+		w.Header().Set("Content-Type", "text/csv")
+		cw := csv.NewWriter(w)
+		cw.Write(ExportFields)
+		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
+			p, v := row.Program, row.Point.Values
+			cw.Write([]string{row.Point.Time.UTC().Format(time.RFC3339Nano), p.BootID, strconv.FormatUint(uint64(p.ID), 10), p.Name, p.Type, p.Tag,
+				strconv.FormatUint(v[store.ColRunCnt], 10), strconv.FormatUint(v[store.ColRunTimeNs], 10), strconv.FormatUint(v[store.ColRecursionMisses], 10)})
+			flush()
+			return cw.Error()
+		})
+		cw.Flush()
+	} else {
+		w.Header().Set("Content-Type", "application/jsonl")
+		enc := json.NewEncoder(w)
+		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
+			p, v := row.Program, row.Point.Values
+			flush()
+			return enc.Encode(exportRecord{Time: row.Point.Time, BootID: p.BootID, ID: p.ID, Name: p.Name, Type: p.Type, Tag: p.Tag,
+				Counters: Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}})
+		})
+	}
+	if err != nil {
+		w.Header().Set(exportErrorTrailer, err.Error())
+	}
+}

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// maxProblems bounds what Check reports; a badly broken file would
+// otherwise list every page.
+const maxProblems = 100
+
+// Check reads the whole store and returns what is wrong with it: bbolt's
+// own page checks, then every record and chunk decoded and cross-checked.
+// An empty result means the store is consistent.
+func (db *DB) Check() ([]string, error) {
+	var problems []string
+	report := func(format string, args ...any) {
+		if len(problems) < maxProblems {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	err := db.view(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			report("bbolt: %v", err)
+		}
+		for _, b := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents} {
+			if tx.Bucket(b) == nil {
+				report("bucket %s is missing", b)
+			}
+		}
+		if len(problems) > 0 {
+			return nil // the rest would only add noise
+		}
+		if v := tx.Bucket(bucketMeta).Get(keySchema); len(v) != 4 {
+			report("schema version is missing")
+		}
+		programs := map[string]bool{}
+		tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
+			var p Program
+			switch {
+			case len(k) != 8:
+				report("program key %x: length %d, want 8", k, len(k))
+			case json.Unmarshal(v, &p) != nil:
+				report("program %d (boot %d): record is not valid JSON", instanceKeyFrom(k).ID, instanceKeyFrom(k).Boot)
+			case p.ID != instanceKeyFrom(k).ID:
+				report("program key %x holds program id %d", k, p.ID)
+			default:
+				programs[string(k)] = true
+			}
+			return nil
+		})
+		// Sealed chunks of a series must not overlap in time, and the open
+		// chunk must come after them.
+		lastEnd := map[string]int64{}
+		checkChunk := func(series []byte, start int64, v []byte, what string) {
+			if len(series) != 9 || series[8] > Hour.group() {
+				report("%s key %x: not a series key", what, series)
+				return
+			}
+			if !programs[string(series[:8])] {
+				report("%s of program %d (boot %d): no program record", what, instanceKeyFrom(series).ID, instanceKeyFrom(series).Boot)
+			}
+			ch, err := decodeChunk(v, nil)
+			if err != nil {
+				report("%s of program %d (boot %d) at %d: %v", what, instanceKeyFrom(series).ID, instanceKeyFrom(series).Boot, start, err)
+				return
+			}
+			if start >= 0 && ch.t0 != start {
+				report("%s of program %d: key says it starts at %d, data at %d", what, instanceKeyFrom(series).ID, start, ch.t0)
+			}
+			if end, ok := lastEnd[string(series)]; ok && ch.t0 <= end {
+				report("%s of program %d: starts at %d, before the previous chunk ends at %d", what, instanceKeyFrom(series).ID, ch.t0, end)
+			}
+			lastEnd[string(series)] = ch.lastT
+		}
+		tx.Bucket(bucketChunks).ForEach(func(k, v []byte) error {
+			if len(k) != 17 {
+				report("chunk key %x: length %d, want 17", k, len(k))
+				return nil
+			}
+			checkChunk(k[:9], int64(binary.BigEndian.Uint64(k[9:])), v, "chunk")
+			return nil
+		})
+		tx.Bucket(bucketHead).ForEach(func(k, v []byte) error {
+			checkChunk(k, -1, v, "open chunk")
+			return nil
+		})
+		tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+			var e Event
+			if len(k) != 16 || json.Unmarshal(v, &e) != nil {
+				report("event %x is not valid", k)
+			}
+			return nil
+		})
+		return nil
+	})
+	return problems, err
+}
