@@ -1,0 +1,196 @@
+package top
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrUnknownColumn is returned for a --sort name no column has.
+var ErrUnknownColumn = errors.New("unknown sort column")
+
+// Column is one column of the view: how to print a cell, how to compare
+// rows, and whether it is shown only when some row has a value.
+type Column struct {
+	Key   string // the --sort name
+	Field string // the JSON and CSV name
+	Title string
+	Width int // 0: takes the rest of the line
+	Right bool
+	// Optional columns (profiling, counters) are shown only when some row
+	// has a value.
+	Optional bool
+	// Asc sorts low to high first (ids); other numbers start with the
+	// highest, text with A.
+	Asc  bool
+	num  func(*Row) (float64, bool)
+	text func(*Row) string
+	fmt  func(float64, bool) string
+}
+
+// Cell prints the column's value for r.
+func (c *Column) Cell(r *Row) string {
+	if c.text != nil {
+		return c.text(r)
+	}
+	return c.fmt(c.num(r))
+}
+
+// Raw prints the value for scripts: a plain number, empty when absent.
+func (c *Column) Raw(r *Row) string {
+	if c.text != nil {
+		return c.text(r)
+	}
+	v, ok := c.num(r)
+	if !ok {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Columns lists every column in display order.
+var Columns = []*Column{
+	{Key: "id", Field: "id", Asc: true, Title: "ID", Width: 7, Right: true, num: func(r *Row) (float64, bool) { return float64(r.ID), true }, fmt: fmtInt},
+	{Key: "type", Field: "type", Title: "TYPE", Width: 13, text: func(r *Row) string { return r.Type }},
+	{Key: "name", Field: "name", Title: "NAME", Width: 16, text: func(r *Row) string { return r.Name }},
+	{Key: "runs", Field: "runs_per_sec", Title: "RUNS/S", Width: 7, Right: true, num: (*Row).RunsPerSec, fmt: FmtRate},
+	{Key: "avg", Field: "avg_ns_per_run", Title: "AVG/RUN", Width: 9, Right: true, num: (*Row).AvgNs, fmt: FmtNs},
+	{Key: "avgload", Field: "avg_ns_per_run_since_load", Title: "AVG/LOAD", Width: 9, Right: true, num: (*Row).AvgNsSinceLoad, fmt: FmtNs},
+	{Key: "cpu", Field: "cpu_percent", Title: "CPU%", Width: 7, Right: true, num: (*Row).CPUPercent, fmt: FmtPercent},
+	{Key: "sampled", Field: "sampled_cpu_percent", Title: "SMPL%", Width: 7, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.SampledCPUPercent) }, fmt: FmtPercent},
+	{Key: "cycles", Field: "cycles_per_run", Title: "CYC/RUN", Width: 7, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.CyclesPerRun) }, fmt: FmtFloat},
+	{Key: "ipc", Field: "ipc", Title: "IPC", Width: 5, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.IPC) }, fmt: FmtFloat},
+	{Key: "owner", Field: "pids", Title: "OWNER", Width: 18, text: ownerCell},
+	{Key: "attach", Field: "attach", Title: "ATTACH", text: attachCell},
+}
+
+func fmtInt(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}
+
+// ownerCell is the first owner as comm/pid, with "+N" for the others.
+func ownerCell(r *Row) string {
+	if len(r.Owners) == 0 {
+		return "-"
+	}
+	s := r.Owners[0].Comm + "/" + strconv.Itoa(r.Owners[0].PID)
+	if n := len(r.Owners) - 1; n > 0 {
+		s += " +" + strconv.Itoa(n)
+	}
+	return s
+}
+
+// attachCell lists attach points as "type target".
+func attachCell(r *Row) string {
+	if len(r.Attach) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(r.Attach))
+	for i, a := range r.Attach {
+		parts[i] = strings.TrimSpace(a.Type + " " + a.Target)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ColumnByKey finds a column by its --sort name.
+func ColumnByKey(key string) (*Column, error) {
+	for _, c := range Columns {
+		if c.Key == key {
+			return c, nil
+		}
+	}
+	keys := make([]string, len(Columns))
+	for i, c := range Columns {
+		keys[i] = c.Key
+	}
+	return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknownColumn, key, strings.Join(keys, ", "))
+}
+
+// Visible returns the columns to show for rows: optional ones only when
+// some row has a value.
+func Visible(rows []*Row) []*Column {
+	out := make([]*Column, 0, len(Columns))
+	for _, c := range Columns {
+		if c.Optional && !slices.ContainsFunc(rows, func(r *Row) bool { _, ok := c.num(r); return ok }) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Sort orders rows by col, highest first for numbers and A to Z for text,
+// or the other way round with reverse. Rows without a value go last either
+// way; ties fall back to the program id so the order is stable between
+// refreshes.
+func Sort(rows []*Row, col *Column, reverse bool) {
+	slices.SortStableFunc(rows, func(a, b *Row) int {
+		c := compare(col, a, b)
+		if reverse {
+			c = -c
+		}
+		if col.num != nil {
+			_, aok := col.num(a)
+			_, bok := col.num(b)
+			switch {
+			case aok && !bok:
+				return -1
+			case !aok && bok:
+				return 1
+			}
+		}
+		if c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// compare is the column's natural order: numbers descending, text
+// ascending (what people want first: the busiest, or A).
+func compare(col *Column, a, b *Row) int {
+	if col.text != nil {
+		return cmp.Compare(strings.ToLower(col.text(a)), strings.ToLower(col.text(b)))
+	}
+	av, _ := col.num(a)
+	bv, _ := col.num(b)
+	if col.Asc {
+		return cmp.Compare(av, bv)
+	}
+	return cmp.Compare(bv, av)
+}
+
+// Match reports whether r passes filter: a case-insensitive substring of
+// the name, type or an owner's comm (an empty filter passes everything).
+func Match(r *Row, filter string) bool {
+	if filter == "" {
+		return true
+	}
+	f := strings.ToLower(filter)
+	if strings.Contains(strings.ToLower(r.Name), f) || strings.Contains(r.Type, f) {
+		return true
+	}
+	for _, o := range r.Owners {
+		if strings.Contains(strings.ToLower(o.Comm), f) {
+			return true
+		}
+	}
+	return false
+}
+
+// Filter returns the rows that match filter, in a new slice.
+func Filter(rows []*Row, filter string) []*Row {
+	out := make([]*Row, 0, len(rows))
+	for _, r := range rows {
+		if Match(r, filter) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
