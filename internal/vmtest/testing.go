@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,4 +54,30 @@ func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
 		tb.Fatalf("no test in the VM matched %q", args)
 	}
 	return res
+}
+
+// BenchMetrics returns the metrics (unit → value) that the benchmark named
+// name reported in a test binary's output, e.g. to report them again from
+// a host benchmark that ran it in the VM. It returns nil when the
+// benchmark's line is missing.
+func BenchMetrics(output, name string) map[string]float64 {
+	for _, line := range strings.Split(output, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || (fields[0] != name && !strings.HasPrefix(fields[0], name+"-")) {
+			continue
+		}
+		if _, err := strconv.Atoi(fields[1]); err != nil {
+			continue // a log line naming the benchmark, not its result
+		}
+		m := make(map[string]float64)
+		for i := 2; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				break
+			}
+			m[fields[i+1]] = v
+		}
+		return m
+	}
+	return nil
 }

@@ -123,12 +123,15 @@ func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Resul
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	// tsc=reliable: TCG's TSCs fail the kernel's sync check, and with an
+	// unstable TSC sched_clock (hence cpu-clock) stands still for up to a
+	// tick on one CPU.
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
 		"-nodefaults", "-nographic", "-serial", "stdio", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init")
+		"-append", "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init tsc=reliable")
 	cmd.WaitDelay = 5 * time.Second
 	console := &consoleBuffer{start: time.Now(), w: cfg.Console}
 	cmd.Stdout, cmd.Stderr = console, console

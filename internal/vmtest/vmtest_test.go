@@ -115,6 +115,24 @@ func TestVMEnvironment(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Error("not root in the VM")
 	}
+	// Without tsc=reliable the kernel finds TCG's TSCs unsynchronized and
+	// sched_clock stands still for up to a tick at a time on one CPU, which
+	// cpu-clock counts inherit.
+	cs, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	if err != nil || string(bytes.TrimSpace(cs)) != "tsc" {
+		t.Errorf("clocksource %q, %v; want tsc", cs, err)
+	}
 	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	t.Logf("kernel %s", bytes.TrimSpace(rel))
+}
+
+func TestBenchMetrics(t *testing.T) {
+	out := "=== RUN x\nBenchmarkFoo is slow\nBenchmarkFoo-2   \t       1\t  123 ns/op\t  45.5 base-ns/run\t 7 x-ns/run\nPASS\n"
+	m := BenchMetrics(out, "BenchmarkFoo")
+	if m["ns/op"] != 123 || m["base-ns/run"] != 45.5 || m["x-ns/run"] != 7 || len(m) != 3 {
+		t.Errorf("BenchMetrics = %v", m)
+	}
+	if BenchMetrics(out, "BenchmarkBar") != nil {
+		t.Error("metrics for a benchmark that did not run")
+	}
 }

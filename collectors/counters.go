@@ -1,0 +1,248 @@
+package collectors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// CounterEvent is a perf counter the exact mechanism reads around each run
+// of a target program.
+type CounterEvent uint8
+
+const (
+	CPUClock     CounterEvent = iota // software cpu-clock, in ns; works without a PMU
+	Cycles                           // hardware CPU cycles
+	Instructions                     // hardware instructions retired
+	LLCMisses                        // hardware last-level cache read misses
+)
+
+var counterEventNames = [...]string{
+	CPUClock:     "cpu-clock",
+	Cycles:       "cycles",
+	Instructions: "instructions",
+	LLCMisses:    "llc-misses",
+}
+
+func (e CounterEvent) String() string {
+	if int(e) < len(counterEventNames) {
+		return counterEventNames[e]
+	}
+	return fmt.Sprintf("event(%d)", e)
+}
+
+// ParseCounterEvent parses a name as printed by String.
+func ParseCounterEvent(name string) (CounterEvent, error) {
+	for e, n := range counterEventNames {
+		if strings.EqualFold(name, n) {
+			return CounterEvent(e), nil
+		}
+	}
+	return 0, fmt.Errorf("counter event %q: want one of %s", name, strings.Join(counterEventNames[:], ", "))
+}
+
+// Hardware reports whether the event needs a hardware PMU.
+func (e CounterEvent) Hardware() bool { return e != CPUClock }
+
+// attr is the counting-mode perf_event_attr for the event.
+func (e CounterEvent) attr() (*unix.PerfEventAttr, error) {
+	a := &unix.PerfEventAttr{Size: uint32(unix.PERF_ATTR_SIZE_VER0)}
+	switch e {
+	case CPUClock:
+		a.Type, a.Config = unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK
+	case Cycles:
+		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
+	case Instructions:
+		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_INSTRUCTIONS
+	case LLCMisses:
+		a.Type = unix.PERF_TYPE_HW_CACHE
+		a.Config = unix.PERF_COUNT_HW_CACHE_LL |
+			unix.PERF_COUNT_HW_CACHE_OP_READ<<8 |
+			unix.PERF_COUNT_HW_CACHE_RESULT_MISS<<16
+	default:
+		return nil, fmt.Errorf("unknown counter event %d", e)
+	}
+	return a, nil
+}
+
+// openCounter opens e in counting mode on one CPU, for all tasks.
+func openCounter(e CounterEvent, cpu int) (int, error) {
+	a, err := e.attr()
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.PerfEventOpen(a, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return -1, counterOpenError(e, cpu, err)
+	}
+	return fd, nil
+}
+
+func counterOpenError(e CounterEvent, cpu int, err error) error {
+	op := fmt.Sprintf("perf_event_open %s on cpu %d", e, cpu)
+	switch {
+	case e.Hardware() && (err == unix.ENOENT || err == unix.EOPNOTSUPP || err == unix.ENODEV):
+		return &CounterError{Op: op, Reason: ErrNoPMU, Err: err}
+	case err == unix.EACCES || err == unix.EPERM:
+		return &CounterError{Op: op, Reason: ErrNotPermitted, Err: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+var (
+	// ErrNoPMU: the machine has no hardware PMU (perf_event_open of a
+	// hardware event fails with ENOENT), so only cpu-clock can be counted.
+	ErrNoPMU = fmt.Errorf("no hardware PMU: %w", ebpf.ErrNotSupported)
+	// ErrTracingRefused: the kernel does not load fentry/fexit programs
+	// against a BPF program, so exact counting is off.
+	ErrTracingRefused = fmt.Errorf("kernel refuses tracing programs (fentry/fexit): %w", ebpf.ErrNotSupported)
+	// ErrNoBTF: the target program was loaded without BTF, which fentry
+	// needs to attach to it.
+	ErrNoBTF = fmt.Errorf("target program has no BTF: %w", ebpf.ErrNotSupported)
+	// ErrTooManyTargets: the limit on targets counted at once is reached.
+	ErrTooManyTargets = errors.New("too many counter targets")
+)
+
+// CounterError says why a counter mechanism, event or target is not
+// available. It matches its Reason (one of ErrNoPMU, ErrTracingRefused,
+// ErrNoBTF, ErrTooManyTargets, ErrNotPermitted) and the underlying error
+// (often an errno) with errors.Is.
+type CounterError struct {
+	Op     string // what was tried
+	Reason error  // sentinel
+	Err    error  // cause, may be nil
+}
+
+func (e *CounterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%s: %v", e.Op, e.Reason)
+	}
+	return fmt.Sprintf("%s: %v: %v", e.Op, e.Reason, e.Err)
+}
+
+func (e *CounterError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Err}
+}
+
+// CounterSupport is what ProbeCounters found. A nil error means available.
+type CounterSupport struct {
+	// Events lists the events that open on this machine: cpu-clock, plus
+	// cycles, instructions and LLC misses where a PMU exists.
+	Events []CounterEvent
+	// PMU is nil when hardware events open; otherwise it matches ErrNoPMU
+	// and carries the errno.
+	PMU error
+	// Exact is nil when the kernel loads fentry/fexit programs against a
+	// BPF program (the exact mechanism); otherwise it matches
+	// ErrTracingRefused and carries the errno.
+	Exact error
+}
+
+// DefaultEvents returns the events worth counting here: the hardware ones
+// where a PMU exists, cpu-clock where none does.
+func (s CounterSupport) DefaultEvents() []CounterEvent {
+	var hw []CounterEvent
+	for _, e := range s.Events {
+		if e.Hardware() {
+			hw = append(hw, e)
+		}
+	}
+	if len(hw) > 0 {
+		return hw
+	}
+	return []CounterEvent{CPUClock}
+}
+
+// ProbeCounters finds out which events open and whether the exact mechanism
+// works, by opening each event on CPU 0 and by loading (not attaching) an
+// fentry program against a throw-away target. It holds nothing afterwards.
+// Needs CAP_PERFMON and CAP_BPF (or root); the exact mechanism needs
+// Linux 5.5 and a kernel that allows tracing programs.
+func ProbeCounters() CounterSupport {
+	var s CounterSupport
+	for _, e := range []CounterEvent{CPUClock, Cycles, Instructions, LLCMisses} {
+		fd, err := openCounter(e, 0)
+		if err != nil {
+			if e == Cycles {
+				s.PMU = err
+			}
+			continue
+		}
+		unix.Close(fd)
+		s.Events = append(s.Events, e)
+	}
+	s.Exact = probeExact()
+	return s
+}
+
+func probeExact() error {
+	target, err := loadBTFProgram("bpfperf_probe", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	if err != nil {
+		return fmt.Errorf("load probe target: %w", err)
+	}
+	defer target.Close()
+	spec, err := loadCounters()
+	if err != nil {
+		return err
+	}
+	ps := spec.Programs["counters_entry"]
+	ps.AttachTarget, ps.AttachTo = target, "bpfperf_probe"
+	spec.Maps["events"].MaxEntries = 1
+	coll, err := ebpf.NewCollection(&ebpf.CollectionSpec{
+		Maps:     spec.Maps,
+		Programs: map[string]*ebpf.ProgramSpec{"counters_entry": ps},
+	})
+	if err != nil {
+		return tracingError("load fentry program", err)
+	}
+	coll.Close()
+	return nil
+}
+
+// tracingError classifies a failure to load or attach a tracing program.
+// EPERM from a kernel that loads other BPF programs means it refuses
+// tracing programs (our hosts); EOPNOTSUPP and ENOTSUPP (524) mean it
+// cannot trace this target. A verifier rejection is a bug of ours, not a
+// refusal, whatever its errno.
+func tracingError(op string, err error) error {
+	var verr *ebpf.VerifierError
+	var errno unix.Errno
+	switch {
+	case errors.As(err, &verr):
+		return fmt.Errorf("%s: %w", op, err)
+	case errors.As(err, &errno) && (errno == unix.EPERM || errno == unix.EOPNOTSUPP || errno == 524):
+		return &CounterError{Op: op, Reason: ErrTracingRefused, Err: errno}
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return &CounterError{Op: op, Reason: ErrTracingRefused, Err: err}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// loadBTFProgram loads insns as a socket filter whose main function has
+// BTF, which fentry/fexit need to attach to it.
+func loadBTFProgram(name string, insns asm.Instructions) (*ebpf.Program, error) {
+	fn := &btf.Func{
+		Name:    name,
+		Linkage: btf.GlobalFunc,
+		Type: &btf.FuncProto{
+			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
+			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}},
+		},
+	}
+	insns = append(asm.Instructions(nil), insns...)
+	insns[0] = btf.WithFuncMetadata(insns[0].WithSymbol(name), fn)
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         name,
+		Type:         ebpf.SocketFilter,
+		License:      "MIT",
+		Instructions: insns,
+	})
+}
