@@ -47,12 +47,17 @@ type Config struct {
 	Console  io.Writer     // gets the raw console as it arrives, if set
 }
 
+// DefaultCacheDir is $BPFPERF_VM_CACHE, or /var/cache/bpfperf-vm.
+func DefaultCacheDir() string {
+	if d := os.Getenv("BPFPERF_VM_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/bpfperf-vm"
+}
+
 func (c *Config) defaults() {
 	if c.CacheDir == "" {
-		c.CacheDir = os.Getenv("BPFPERF_VM_CACHE")
-	}
-	if c.CacheDir == "" {
-		c.CacheDir = "/var/cache/bpfperf-vm"
+		c.CacheDir = DefaultCacheDir()
 	}
 	if c.Memory == "" {
 		c.Memory = "1G"

@@ -3,6 +3,8 @@
 // the test binary:
 //
 //	go run ./internal/vmtest/cmd/vmtest -pkg ./collectors -- -test.run '^TestCountersExact' -test.v
+//
+// With -prepare it only installs the packages and fetches the kernel.
 package main
 
 import (
@@ -22,8 +24,29 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Minute, "limit for boot, tests and power-off")
 	cache := flag.String("cache", "", "kernel cache directory (default /var/cache/bpfperf-vm)")
 	quiet := flag.Bool("quiet", false, "print only the test output, not the whole console")
+	prepare := flag.Bool("prepare", false, "only install qemu and busybox-static and fetch the kernel, then exit")
 	flag.Parse()
+	if *prepare {
+		os.Exit(prepareVM(*cache))
+	}
 	os.Exit(run(*pkg, vmtest.Config{CacheDir: *cache, Timeout: *timeout}, *quiet, flag.Args()))
+}
+
+func prepareVM(cache string) int {
+	if cache == "" {
+		cache = vmtest.DefaultCacheDir()
+	}
+	if err := vmtest.EnsureTools(); err != nil {
+		fmt.Fprintln(os.Stderr, "vmtest:", err)
+		return 2
+	}
+	kernel, err := vmtest.EnsureKernel(cache)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vmtest:", err)
+		return 2
+	}
+	fmt.Println(kernel)
+	return 0
 }
 
 func run(pkg string, cfg vmtest.Config, quiet bool, args []string) int {
