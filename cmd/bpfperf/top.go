@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -67,8 +66,7 @@ func topCommand(dial clientFactory) *cli.Command {
 				Sort: c.String("sort"), Reverse: c.Bool("reverse"), Filter: c.String("filter"),
 				Styles: top.NewStyles(lipgloss.NewRenderer(os.Stdout)),
 			})
-			_, err = tea.NewProgram(m, tea.WithAltScreen()).Run()
-			return err
+			return top.Run(m)
 		},
 	}
 }

@@ -573,3 +573,67 @@ func TestTopParseDelay(t *testing.T) {
 		t.Errorf("parseDelay(0) = %v, want ErrBadInterval", err)
 	}
 }
+
+// BenchmarkTopCPU1000 measures the CPU `bpfperf top -d 1s` uses, as the
+// real binary in tmux (200x50), against a daemon sampling 1,000 loaded
+// programs every second: utime+stime from /proc over 20 s (set
+// BPFPERF_TOP_BENCH_SECONDS to change), after a 3 s warm-up.
+func BenchmarkTopCPU1000(b *testing.B) {
+	privtest.Root(b)
+	buildTop(b)
+	for i := 0; i < 1000; i++ {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("topcpu_%04d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { p.Close() })
+	}
+	d := startTopDaemon(b, b.TempDir(), "--interval", "1s")
+	tm := startTmux(b, 200, 50, "--socket", d.socket, "top", "-d", "1s")
+	deadline := time.Now().Add(15 * time.Second)
+	for !regexp.MustCompile(`(?m)^[0-9]{4,} programs`).MatchString(tm.screen(b)) {
+		if time.Now().After(deadline) {
+			b.Fatalf("top does not show 1,000 programs:\n%s", tm.screen(b))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	secs := 20
+	if s, err := strconv.Atoi(os.Getenv("BPFPERF_TOP_BENCH_SECONDS")); err == nil && s > 0 {
+		secs = s
+	}
+	pid := tm.pid(b)
+	time.Sleep(3 * time.Second)
+	b.ResetTimer()
+	cli0, d0, t0 := cpuTicks(b, pid), cpuTicks(b, d.cmd.Process.Pid), time.Now()
+	time.Sleep(time.Duration(secs) * time.Second)
+	cli1, d1, t1 := cpuTicks(b, pid), cpuTicks(b, d.cmd.Process.Pid), time.Now()
+	b.StopTimer()
+	wall := t1.Sub(t0).Seconds()
+	// USER_HZ is 100 on every Linux architecture Go supports.
+	b.ReportMetric(float64(cli1-cli0)/100/wall*100, "cpu-%")
+	b.ReportMetric(float64(d1-d0)/100/wall*100, "daemon-cpu-%")
+	if s := tm.screen(b); !strings.Contains(s, "topcpu_") {
+		b.Errorf("top stopped showing the programs:\n%s", s)
+	}
+	tm.keys(b, "q")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if strings.TrimSpace(tm.run(b, "display", "-p", "-t", "top", "#{pane_dead}")) == "1" {
+			break
+		}
+	}
+}
+
+// cpuTicks is utime+stime of pid in clock ticks.
+func cpuTicks(tb testing.TB, pid int) uint64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return utime + stime
+}

@@ -125,45 +125,53 @@ func Visible(rows []*Row) []*Column {
 	return out
 }
 
-// Sort orders rows by col, highest first for numbers and A to Z for text,
-// or the other way round with reverse. Rows without a value go last either
-// way; ties fall back to the program id so the order is stable between
-// refreshes.
+// Sort orders rows by col, highest first for numbers (lowest for ids) and
+// A to Z for text, or the other way round with reverse. Rows without a
+// value go last either way; ties fall back to the program id so the order
+// is stable between refreshes. Each row's value is computed once.
 func Sort(rows []*Row, col *Column, reverse bool) {
-	slices.SortStableFunc(rows, func(a, b *Row) int {
-		c := compare(col, a, b)
+	keys := make([]sortKey, len(rows))
+	for i, r := range rows {
+		k := sortKey{row: r, ok: true}
+		if col.text != nil {
+			k.text = strings.ToLower(col.text(r))
+		} else {
+			k.num, k.ok = col.num(r)
+		}
+		keys[i] = k
+	}
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		if a.ok != b.ok {
+			if a.ok {
+				return -1
+			}
+			return 1
+		}
+		c := cmp.Compare(a.text, b.text)
+		if col.text == nil {
+			c = cmp.Compare(b.num, a.num)
+			if col.Asc {
+				c = -c
+			}
+		}
 		if reverse {
 			c = -c
-		}
-		if col.num != nil {
-			_, aok := col.num(a)
-			_, bok := col.num(b)
-			switch {
-			case aok && !bok:
-				return -1
-			case !aok && bok:
-				return 1
-			}
 		}
 		if c != 0 {
 			return c
 		}
-		return cmp.Compare(a.ID, b.ID)
+		return cmp.Compare(a.row.ID, b.row.ID)
 	})
+	for i, k := range keys {
+		rows[i] = k.row
+	}
 }
 
-// compare is the column's natural order: numbers descending, text
-// ascending (what people want first: the busiest, or A).
-func compare(col *Column, a, b *Row) int {
-	if col.text != nil {
-		return cmp.Compare(strings.ToLower(col.text(a)), strings.ToLower(col.text(b)))
-	}
-	av, _ := col.num(a)
-	bv, _ := col.num(b)
-	if col.Asc {
-		return cmp.Compare(av, bv)
-	}
-	return cmp.Compare(bv, av)
+type sortKey struct {
+	row  *Row
+	num  float64
+	ok   bool
+	text string
 }
 
 // Match reports whether r passes filter: a case-insensitive substring of

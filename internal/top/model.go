@@ -3,6 +3,7 @@ package top
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -77,6 +78,7 @@ type Model struct {
 	table      Table
 	status     daemon.Status
 	haveStatus bool
+	statusAt   time.Time
 	err        error     // the last failed refresh, nil when connected
 	errSince   time.Time // when the daemon stopped answering
 	samples    int       // refreshes that succeeded
@@ -164,17 +166,24 @@ func (m *Model) Init() tea.Cmd {
 
 // fetch reads the daemon off the drawing path: bubbletea runs commands in
 // their own goroutines.
+// The daemon's status (its cost over the last minute) is read every few
+// seconds, not every refresh.
 func (m *Model) fetch() tea.Cmd {
 	src, now := m.src, m.now
+	wantStatus := !m.haveStatus || m.err != nil || now().Sub(m.statusAt) >= statusEvery
 	return func() tea.Msg {
 		progs, err := src.Progs(false)
-		msg := sampleMsg{at: now(), progs: progs, err: err}
-		if err == nil {
+		msg := sampleMsg{at: now(), progs: progs, err: err, statusErr: errNotAsked}
+		if err == nil && wantStatus {
 			msg.status, msg.statusErr = src.Status()
 		}
 		return msg
 	}
 }
+
+const statusEvery = 5 * time.Second
+
+var errNotAsked = errors.New("status not asked for")
 
 func (m *Model) tick() tea.Cmd {
 	gen := m.gen
@@ -227,7 +236,7 @@ func (m *Model) apply(msg sampleMsg) {
 	m.samples++
 	m.table.Update(msg.progs, msg.at)
 	if msg.statusErr == nil {
-		m.status, m.haveStatus = msg.status, true
+		m.status, m.haveStatus, m.statusAt = msg.status, true, msg.at
 	}
 	m.refresh()
 }
@@ -497,4 +506,15 @@ func (m *Model) applyDetail(msg detailMsg) {
 	if msg.meta != nil {
 		d.meta = msg.meta
 	}
+}
+
+// Run shows the model full-screen until the user quits. Redraws are capped
+// at 20 frames a second (enough for typing; the data changes once per
+// refresh), and the garbage collector runs less often: each refresh
+// decodes the whole program list and throws it away, and a top that costs
+// more than the programs it watches is no use.
+func Run(m *Model) error {
+	debug.SetGCPercent(400)
+	_, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithFPS(20)).Run()
+	return err
 }

@@ -3,12 +3,16 @@ package top
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon"
@@ -319,4 +323,29 @@ func regexpLine(s, re string) bool {
 		}
 	}
 	return false
+}
+
+// ansiStyles are the styles of a 256-colour terminal, for benchmarks and
+// for checking that colour reaches the screen only when allowed.
+func ansiStyles() Styles {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI256)
+	return NewStyles(r)
+}
+
+func TestNoColor(t *testing.T) {
+	// Output that is not a terminal gets no escape codes at all.
+	plain := NewStyles(lipgloss.NewRenderer(io.Discard))
+	if s := plain.Error("x") + plain.Selected("y"); s != "xy" {
+		t.Errorf("styles for a non-terminal wrote %q", s)
+	}
+	if s := ansiStyles().Error("x"); !strings.Contains(s, "\x1b[") {
+		t.Errorf("256-colour styles wrote no colour: %q", s)
+	}
+	t.Setenv("NO_COLOR", "1")
+	t.Setenv("CLICOLOR_FORCE", "1")
+	r := lipgloss.NewRenderer(os.Stdout, termenv.WithTTY(true))
+	if s := NewStyles(r).Error("x"); s != "x" {
+		t.Errorf("NO_COLOR: styles wrote %q", s)
+	}
 }
