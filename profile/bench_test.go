@@ -1,0 +1,195 @@
+package profile
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// workloadEnv makes the test binary a workload process: it runs the hot
+// program in a loop until killed. Benchmarks run it apart so that its CPU
+// time is not the sampler's.
+const workloadEnv = "BPFPERF_PROFILE_WORKLOAD"
+
+func runWorkload() {
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	in := make([]byte, 14)
+	os.Stdout.WriteString("ready\n")
+	for {
+		objs.HotEntry.Run(&ebpf.RunOptions{Data: in, Repeat: 50})
+	}
+}
+
+// startWorkload starts the workload process and waits until its program
+// runs.
+func startWorkload(tb testing.TB) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workloadEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 6)
+	if n, err := out.Read(buf); err != nil || string(buf[:n]) != "ready\n" {
+		tb.Fatalf("workload did not start: %q %v", buf[:n], err)
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSampling reports what sampling at 99 Hz on every CPU costs this
+// process, as a percentage of one core: CPU time over a 20 s capture (with
+// a BPF workload running in another process, and the symbolizer watching
+// for new programs), less the same process's CPU time while idle.
+func BenchmarkSampling(b *testing.B) {
+	privtest.Root(b)
+	startWorkload(b)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.LoadKallsyms(); err != nil {
+		b.Fatal(err)
+	}
+	s := newSampler(b, SamplerConfig{Hz: 99, Symbolizer: sym})
+	const idle, window = 5 * time.Second, 20 * time.Second
+	for b.Loop() {
+		t0 := cpuTime()
+		time.Sleep(idle)
+		idleCPU := cpuTime() - t0
+
+		t0 = cpuTime()
+		c, err := s.Capture(context.Background(), window)
+		capCPU := cpuTime() - t0
+		if err != nil {
+			b.Fatal(err)
+		}
+		cost := capCPU.Seconds()/c.Duration.Seconds() - idleCPU.Seconds()/idle.Seconds()
+		b.ReportMetric(100*cost, "cpu%_of_one_core")
+		b.ReportMetric(float64(len(c.Samples))/c.Duration.Seconds(), "samples/s")
+		b.ReportMetric(float64(c.Lost), "lost")
+	}
+}
+
+// BenchmarkSymbolize reports how long Build takes for a 60 s profile's
+// worth of samples (99 Hz on every CPU for 60 s), taken for real at 999 Hz
+// over 6 s while a BPF program runs, with kallsyms already cached; and how
+// large the stored (gzipped) profile is. Default: samples with BPF frames
+// only; _all: every kernel sample.
+func BenchmarkSymbolize(b *testing.B) {
+	privtest.Root(b)
+	startWorkload(b)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.LoadKallsyms(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := sym.LearnAll(); err != nil {
+		b.Fatal(err)
+	}
+	s := newSampler(b, SamplerConfig{Hz: 999})
+	c, err := s.Capture(context.Background(), 6*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Hz, c.Period, c.Duration = 99, uint64(time.Second/99), time.Minute
+	for i := range c.Samples {
+		c.Samples[i].Period = c.Period
+	}
+	for b.Loop() {
+		for _, all := range []bool{false, true} {
+			var times []time.Duration
+			var size int
+			for range 11 {
+				t0 := time.Now()
+				p, err := Build(c, sym, BuildOptions{All: all})
+				times = append(times, time.Since(t0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				blob, err := Marshal(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(blob)
+			}
+			slices.Sort(times)
+			suffix := ""
+			if all {
+				suffix = "_all"
+			}
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "build_ms"+suffix)
+			b.ReportMetric(float64(size), "bytes/60s"+suffix)
+			b.ReportMetric(float64(size)*60/1e6, "MB/hour"+suffix)
+		}
+		b.ReportMetric(float64(len(c.Samples)), "samples")
+	}
+}
+
+// interruptGaps spins on one OS thread for d and adds up the gaps between
+// consecutive clock reads that look like an interrupt (2 µs to 200 µs:
+// longer ones are the scheduler running another task).
+func interruptGaps(d time.Duration) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var total time.Duration
+	start := time.Now()
+	last := start
+	for last.Sub(start) < d {
+		now := time.Now()
+		if g := now.Sub(last); g > 2*time.Microsecond && g < 200*time.Microsecond {
+			total += g
+		}
+		last = now
+	}
+	return total
+}
+
+// BenchmarkSampleInterrupt estimates what each sample costs inside the
+// kernel (the timer interrupt, the call-chain walk, the ring write): time
+// that getrusage charges to whichever task the sample interrupted, not to
+// the sampler. A thread spinning on the clock sees each sample as a gap;
+// the gaps with sampling at 999 Hz, less those without, divided by the
+// samples that hit it, give the cost per sample, and from it the kernel
+// cost of 99 Hz on every CPU in % of one core.
+func BenchmarkSampleInterrupt(b *testing.B) {
+	privtest.Root(b)
+	s := newSampler(b, SamplerConfig{Hz: 999})
+	const d = 3 * time.Second
+	for b.Loop() {
+		var costs []float64
+		for range 3 {
+			off := interruptGaps(d)
+			done := make(chan struct{})
+			go func() {
+				s.Capture(context.Background(), d+200*time.Millisecond)
+				close(done)
+			}()
+			time.Sleep(100 * time.Millisecond)
+			on := interruptGaps(d)
+			<-done
+			costs = append(costs, float64(on-off)/(999*d.Seconds()))
+		}
+		slices.Sort(costs)
+		perSample := time.Duration(costs[1])
+		b.ReportMetric(float64(perSample.Nanoseconds())/1000, "kernel_us/sample")
+		b.ReportMetric(100*perSample.Seconds()*99*float64(len(s.rings)), "kernel_cpu%_of_one_core_at_99Hz")
+	}
+}

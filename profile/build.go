@@ -1,0 +1,250 @@
+package profile
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+
+	"github.com/google/pprof/profile"
+)
+
+// Label keys Build puts on samples. All are string labels: numeric labels
+// equal to 0 (cpu 0, pid 0 of the idle task) vanish on a round trip.
+const (
+	LabelProgID   = "prog_id"
+	LabelProgName = "prog_name"
+	LabelProgTag  = "prog_tag"
+	LabelPID      = "pid"
+	LabelComm     = "comm"
+	LabelCPU      = "cpu"
+)
+
+// Mapping names in built profiles.
+const (
+	MappingBPF    = "[bpf]"
+	MappingKernel = "[kernel.kallsyms]"
+)
+
+// BuildOptions tune Build.
+type BuildOptions struct {
+	// All keeps every sample taken in the kernel. By default Build keeps
+	// only the samples with a BPF frame in their stack: the profile then
+	// says where BPF programs spend their time, and pprof's "Total samples
+	// = X (Y%)" line gives their share of the capture's duration.
+	All bool
+}
+
+// Build symbolizes a capture into a pprof profile with the sample types
+// samples/count and cpu/nanoseconds (cycles/count for Cycles), the
+// mappings [bpf] and [kernel.kallsyms], and on each sample the labels
+// prog_id, prog_name and prog_tag of the innermost BPF frame's program (a
+// tail call's target, not the entry program), pid, comm and cpu. The
+// profile passes CheckValid.
+func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, error) {
+	unit := "cpu"
+	if c.Event == Cycles {
+		unit = "cycles"
+	}
+	valueType := &profile.ValueType{Type: unit, Unit: "nanoseconds"}
+	if c.Event == Cycles {
+		valueType.Unit = "count"
+	}
+	p := &profile.Profile{
+		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, valueType},
+		DefaultSampleType: unit,
+		PeriodType:        &profile.ValueType{Type: valueType.Type, Unit: valueType.Unit},
+		Period:            int64(c.Period),
+		TimeNanos:         c.Start.UnixNano(),
+		DurationNanos:     int64(c.Duration),
+	}
+	if c.Event == Cycles {
+		p.Period = 0 // the kernel varies it to keep Hz
+	}
+	bpfMap := &profile.Mapping{ID: 1, File: MappingBPF, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	kernMap := &profile.Mapping{ID: 2, File: MappingKernel, HasFunctions: true}
+	p.Mapping = []*profile.Mapping{bpfMap, kernMap}
+
+	b := builder{
+		p: p, sym: sym, bpf: bpfMap, kernel: kernMap,
+		locs:    map[locKey]*location{},
+		funcs:   map[funcKey]*profile.Function{},
+		stacks:  map[*uint64]*stackInfo{},
+		samples: map[sampleKey]*profile.Sample{},
+		cpus:    map[uint32]string{},
+		pids:    map[uint32]string{},
+	}
+	exact := !sym.overlaps()
+	var bpfSamples, userSamples int
+	for i := range c.Samples {
+		s := &c.Samples[i]
+		if len(s.Stack) == 0 {
+			userSamples++
+			continue
+		}
+		st := b.stack(s, exact)
+		if st.bpf {
+			bpfSamples++
+		} else if !opts.All {
+			continue
+		}
+		b.add(s, st)
+	}
+	p.Comments = []string{fmt.Sprintf("bpfperf: %s at %d Hz on %d CPUs; %d samples, %d with BPF frames, %d in user mode, %d lost",
+		c.Event, c.Hz, c.CPUs, len(c.Samples), bpfSamples, userSamples, c.Lost)}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("build profile: %w", err)
+	}
+	return p, nil
+}
+
+type builder struct {
+	p            *profile.Profile
+	sym          *Symbolizer
+	bpf, kernel  *profile.Mapping
+	locs         map[locKey]*location
+	funcs        map[funcKey]*profile.Function
+	stacks       map[*uint64]*stackInfo
+	samples      map[sampleKey]*profile.Sample
+	cpus, pids   map[uint32]string
+	nextStackKey int
+}
+
+type locKey struct {
+	addr uint64
+	leaf bool
+	prog uint32
+}
+
+type location struct {
+	loc   *profile.Location
+	frame Frame
+}
+
+type funcKey struct{ name, systemName, file string }
+
+// stackInfo is a symbolized stack: its locations and the program of its
+// innermost BPF frame.
+type stackInfo struct {
+	key  int
+	locs []*profile.Location
+	bpf  bool
+	prog *Frame
+}
+
+type sampleKey struct {
+	stack    int
+	pid, cpu uint32
+	comm     string
+}
+
+// stack symbolizes s.Stack. Stacks are shared between samples, so unless
+// JIT addresses were reused (a sample's time then decides the program)
+// each is symbolized once.
+func (b *builder) stack(s *Sample, exact bool) *stackInfo {
+	if exact {
+		if st, ok := b.stacks[&s.Stack[0]]; ok && len(st.locs) == len(s.Stack) {
+			return st
+		}
+	}
+	b.nextStackKey++
+	st := &stackInfo{key: b.nextStackKey, locs: make([]*profile.Location, len(s.Stack))}
+	for i, a := range s.Stack {
+		l := b.location(a, i == 0, s.Time)
+		st.locs[i] = l.loc
+		if l.frame.BPF() {
+			st.bpf = true
+			if st.prog == nil && l.frame.ProgID != 0 {
+				st.prog = &l.frame
+			}
+		}
+	}
+	if exact {
+		b.stacks[&s.Stack[0]] = st
+	}
+	return st
+}
+
+func (b *builder) location(addr uint64, leaf bool, t uint64) *location {
+	q := addr
+	if !leaf {
+		q-- // a return address: the call is the instruction before it
+	}
+	f := b.sym.Lookup(q, t)
+	k := locKey{addr: addr, leaf: leaf, prog: f.ProgID}
+	if l, ok := b.locs[k]; ok {
+		return l
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: addr, Mapping: b.kernel}
+	if f.BPF() {
+		loc.Mapping = b.bpf
+	}
+	m := loc.Mapping
+	if m.Limit == 0 || addr < m.Start {
+		m.Start = addr
+	}
+	m.Limit = max(m.Limit, addr+1)
+	if f.Func != "" {
+		loc.Line = []profile.Line{{Function: b.function(f), Line: f.Line}}
+	}
+	b.p.Location = append(b.p.Location, loc)
+	l := &location{loc: loc, frame: f}
+	b.locs[k] = l
+	return l
+}
+
+func (b *builder) function(f Frame) *profile.Function {
+	file := f.File
+	if file != "" {
+		file = path.Clean(file)
+	}
+	k := funcKey{f.Func, f.SystemName, file}
+	if fn, ok := b.funcs[k]; ok {
+		return fn
+	}
+	fn := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: f.Func, SystemName: f.SystemName, Filename: file}
+	if fn.SystemName == "" {
+		fn.SystemName = f.Func
+	}
+	if file != "" {
+		if start, ok := b.sym.funcStart(f); ok {
+			fn.StartLine = start
+		}
+	}
+	b.p.Function = append(b.p.Function, fn)
+	b.funcs[k] = fn
+	return fn
+}
+
+func (b *builder) add(s *Sample, st *stackInfo) {
+	k := sampleKey{stack: st.key, pid: s.PID, cpu: s.CPU, comm: s.Comm}
+	if ps, ok := b.samples[k]; ok {
+		ps.Value[0]++
+		ps.Value[1] += int64(s.Period)
+		return
+	}
+	ps := &profile.Sample{
+		Location: st.locs,
+		Value:    []int64{1, int64(s.Period)},
+		Label: map[string][]string{
+			LabelPID:  {itoa(b.pids, s.PID)},
+			LabelComm: {s.Comm},
+			LabelCPU:  {itoa(b.cpus, s.CPU)},
+		},
+	}
+	if st.prog != nil {
+		ps.Label[LabelProgID] = []string{strconv.FormatUint(uint64(st.prog.ProgID), 10)}
+		ps.Label[LabelProgName] = []string{st.prog.ProgName}
+		ps.Label[LabelProgTag] = []string{st.prog.ProgTag}
+	}
+	b.p.Sample = append(b.p.Sample, ps)
+	b.samples[k] = ps
+}
+
+func itoa(cache map[uint32]string, n uint32) string {
+	s, ok := cache[n]
+	if !ok {
+		s = strconv.FormatUint(uint64(n), 10)
+		cache[n] = s
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNoPMU means the kernel has no hardware PMU for the event asked for
+	// (PERF_TYPE_HARDWARE gives ENOENT). It is a normal state on virtual
+	// machines: fall back to CPUClock.
+	ErrNoPMU = errors.New("no hardware PMU")
+	// ErrBusy means a capture is already running on the sampler.
+	ErrBusy = errors.New("a capture is already running")
+	// ErrBadDuration means a capture duration outside [MinDuration, the
+	// sampler's MaxDuration]. The error is a *DurationError.
+	ErrBadDuration = errors.New("bad capture duration")
+	// ErrBadRate means a sampling frequency outside [1, MaxHz].
+	ErrBadRate = errors.New("bad sampling frequency")
+	// ErrClosed means the sampler was closed.
+	ErrClosed = errors.New("sampler closed")
+	// ErrNotProfile means the input is not a pprof profile.
+	ErrNotProfile = errors.New("not a pprof profile")
+	// ErrNoProfiles means there was nothing to merge.
+	ErrNoProfiles = errors.New("no profiles")
+	// ErrNoCPUValue means the profile has no cpu/nanoseconds sample type,
+	// so CPU shares cannot be computed from it.
+	ErrNoCPUValue = errors.New("profile has no cpu/nanoseconds values")
+)
+
+// DurationError is a capture duration outside the allowed range. It matches
+// ErrBadDuration.
+type DurationError struct {
+	Duration, Min, Max time.Duration
+}
+
+func (e *DurationError) Error() string {
+	return fmt.Sprintf("%s: %v is not within %v..%v", ErrBadDuration, e.Duration, e.Min, e.Max)
+}
+
+// Is makes errors.Is(err, ErrBadDuration) true.
+func (e *DurationError) Is(target error) bool { return target == ErrBadDuration }
+
+// PMUError says that the kernel refused a hardware event because there is
+// no PMU. It matches ErrNoPMU and unwraps to the kernel's errno.
+type PMUError struct {
+	Event Event
+	Err   error // the errno from perf_event_open
+}
+
+func (e *PMUError) Error() string {
+	return fmt.Sprintf("open %s event: %s (%v)", e.Event, ErrNoPMU, e.Err)
+}
+
+// Is makes errors.Is(err, ErrNoPMU) true.
+func (e *PMUError) Is(target error) bool { return target == ErrNoPMU }
+
+func (e *PMUError) Unwrap() error { return e.Err }

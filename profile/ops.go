@@ -1,0 +1,118 @@
+package profile
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/google/pprof/profile"
+)
+
+// Marshal encodes p as a gzipped pprof protobuf, the form to store and
+// serve.
+func Marshal(p *profile.Profile) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		return nil, fmt.Errorf("encode profile: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Parse reads a pprof profile, gzipped or not. Input that is not a valid
+// pprof profile fails with ErrNotProfile.
+func Parse(r io.Reader) (*profile.Profile, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read profile: %w", err)
+	}
+	return ParseData(b)
+}
+
+// ParseData is Parse on bytes.
+func ParseData(b []byte) (*profile.Profile, error) {
+	p, err := profile.ParseData(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotProfile, err)
+	}
+	// The protobuf decoder accepts some garbage as an empty profile.
+	if len(p.SampleType) == 0 {
+		return nil, fmt.Errorf("%w: no sample types", ErrNotProfile)
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotProfile, err)
+	}
+	return p, nil
+}
+
+// Merge adds profiles up, as `pprof` does with several sources: samples
+// with the same stack and labels are summed and durations add up. The
+// profiles must have the same sample types. Merge of none fails with
+// ErrNoProfiles.
+func Merge(ps ...*profile.Profile) (*profile.Profile, error) {
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("merge: %w", ErrNoProfiles)
+	}
+	p, err := profile.Merge(ps)
+	if err != nil {
+		return nil, fmt.Errorf("merge profiles: %w", err)
+	}
+	return p, nil
+}
+
+// BaseLabel is the label pprof's -diff_base puts on the base profile's
+// samples, which it shows apart from the new ones.
+const BaseLabel = "pprof::base"
+
+// Diff returns the profile `pprof -diff_base=base new` looks at: base's
+// samples with their values negated and labelled pprof::base=true, merged
+// with new's. Opened with pprof, it shows what changed from base to new;
+// positive values grew. Neither argument is modified.
+func Diff(base, new *profile.Profile) (*profile.Profile, error) {
+	b := base.Copy()
+	b.SetLabel(BaseLabel, []string{"true"})
+	b.Scale(-1)
+	p, err := profile.Merge([]*profile.Profile{new, b})
+	if err != nil {
+		return nil, fmt.Errorf("diff profiles: %w", err)
+	}
+	return p, nil
+}
+
+// ProgramShares returns, for each program id in p's prog_id labels, the
+// CPU time its samples stand for as a percentage of one CPU over p's
+// duration (the bpftop convention: 200 means two CPUs busy). A sample
+// counts for the program of its innermost BPF frame, so tail-call targets
+// get their own share, which bpf_stats charges to the entry program. It
+// fails with ErrNoCPUValue when p has no cpu/nanoseconds values, and
+// returns an empty map when p has no duration.
+func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
+	vi := -1
+	for i, st := range p.SampleType {
+		if st.Type == "cpu" && st.Unit == "nanoseconds" {
+			vi = i
+		}
+	}
+	if vi < 0 {
+		return nil, ErrNoCPUValue
+	}
+	shares := map[uint32]float64{}
+	if p.DurationNanos <= 0 {
+		return shares, nil
+	}
+	for _, s := range p.Sample {
+		ids := s.Label[LabelProgID]
+		if len(ids) != 1 || vi >= len(s.Value) {
+			continue
+		}
+		id, err := strconv.ParseUint(ids[0], 10, 32)
+		if err != nil {
+			continue
+		}
+		shares[uint32(id)] += float64(s.Value[vi])
+	}
+	for id, ns := range shares {
+		shares[id] = 100 * ns / float64(p.DurationNanos)
+	}
+	return shares, nil
+}

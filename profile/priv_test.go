@@ -1,0 +1,591 @@
+package profile
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/cilium/ebpf"
+	"github.com/google/pprof/profile"
+)
+
+// hotLine is the line of bpf/profile/hot.c marked HOT.
+func hotLine(tb testing.TB) int64 {
+	tb.Helper()
+	b, err := os.ReadFile("../bpf/profile/hot.c")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "/* HOT */") {
+			return int64(i + 1)
+		}
+	}
+	tb.Fatal("no HOT line in hot.c")
+	return 0
+}
+
+func progID(tb testing.TB, prog *ebpf.Program) (uint32, *ebpf.ProgramInfo) {
+	tb.Helper()
+	info, err := prog.Info()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		tb.Fatal("program has no id")
+	}
+	return uint32(id), info
+}
+
+func newSampler(tb testing.TB, cfg SamplerConfig) *Sampler {
+	tb.Helper()
+	s, err := NewSampler(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// hotRun is one capture of the hot program running in a loop, shared by
+// the tests that look at it.
+type hotRun struct {
+	id   uint32
+	tag  string
+	tid  int
+	comm string
+	c    *Capture
+	p    *profile.Profile
+}
+
+var (
+	hotOnce sync.Once
+	hot     *hotRun
+	hotErr  error
+)
+
+func captureHot(t *testing.T) *hotRun {
+	privtest.Root(t)
+	hotOnce.Do(func() { hot, hotErr = runHot() })
+	if hotErr != nil {
+		t.Fatal(hotErr)
+	}
+	return hot
+}
+
+func runHot() (*hotRun, error) {
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		return nil, err
+	}
+	defer objs.Close()
+	info, err := objs.HotEntry.Info()
+	if err != nil {
+		return nil, err
+	}
+	id, _ := info.ID()
+	r := &hotRun{id: uint32(id), tag: info.Tag}
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.Learn(r.id); err != nil {
+		return nil, err
+	}
+	s, err := NewSampler(SamplerConfig{Hz: 999})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	w := spin(&testing.T{}, objs.HotEntry)
+	r.tid = w.tid
+	comm, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(w.tid) + "/comm")
+	r.comm = strings.TrimSpace(string(comm))
+	r.c, err = s.Capture(context.Background(), 2*time.Second)
+	w.Stop()
+	if err != nil {
+		return nil, err
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	r.p, err = Build(r.c, sym, BuildOptions{})
+	return r, err
+}
+
+// flatByLine sums the samples whose innermost frame is at each
+// "function file:line".
+func flatByLine(p *profile.Profile) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		if len(s.Location) == 0 || len(s.Location[0].Line) == 0 {
+			continue
+		}
+		l := s.Location[0].Line[0]
+		out[l.Function.Name+" "+l.Function.Filename+":"+strconv.FormatInt(l.Line, 10)] += s.Value[0]
+	}
+	return out
+}
+
+// TestHotProgram: a program built from C with BTF, run in a loop: the
+// profile names its functions and its hot source line, and labels its
+// samples with the program and the thread that ran it.
+func TestHotProgram(t *testing.T) {
+	r := captureHot(t)
+	p := r.p
+	if len(p.Sample) == 0 {
+		t.Fatal("no samples")
+	}
+	byLine := flatByLine(p)
+	var top string
+	for k, v := range byLine {
+		if top == "" || v > byLine[top] {
+			top = k
+		}
+	}
+	// The file name is the one clang was given, relative to profile/.
+	want := "spin ../bpf/profile/hot.c:" + strconv.FormatInt(hotLine(t), 10)
+	if top != want {
+		t.Errorf("hottest line %q (%d samples), want %q; all: %v", top, byLine[top], want, byLine)
+	}
+	// Every function of the program shows up, with hot_entry as the
+	// caller of the other two. (A sample in a callee's prologue, before it
+	// set up its frame pointer, skips the caller: rare.)
+	callers := map[string]map[string]int64{}
+	var progSamples int64
+	for _, s := range p.Sample {
+		if s.Label[LabelProgID][0] != strconv.Itoa(int(r.id)) {
+			continue
+		}
+		progSamples += s.Value[0]
+		leaf := s.Location[0].Line[0].Function.Name
+		if callers[leaf] == nil {
+			callers[leaf] = map[string]int64{}
+		}
+		if len(s.Location) > 1 && len(s.Location[1].Line) > 0 {
+			callers[leaf][s.Location[1].Line[0].Function.Name] += s.Value[0]
+		}
+		if got := s.Label[LabelProgName]; len(got) != 1 || got[0] != "hot_entry" {
+			t.Errorf("prog_name %v", got)
+		}
+		if got := s.Label[LabelProgTag]; len(got) != 1 || got[0] != r.tag {
+			t.Errorf("prog_tag %v, want %s", got, r.tag)
+		}
+		if got := s.Label[LabelPID]; len(got) != 1 || got[0] != strconv.Itoa(os.Getpid()) {
+			t.Errorf("pid %v, want %d", got, os.Getpid())
+		}
+		if got := s.Label[LabelComm]; len(got) != 1 || got[0] != r.comm {
+			t.Errorf("comm %v, want %s", got, r.comm)
+		}
+		if cpu, err := strconv.Atoi(s.Label[LabelCPU][0]); err != nil || cpu < 0 || cpu >= r.c.CPUs {
+			t.Errorf("cpu %v", s.Label[LabelCPU])
+		}
+	}
+	for _, leaf := range []string{"spin", "warm"} {
+		var all int64
+		for _, n := range callers[leaf] {
+			all += n
+		}
+		if all == 0 || callers[leaf]["hot_entry"] < all*9/10 {
+			t.Errorf("%s's callers: %v, want hot_entry", leaf, callers[leaf])
+		}
+	}
+	// spin loops ten times longer than warm.
+	if byFunc := funcSamples(p); byFunc["spin"] < 4*byFunc["warm"] || byFunc["warm"] == 0 {
+		t.Errorf("samples by function: %v", byFunc)
+	}
+	// The workload keeps one CPU busy with the program, less the test-run
+	// syscall's own cost.
+	shares, err := ProgramShares(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shares[r.id] < 30 || shares[r.id] > 105 {
+		t.Errorf("program share %.1f%% of one CPU, want about 100%%", shares[r.id])
+	}
+	t.Logf("%d samples in the program, share %.1f%% of a CPU, hottest %s", progSamples, shares[r.id], top)
+}
+
+func funcSamples(p *profile.Profile) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range p.Sample {
+		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 {
+			out[s.Location[0].Line[0].Function.Name] += s.Value[0]
+		}
+	}
+	return out
+}
+
+// TestCaptureCounts: cpu-clock samples every CPU Hz times a second, busy
+// or idle, and the sampler drops none.
+func TestCaptureCounts(t *testing.T) {
+	r := captureHot(t)
+	c := r.c
+	cpus, err := onlineCPUs("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CPUs != len(cpus) || c.Lost != 0 {
+		t.Errorf("CPUs %d (want %d), lost %d", c.CPUs, len(cpus), c.Lost)
+	}
+	want := float64(c.Hz) * c.Duration.Seconds() * float64(c.CPUs)
+	// A timer that fires late skips samples (perf's too): on these VMs a
+	// vCPU the host does not run for a while can lose half of its.
+	if n := float64(len(c.Samples)); n < 0.4*want || n > 1.02*want {
+		t.Errorf("%d samples, want about %.0f", len(c.Samples), want)
+	}
+	t.Logf("%d samples in %v on %d CPUs at %d Hz", len(c.Samples), c.Duration, c.CPUs, c.Hz)
+	perCPU := map[uint32]int{}
+	for _, s := range c.Samples {
+		perCPU[s.CPU]++
+		if s.Period != c.Period {
+			t.Fatalf("sample period %d, want %d", s.Period, c.Period)
+		}
+	}
+	for _, cpu := range cpus {
+		if perCPU[uint32(cpu)] < int(0.1*want)/c.CPUs {
+			t.Errorf("cpu %d: %d samples", cpu, perCPU[uint32(cpu)])
+		}
+	}
+}
+
+// TestTailCallChain: each program of a three-program tail-call chain gets
+// its own samples, though the kernel charges the chain's run time to the
+// entry program.
+func TestTailCallChain(t *testing.T) {
+	privtest.Root(t)
+	var objs chainObjects
+	if err := loadChainObjects(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	if err := objs.Chain.Put(uint32(1), objs.ChainB); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.Chain.Put(uint32(2), objs.ChainC); err != nil {
+		t.Fatal(err)
+	}
+	sym := NewSymbolizer(SymbolizerConfig{})
+	ids := map[string]uint32{}
+	for name, prog := range map[string]*ebpf.Program{"chain_a": objs.ChainA, "chain_b": objs.ChainB, "chain_c": objs.ChainC} {
+		id, _ := progID(t, prog)
+		ids[name] = id
+		if err := sym.Learn(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSampler(t, SamplerConfig{Hz: 999})
+	w := spin(t, objs.ChainA)
+	c, err := s.Capture(context.Background(), 2*time.Second)
+	w.check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(c, sym, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares, err := ProgramShares(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, id := range ids {
+		total += shares[id]
+	}
+	for name, id := range ids {
+		if shares[id] < total/5 {
+			t.Errorf("%s (id %d): %.1f%% of a CPU, want about a third of the chain's %.1f%%", name, id, shares[id], total)
+		}
+	}
+	// Samples in a target are labelled with the target, and its frames
+	// are its own.
+	for _, smp := range p.Sample {
+		name := smp.Label[LabelProgName][0]
+		if leaf := smp.Location[0].Line[0].Function.Name; strings.HasPrefix(leaf, "chain_") && leaf != name {
+			t.Errorf("sample in %s labelled %s", leaf, name)
+		}
+	}
+	t.Logf("shares: a %.1f%%, b %.1f%%, c %.1f%%", shares[ids["chain_a"]], shares[ids["chain_b"]], shares[ids["chain_c"]])
+}
+
+// TestUnloadedMidCapture: a program nobody told the symbolizer about, run
+// and unloaded while a capture runs, still resolves to its functions and
+// lines: the sampler has the symbolizer learn it when its addresses show
+// up.
+func TestUnloadedMidCapture(t *testing.T) {
+	privtest.Root(t)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	s := newSampler(t, SamplerConfig{Hz: 999, Symbolizer: sym})
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	id, info := progID(t, objs.HotEntry)
+	type result struct {
+		c   *Capture
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		c, err := s.Capture(context.Background(), 2*time.Second)
+		done <- result{c, err}
+	}()
+	w := spin(t, objs.HotEntry)
+	time.Sleep(time.Second)
+	w.check(t)
+	objs.Close()
+	waitFor(t, "program unload", func() bool {
+		_, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	p, err := Build(res.c, sym, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLine := flatByLine(p)
+	key := "spin ../bpf/profile/hot.c:" + strconv.FormatInt(hotLine(t), 10)
+	if byLine[key] == 0 {
+		t.Errorf("no samples at %s: %v", key, byLine)
+	}
+	shares, _ := ProgramShares(p)
+	if shares[id] == 0 {
+		t.Errorf("no share for program %d (%s): %v", id, info.Tag, shares)
+	}
+}
+
+// TestAgreesWithPerf: over the same workload, the program's share of all
+// samples agrees with `perf record -a -g -e cpu-clock` + `perf report`
+// within 3 points.
+func TestAgreesWithPerf(t *testing.T) {
+	privtest.Root(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		privtest.Skip(t, "perf is not installed (linux-perf)")
+	}
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	id, _ := progID(t, objs.HotEntry)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.Learn(id); err != nil {
+		t.Fatal(err)
+	}
+	s := newSampler(t, SamplerConfig{Hz: 999})
+	w := spin(t, objs.HotEntry)
+
+	// perf stamps samples with CLOCK_BOOTTIME too (-k boottime), so both
+	// are compared over exactly the same window: on these VMs a vCPU
+	// the host stops for a while loses samples, and windows that differ
+	// at their edges would see different losses.
+	data := filepath.Join(t.TempDir(), "perf.data")
+	const seconds = 4
+	rec := exec.Command(perf, "record", "-a", "-g", "-e", "cpu-clock", "-F", "999", "-k", "boottime",
+		"-o", data, "--", "sleep", strconv.Itoa(seconds))
+	rec.Stderr = &strings.Builder{}
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Capture(context.Background(), seconds*time.Second)
+	if werr := rec.Wait(); werr != nil {
+		t.Fatalf("perf record: %v: %s", werr, rec.Stderr)
+	}
+	w.check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	times, err := exec.Command(perf, "script", "-i", data, "-F", "time").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	stamps := strings.Fields(strings.ReplaceAll(string(times), ":", ""))
+	if len(stamps) < 2 {
+		t.Fatalf("perf recorded %d samples", len(stamps))
+	}
+	perfFirst, _ := strconv.ParseFloat(stamps[0], 64)
+	perfLast, _ := strconv.ParseFloat(stamps[len(stamps)-1], 64)
+	from := max(uint64(perfFirst*1e9), c.Samples[0].Time)
+	to := min(uint64(perfLast*1e9), c.Samples[len(c.Samples)-1].Time)
+	if to < from+uint64(time.Second) {
+		t.Fatalf("perf and the capture overlap for only %v", time.Duration(to-from))
+	}
+
+	// Ours: samples whose innermost BPF frame is the program, of all.
+	var ours, all int
+	for _, smp := range c.Samples {
+		if smp.Time < from || smp.Time > to {
+			continue
+		}
+		all++
+		for _, a := range smp.Stack {
+			if f := sym.Lookup(a, smp.Time); f.ProgID != 0 {
+				if f.ProgID == id {
+					ours++
+				}
+				break
+			}
+		}
+	}
+	oursPct := 100 * float64(ours) / float64(all)
+
+	window := fmt.Sprintf("%.6f,%.6f", float64(from)/1e9, float64(to)/1e9)
+	out, err := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
+		"-g", "none", "--percent-limit", "0", "--time", window).Output()
+	if err != nil {
+		t.Fatalf("perf report: %v", err)
+	}
+	// perf names JITed code bpf_prog_<tag>_<function>; a subprogram has
+	// a tag of its own.
+	line := regexp.MustCompile(`^\s*([0-9.]+)%\s+\[k\] bpf_prog_[0-9a-f]{16}_(hot_entry|spin|warm)\s*$`)
+	var perfPct float64
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if m := line.FindStringSubmatch(sc.Text()); m != nil {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			perfPct += v
+		}
+	}
+	t.Logf("program share of all samples in %s: ours %.2f%% (%d of %d), perf %.2f%%", window, oursPct, ours, all, perfPct)
+	if perfPct == 0 {
+		t.Fatalf("perf report has no line for the program:\n%s", out)
+	}
+	if d := oursPct - perfPct; d > 3 || d < -3 {
+		t.Errorf("ours %.2f%%, perf %.2f%%: more than 3 points apart", oursPct, perfPct)
+	}
+}
+
+// TestPprofTool: a built profile written to a file is one `go tool pprof`
+// reads: -top, -lines, -traces and the web UI all work on it.
+func TestPprofTool(t *testing.T) {
+	r := captureHot(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("no go tool in PATH")
+	}
+	file := filepath.Join(t.TempDir(), "cpu.pb.gz")
+	b, err := Marshal(r.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Mapping) != 2 || back.Mapping[0].File != MappingBPF || back.Mapping[1].File != MappingKernel {
+		t.Errorf("mappings after round trip: %v", back.Mapping)
+	}
+	for _, s := range back.Sample {
+		for _, k := range []string{LabelProgID, LabelProgName, LabelProgTag, LabelPID, LabelComm, LabelCPU} {
+			if len(s.Label[k]) != 1 {
+				t.Fatalf("sample without label %s after round trip: %v", k, s.Label)
+			}
+		}
+	}
+
+	hot := "hot.c:" + strconv.FormatInt(hotLine(t), 10)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-top"}, []string{"spin", "warm", "hot_entry", "Type: cpu", "Duration: 2"}},
+		{[]string{"-top", "-lines"}, []string{"spin", hot}},
+		{[]string{"-traces"}, []string{"spin", "hot_entry", "bpf_test_run", "prog_name:  hot_entry", "prog_tag:  " + r.tag, "comm:", "cpu:"}},
+		{[]string{"-top", "-tagfocus", "prog_name=hot_entry"}, []string{"spin"}},
+	} {
+		args := append([]string{"tool", "pprof"}, tc.args...)
+		out, err := exec.Command(goBin, append(args, file)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof %v: %v\n%s", tc.args, err, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("go tool pprof %v: no %q in\n%s", tc.args, w, out)
+			}
+		}
+	}
+
+	// The web UI serves the profile on localhost (pprof prints the address
+	// it was given, so it gets a free port).
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ui := exec.Command(goBin, "tool", "pprof", "-http="+addr, "-no_browser", file)
+	if err := ui.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ui.Process.Kill(); ui.Wait() }()
+	var resp *http.Response
+	waitFor(t, "pprof web UI", func() bool {
+		resp, err = http.Get("http://" + addr + "/ui/top")
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return err == nil
+	})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "spin") {
+		t.Errorf("pprof web UI /ui/top: %s\n%.500s", resp.Status, body)
+	}
+}
+
+// TestCycles: where a PMU exists cycles sampling works; where none does
+// (these VMs) NewSampler says so with ErrNoPMU.
+func TestCycles(t *testing.T) {
+	privtest.Root(t)
+	s, err := NewSampler(SamplerConfig{Event: Cycles})
+	if errors.Is(err, ErrNoPMU) {
+		var pe *PMUError
+		if !errors.As(err, &pe) || pe.Event != Cycles {
+			t.Errorf("error %v is not a *PMUError for cycles", err)
+		}
+		t.Logf("no PMU: %v", err)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Capture(context.Background(), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Build(c, NewSymbolizer(SymbolizerConfig{}), BuildOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SampleType[1].Type != "cycles" {
+		t.Errorf("sample types %v", p.SampleType)
+	}
+}
+
+// TestCaptureBusyPrivileged: a real sampler refuses a second capture while
+// one runs.
+func TestCaptureBusyPrivileged(t *testing.T) {
+	privtest.Root(t)
+	checkBusy(t, newSampler(t, SamplerConfig{}))
+}

@@ -1,0 +1,423 @@
+package profile
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// SymbolizerConfig configures a Symbolizer.
+type SymbolizerConfig struct {
+	// ProcRoot defaults to /proc; kallsyms is read from ProcRoot/kallsyms.
+	ProcRoot string
+	// KallsymsMaxAge is how old the kallsyms cache may grow before an
+	// address it cannot resolve makes it read kallsyms again; 0 means a
+	// minute.
+	KallsymsMaxAge time.Duration
+}
+
+// Symbolizer turns kernel addresses into functions and source lines.
+//
+// Kernel frames come from a cached copy of /proc/kallsyms. BPF frames come
+// from each program's JIT information (JitedKsymAddrs, JitedFuncLens,
+// FuncInfos, JitedLineInfos, LineInfos), which Learn reads while the
+// program is loaded and keeps after it goes away, so samples taken before
+// an unload still resolve. kallsyms lists BPF programs too, but lags behind
+// loads and unloads; it is only the fallback.
+//
+// A Symbolizer is safe for concurrent use.
+type Symbolizer struct {
+	cfg SymbolizerConfig
+
+	mu      sync.RWMutex
+	ks      *kallsyms
+	progs   map[uint32]*program
+	index   []*function // every learned function, by start address
+	maxLen  uint64
+	unknown map[uint64]bool // addresses Observe already searched for
+}
+
+// program is what Learn keeps of a BPF program.
+type program struct {
+	id       uint32
+	name     string
+	tag      string
+	loadTime uint64 // CLOCK_BOOTTIME ns
+	funcs    []*function
+	strikes  int // Prune calls that found the program gone
+}
+
+// function is one JITed (sub)program.
+type function struct {
+	prog       *program
+	start, end uint64
+	name       string // the C function's name from BTF, else the program's
+	systemName string // bpf_prog_<tag>_<name>, as kallsyms spells it
+	file       string
+	line       int64 // first line, 0 without BTF
+	lines      []lineAddr
+}
+
+// lineAddr is where the JIT put the code of one source line.
+type lineAddr struct {
+	addr uint64
+	file string
+	line int64
+}
+
+// Frame is a symbolized address.
+type Frame struct {
+	Addr       uint64
+	Func       string // function name; "" if unknown
+	SystemName string // for BPF functions, the kallsyms name
+	File       string // source file, for BPF programs built with BTF
+	Line       int64
+	Module     string // "" for the core kernel, "bpf" for BPF code, or a module
+
+	// For BPF frames, the program the address belongs to.
+	ProgID   uint32
+	ProgName string
+	ProgTag  string
+}
+
+// BPF reports whether the frame is in a JITed BPF program.
+func (f Frame) BPF() bool { return f.ProgID != 0 || f.Module == "bpf" }
+
+// NewSymbolizer returns a Symbolizer that knows no program yet.
+func NewSymbolizer(cfg SymbolizerConfig) *Symbolizer {
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.KallsymsMaxAge == 0 {
+		cfg.KallsymsMaxAge = time.Minute
+	}
+	return &Symbolizer{cfg: cfg, progs: map[uint32]*program{}, unknown: map[uint64]bool{}}
+}
+
+// LoadKallsyms reads kallsyms again. Lookups read it on first use.
+func (s *Symbolizer) LoadKallsyms() error {
+	ks, err := readKallsyms(filepath.Join(s.cfg.ProcRoot, "kallsyms"))
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.ks = ks
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Symbolizer) kallsyms() (*kallsyms, error) {
+	s.mu.RLock()
+	ks := s.ks
+	s.mu.RUnlock()
+	if ks != nil {
+		return ks, nil
+	}
+	if err := s.LoadKallsyms(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ks, nil
+}
+
+// Learn reads and caches the symbols of the program with this id: it opens
+// the program by id, reads its info and closes it at once. Learning a known
+// program again does nothing. Call it when a program id first appears.
+// Needs CAP_SYS_ADMIN (getting a program by id, and reading its BTF).
+func (s *Symbolizer) Learn(id uint32) error {
+	s.mu.RLock()
+	_, known := s.progs[id]
+	s.mu.RUnlock()
+	if known {
+		return nil
+	}
+	p, err := readProgram(id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.progs[id]; known {
+		return nil
+	}
+	s.progs[id] = p
+	for _, f := range p.funcs {
+		s.index = append(s.index, f)
+		s.maxLen = max(s.maxLen, f.end-f.start)
+	}
+	slices.SortFunc(s.index, func(a, b *function) int { return cmp.Compare(a.start, b.start) })
+	clear(s.unknown)
+	return nil
+}
+
+// LearnAll learns every loaded program it does not know yet and returns how
+// many it learned. Programs that go away meanwhile are skipped.
+func (s *Symbolizer) LearnAll() (int, error) {
+	ids, err := loadedIDs()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		s.mu.RLock()
+		_, known := s.progs[id]
+		s.mu.RUnlock()
+		if known {
+			continue
+		}
+		if err := s.Learn(id); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Prune forgets programs that are no longer loaded and were already gone
+// at the previous Prune, and returns how many it forgot. Calling it once
+// per capture window keeps a program that was unloaded during a window
+// until that window has been built.
+func (s *Symbolizer) Prune() (int, error) {
+	ids, err := loadedIDs()
+	if err != nil {
+		return 0, err
+	}
+	loaded := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		loaded[id] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, p := range s.progs {
+		if loaded[id] {
+			p.strikes = 0
+			continue
+		}
+		p.strikes++
+		if p.strikes >= 2 {
+			delete(s.progs, id)
+			n++
+		}
+	}
+	if n > 0 {
+		s.index = slices.DeleteFunc(s.index, func(f *function) bool { return s.progs[f.prog.id] != f.prog })
+	}
+	return n, nil
+}
+
+// Programs returns the ids of the programs the symbolizer knows.
+func (s *Symbolizer) Programs() []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := make([]uint32, 0, len(s.progs))
+	for id := range s.progs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func loadedIDs() ([]uint32, error) {
+	var ids []uint32
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return ids, nil
+		}
+		if err != nil {
+			return ids, fmt.Errorf("next program id: %w", err)
+		}
+		ids = append(ids, uint32(next))
+		id = next
+	}
+}
+
+// Observe learns the programs behind BPF-looking addresses in stacks that
+// no learned program covers. The Sampler calls it with each new stack while
+// a capture runs; an address is searched for once.
+func (s *Symbolizer) Observe(stacks [][]uint64) {
+	ks, err := s.kallsyms()
+	if err != nil {
+		return
+	}
+	search := false
+	s.mu.Lock()
+	for _, st := range stacks {
+		for _, a := range st {
+			if ks.inText(a) || s.unknown[a] || s.findLocked(a, 0) != nil {
+				continue
+			}
+			s.unknown[a] = true
+			search = true
+		}
+	}
+	s.mu.Unlock()
+	if search {
+		s.LearnAll()
+	}
+}
+
+// findLocked returns the learned function containing addr. Where JIT
+// addresses were reused, it picks the newest program loaded before time t
+// (CLOCK_BOOTTIME ns; 0 means any).
+func (s *Symbolizer) findLocked(addr, t uint64) *function {
+	i := sort.Search(len(s.index), func(i int) bool { return s.index[i].start > addr })
+	var best *function
+	for j := i - 1; j >= 0 && addr-s.index[j].start < s.maxLen; j-- {
+		f := s.index[j]
+		if addr >= f.end {
+			continue
+		}
+		if t != 0 && f.prog.loadTime > t {
+			continue
+		}
+		if best == nil || f.prog.loadTime > best.prog.loadTime {
+			best = f
+		}
+	}
+	return best
+}
+
+// Lookup symbolizes addr, seen at time t (CLOCK_BOOTTIME ns, 0 if
+// unknown). For a return address (a caller's frame) pass addr-1 to get the
+// line of the call.
+func (s *Symbolizer) Lookup(addr, t uint64) Frame {
+	fr := Frame{Addr: addr}
+	s.mu.RLock()
+	f := s.findLocked(addr, t)
+	s.mu.RUnlock()
+	if f != nil {
+		fr.Func, fr.SystemName, fr.Module = f.name, f.systemName, "bpf"
+		fr.ProgID, fr.ProgName, fr.ProgTag = f.prog.id, f.prog.name, f.prog.tag
+		fr.File, fr.Line = f.file, f.line
+		if i := sort.Search(len(f.lines), func(i int) bool { return f.lines[i].addr > addr }); i > 0 {
+			fr.File, fr.Line = f.lines[i-1].file, f.lines[i-1].line
+		}
+		return fr
+	}
+	ks, err := s.kallsyms()
+	if err != nil {
+		return fr
+	}
+	name, mod, _, ok := ks.lookup(addr)
+	if !ok && time.Since(ks.loaded) > s.cfg.KallsymsMaxAge {
+		if s.LoadKallsyms() == nil {
+			ks, _ = s.kallsyms()
+			name, mod, _, ok = ks.lookup(addr)
+		}
+	}
+	if ok {
+		fr.Func, fr.Module = name, mod
+		if mod == "bpf" {
+			fr.SystemName = name
+		}
+	}
+	return fr
+}
+
+// readProgram reads what symbolization needs from a loaded program.
+func readProgram(id uint32) (*program, error) {
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return nil, fmt.Errorf("get program %d by id: %w", id, err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return nil, fmt.Errorf("program %d info: %w", id, err)
+	}
+	p := &program{id: id, name: info.Name, tag: info.Tag}
+	if lt, ok := info.LoadTime(); ok {
+		p.loadTime = uint64(lt)
+	}
+	addrs, _ := info.JitedKsymAddrs()
+	lens, _ := info.JitedFuncLens()
+	if len(addrs) == 0 || len(lens) != len(addrs) {
+		return p, nil // not JITed, or addresses hidden: nothing to find
+	}
+	// With BTF, FuncInfos names each subprogram and LineInfos (paired
+	// one to one with JitedLineInfos) maps code to source lines. Read
+	// them now: they need the program's BTF, which goes with the program.
+	funcs, _ := info.FuncInfos()
+	if len(funcs) != len(addrs) {
+		funcs = nil
+	}
+	lines, _ := info.LineInfos()
+	jlines, _ := info.JitedLineInfos()
+	if len(lines) != len(jlines) {
+		lines, jlines = nil, nil
+	}
+	for i, a := range addrs {
+		f := &function{prog: p, start: uint64(a), end: uint64(a) + uint64(lens[i]), name: p.name}
+		switch {
+		case funcs != nil:
+			f.name = funcs[i].Func.Name
+		case i > 0:
+			f.name = "F" // the kernel's name for a subprogram without BTF
+		}
+		f.systemName = "bpf_prog_" + p.tag + "_" + f.name
+		for j, l := range lines {
+			addr := jlines[j]
+			if addr < f.start || addr >= f.end {
+				continue
+			}
+			la := lineAddr{addr: addr, file: l.Line.FileName(), line: int64(l.Line.LineNumber())}
+			if funcs != nil && l.Offset == funcs[i].Offset {
+				f.file, f.line = la.file, la.line
+			}
+			f.lines = append(f.lines, la)
+		}
+		slices.SortStableFunc(f.lines, func(a, b lineAddr) int { return cmp.Compare(a.addr, b.addr) })
+		if f.file == "" && len(f.lines) > 0 {
+			f.file, f.line = f.lines[0].file, f.lines[0].line
+		}
+		p.funcs = append(p.funcs, f)
+	}
+	return p, nil
+}
+
+// overlaps reports whether two learned functions share addresses: the JIT
+// reused the memory of an unloaded program, and a sample's time decides
+// which program an address belongs to.
+func (s *Symbolizer) overlaps() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var end uint64
+	for _, f := range s.index {
+		if f.start < end {
+			return true
+		}
+		end = max(end, f.end)
+	}
+	return false
+}
+
+// funcStart returns the first source line of the BPF function of f.
+func (s *Symbolizer) funcStart(f Frame) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p := s.progs[f.ProgID]
+	if p == nil {
+		return 0, false
+	}
+	for _, fn := range p.funcs {
+		if fn.name == f.Func {
+			return fn.line, fn.line != 0
+		}
+	}
+	return 0, false
+}

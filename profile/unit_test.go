@@ -1,0 +1,493 @@
+package profile
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
+)
+
+func TestOnlineCPUs(t *testing.T) {
+	for in, want := range map[string][]int{
+		"0\n":         {0},
+		"0-3\n":       {0, 1, 2, 3},
+		"0-1,4,6-7\n": {0, 1, 4, 6, 7},
+	} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "devices/system/cpu")
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, "online"), []byte(in), 0o644)
+		got, err := onlineCPUs(dir)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("onlineCPUs(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := onlineCPUs(t.TempDir()); err == nil {
+		t.Error("onlineCPUs without the file: no error")
+	}
+}
+
+func TestBadRate(t *testing.T) {
+	for _, hz := range []int{-1, MaxHz + 1} {
+		if _, err := NewSampler(SamplerConfig{Hz: hz}); !errors.Is(err, ErrBadRate) {
+			t.Errorf("NewSampler(Hz: %d) = %v, want ErrBadRate", hz, err)
+		}
+	}
+}
+
+// TestBadDuration needs no privileges: duration checks come before any
+// kernel work, so a sampler without events will do.
+func TestBadDuration(t *testing.T) {
+	s := fakeSampler(time.Second)
+	for _, d := range []time.Duration{0, -time.Second, MinDuration - 1, time.Second + 1} {
+		_, err := s.Capture(context.Background(), d)
+		var de *DurationError
+		if !errors.Is(err, ErrBadDuration) || !errors.As(err, &de) {
+			t.Fatalf("Capture(%v) = %v, want ErrBadDuration", d, err)
+		}
+		if de.Duration != d || de.Min != MinDuration || de.Max != time.Second {
+			t.Errorf("Capture(%v): %+v", d, de)
+		}
+	}
+	if got := (&DurationError{Duration: 0, Min: MinDuration, Max: time.Minute}).Error(); got != "bad capture duration: 0s is not within 100ms..1m0s" {
+		t.Errorf("message %q", got)
+	}
+}
+
+// checkBusy starts a capture and checks that a second one, started while
+// the first runs, fails with ErrBusy.
+func checkBusy(t *testing.T, s *Sampler) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		_, err := s.Capture(context.Background(), 300*time.Millisecond)
+		done <- err
+	}()
+	waitFor(t, "capture to start", s.busy.Load)
+	if _, err := s.Capture(context.Background(), time.Second); !errors.Is(err, ErrBusy) {
+		t.Errorf("second capture: %v, want ErrBusy", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("first capture: %v", err)
+	}
+}
+
+func TestBusy(t *testing.T) {
+	s := fakeSampler(time.Minute)
+	checkBusy(t, s)
+	// Once it ended, the next capture may run; a cancelled one returns
+	// what it has with the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c, err := s.Capture(ctx, time.Second)
+	if !errors.Is(err, context.Canceled) || c == nil {
+		t.Errorf("cancelled capture: %v, %v", c, err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := fakeSampler(time.Minute)
+	s.Close()
+	if _, err := s.Capture(context.Background(), time.Second); !errors.Is(err, ErrClosed) {
+		t.Errorf("capture after close: %v", err)
+	}
+}
+
+func TestErrorsMatch(t *testing.T) {
+	err := error(&PMUError{Event: Cycles, Err: unix.ENOENT})
+	if !errors.Is(err, ErrNoPMU) || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("%v does not match ErrNoPMU and ENOENT", err)
+	}
+	if got := err.Error(); got != "open cycles event: no hardware PMU (no such file or directory)" {
+		t.Errorf("message %q", got)
+	}
+}
+
+// TestRingRead decodes records written into a fake ring, one of them
+// wrapping around its end, and a lost record.
+func TestRingRead(t *testing.T) {
+	var meta unix.PerfEventMmapPage
+	r := &ring{meta: &meta, data: make([]byte, 512)}
+	ne := binary.NativeEndian
+	sample := func(pid, tid, cpu uint32, tm uint64, ips ...uint64) []byte {
+		b := make([]byte, offIPs+8*len(ips))
+		ne.PutUint32(b, unix.PERF_RECORD_SAMPLE)
+		ne.PutUint16(b[6:], uint16(len(b)))
+		ne.PutUint64(b[offIP:], 0x401000)
+		ne.PutUint32(b[offPID:], pid)
+		ne.PutUint32(b[offTID:], tid)
+		ne.PutUint64(b[offTime:], tm)
+		ne.PutUint32(b[offCPU:], cpu)
+		ne.PutUint64(b[offPeriod:], 10101010)
+		ne.PutUint64(b[offNr:], uint64(len(ips)))
+		for i, ip := range ips {
+			ne.PutUint64(b[offIPs+8*i:], ip)
+		}
+		return b
+	}
+	lost := make([]byte, 24)
+	ne.PutUint32(lost, unix.PERF_RECORD_LOST)
+	ne.PutUint16(lost[6:], 24)
+	ne.PutUint64(lost[16:], 7)
+	kernel := uint64(1<<64 + unix.PERF_CONTEXT_KERNEL)
+	recs := [][]byte{
+		sample(0, 0, 1, 100, kernel, 0xffffffff81000105, 0xffffffff81000205),
+		lost,
+		sample(42, 43, 0, 200, kernel, 0xffffffffc0003010, 0xffffffff81000205),
+		sample(42, 43, 0, 300, kernel, 0xffffffffc0003010, 0xffffffff81000205),
+		sample(42, 44, 1, 400), // user mode: no kernel frames
+	}
+	// Start near the end so that the third record wraps.
+	pos := uint64(3*512 + 400)
+	start := pos
+	for _, rec := range recs {
+		for i, b := range rec {
+			r.data[(pos+uint64(i))%512] = b
+		}
+		pos += uint64(len(rec))
+	}
+	meta.Data_tail, meta.Data_head = start, pos
+	d := newDecoder(t.TempDir())
+	got, nlost := r.read(d, nil, 0)
+	if nlost != 7 || meta.Data_tail != pos {
+		t.Errorf("lost %d, tail %d; want 7, %d", nlost, meta.Data_tail, pos)
+	}
+	want := []Sample{
+		{Time: 100, CPU: 1, Comm: "swapper", Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},
+		{Time: 200, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 300, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 400, CPU: 1, PID: 42, TID: 44, Comm: "[exited]", Period: 10101010},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("samples:\n got %+v\nwant %+v", got, want)
+	}
+	if &got[1].Stack[0] != &got[2].Stack[0] {
+		t.Error("identical stacks are not shared")
+	}
+	if len(d.fresh) != 3 {
+		t.Errorf("%d distinct stacks, want 3", len(d.fresh))
+	}
+}
+
+func TestKallsyms(t *testing.T) {
+	sym := NewSymbolizer(SymbolizerConfig{ProcRoot: "testdata", KallsymsMaxAge: time.Hour})
+	for _, tc := range []struct {
+		addr       uint64
+		name, mod  string
+		bpf, found bool
+	}{
+		{0xffffffff81000100, "do_syscall_64", "", false, true},
+		{0xffffffff810002ff, "bpf_test_run", "", false, true},
+		{0xffffffff81ffffff, "__sys_bpf", "", false, true},
+		{0xffffffffc0001010, "e1000_clean", "e1000", false, true},
+		{0xffffffffc0002004, "bpf_dispatcher_xdp", "bpf", true, true},
+		{0xffffffffc0003010, "bpf_prog_0123456789abcdef_from_kallsyms", "bpf", true, true},
+		{0xffffffffc0f00000, "", "", false, false}, // far past the last symbol
+		{0xffffffff80000000, "", "", false, false}, // before the first
+	} {
+		f := sym.Lookup(tc.addr, 0)
+		if f.Func != tc.name || f.Module != tc.mod || f.BPF() != tc.bpf {
+			t.Errorf("Lookup(%#x) = %+v; want %s [%s] bpf=%v", tc.addr, f, tc.name, tc.mod, tc.bpf)
+		}
+	}
+	if _, err := readKallsyms("testdata/kallsyms-hidden"); !errors.Is(err, errKallsymsHidden) {
+		t.Errorf("hidden kallsyms: %v", err)
+	}
+}
+
+// fixtureSymbolizer knows the kallsyms fixture and one BPF program, 7,
+// with two functions and line info, as Learn would have read them.
+func fixtureSymbolizer(t testing.TB) *Symbolizer {
+	sym := NewSymbolizer(SymbolizerConfig{ProcRoot: "testdata", KallsymsMaxAge: time.Hour})
+	p := &program{id: 7, name: "xdp_main", tag: "a1b2c3d4e5f60718", loadTime: 50}
+	main := &function{prog: p, start: 0xffffffffc0010000, end: 0xffffffffc0010100, name: "xdp_main",
+		systemName: "bpf_prog_a1b2c3d4e5f60718_xdp_main", file: "./xdp.c", line: 10,
+		lines: []lineAddr{{0xffffffffc0010000, "./xdp.c", 10}, {0xffffffffc0010040, "./xdp.c", 12}}}
+	helper := &function{prog: p, start: 0xffffffffc0010100, end: 0xffffffffc0010180, name: "parse",
+		systemName: "bpf_prog_a1b2c3d4e5f60718_parse", file: "./xdp.c", line: 3,
+		lines: []lineAddr{{0xffffffffc0010100, "./xdp.c", 3}, {0xffffffffc0010120, "./xdp.c", 5}}}
+	p.funcs = []*function{main, helper}
+	sym.progs[7] = p
+	sym.index = []*function{main, helper}
+	sym.maxLen = 0x100
+	return sym
+}
+
+func TestLookupBPF(t *testing.T) {
+	sym := fixtureSymbolizer(t)
+	f := sym.Lookup(0xffffffffc0010125, 0)
+	want := Frame{Addr: 0xffffffffc0010125, Func: "parse", SystemName: "bpf_prog_a1b2c3d4e5f60718_parse",
+		File: "./xdp.c", Line: 5, Module: "bpf", ProgID: 7, ProgName: "xdp_main", ProgTag: "a1b2c3d4e5f60718"}
+	if f != want {
+		t.Errorf("Lookup = %+v\nwant %+v", f, want)
+	}
+	if f := sym.Lookup(0xffffffffc001003f, 0); f.Func != "xdp_main" || f.Line != 10 {
+		t.Errorf("Lookup main = %+v", f)
+	}
+	// A newer program got the same JIT address: samples before its load
+	// time belong to the old one.
+	p := &program{id: 9, name: "newer", tag: "ffffffffffffffff", loadTime: 1000}
+	fn := &function{prog: p, start: 0xffffffffc0010100, end: 0xffffffffc0010200, name: "newer"}
+	p.funcs = []*function{fn}
+	sym.progs[9] = p
+	sym.index = []*function{sym.index[0], sym.index[1], fn}
+	if !sym.overlaps() {
+		t.Error("overlap not seen")
+	}
+	if f := sym.Lookup(0xffffffffc0010125, 500); f.ProgID != 7 {
+		t.Errorf("at 500: program %d, want 7", f.ProgID)
+	}
+	if f := sym.Lookup(0xffffffffc0010125, 2000); f.ProgID != 9 {
+		t.Errorf("at 2000: program %d, want 9", f.ProgID)
+	}
+}
+
+// fixtureCapture has, on the fixture symbolizer, 3 samples in parse (two
+// of them identical), 1 in xdp_main, 1 kernel-only and 1 in user mode.
+func fixtureCapture() *Capture {
+	bpfStack := []uint64{0xffffffffc0010125, 0xffffffffc0010045, 0xffffffff81000205, 0xffffffff81000105}
+	mainStack := []uint64{0xffffffffc0010010, 0xffffffff81000205}
+	kernStack := []uint64{0xffffffff81000305, 0xffffffff81000105}
+	const period = 10101010
+	return &Capture{
+		Event: CPUClock, Hz: 99, Period: period, CPUs: 2,
+		Start: time.Unix(1700000000, 0), Duration: 10 * time.Second,
+		Samples: []Sample{
+			{Time: 100, CPU: 0, PID: 10, TID: 10, Comm: "curl", Period: period, Stack: bpfStack},
+			{Time: 101, CPU: 0, PID: 10, TID: 10, Comm: "curl", Period: period, Stack: bpfStack},
+			{Time: 102, CPU: 1, PID: 0, TID: 0, Comm: "swapper", Period: period, Stack: bpfStack},
+			{Time: 103, CPU: 1, PID: 0, TID: 0, Comm: "swapper", Period: period, Stack: mainStack},
+			{Time: 104, CPU: 1, PID: 11, TID: 12, Comm: "bash", Period: period, Stack: kernStack},
+			{Time: 105, CPU: 1, PID: 11, TID: 12, Comm: "bash", Period: period},
+		},
+	}
+}
+
+// flat renders a profile's samples as sorted "labels stack values" lines.
+func flat(p *profile.Profile) []string {
+	var out []string
+	for _, s := range p.Sample {
+		var keys []string
+		for k, v := range s.Label {
+			keys = append(keys, k+"="+strings.Join(v, ","))
+		}
+		sort.Strings(keys)
+		var frames []string
+		for _, l := range s.Location {
+			for _, ln := range l.Line {
+				fr := ln.Function.Name
+				if ln.Line != 0 {
+					fr += ":" + itoa(map[uint32]string{}, uint32(ln.Line))
+				}
+				frames = append(frames, fr)
+			}
+		}
+		var vals []string
+		for _, v := range s.Value {
+			vals = append(vals, itoa64(v))
+		}
+		out = append(out, strings.Join(keys, " ")+" | "+strings.Join(frames, ";")+" | "+strings.Join(vals, " "))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func itoa64(v int64) string {
+	if v < 0 {
+		return "-" + itoa(map[uint32]string{}, uint32(-v))
+	}
+	return itoa(map[uint32]string{}, uint32(v))
+}
+
+func TestBuild(t *testing.T) {
+	sym := fixtureSymbolizer(t)
+	p, err := Build(fixtureCapture(), sym, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"comm=curl cpu=0 pid=10 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 2 20202020",
+		"comm=swapper cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 1 10101010",
+		"comm=swapper cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | xdp_main:10;bpf_test_run | 1 10101010",
+	}
+	if got := flat(p); !reflect.DeepEqual(got, want) {
+		t.Errorf("samples:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := p.SampleType; len(got) != 2 || *got[0] != (profile.ValueType{Type: "samples", Unit: "count"}) ||
+		*got[1] != (profile.ValueType{Type: "cpu", Unit: "nanoseconds"}) {
+		t.Errorf("sample types %v", got)
+	}
+	if p.Period != 10101010 || p.DurationNanos != 10e9 || p.TimeNanos != 1700000000e9 {
+		t.Errorf("period %d, duration %d, time %d", p.Period, p.DurationNanos, p.TimeNanos)
+	}
+	if m := p.Mapping; len(m) != 2 || m[0].File != MappingBPF || m[1].File != MappingKernel ||
+		m[0].Start != 0xffffffffc0010010 || m[0].Limit != 0xffffffffc0010126 {
+		t.Errorf("mappings %v", m)
+	}
+	if want := "bpfperf: cpu-clock at 99 Hz on 2 CPUs; 6 samples, 4 with BPF frames, 1 in user mode, 0 lost"; len(p.Comments) != 1 || p.Comments[0] != want {
+		t.Errorf("comments %q", p.Comments)
+	}
+	for _, f := range p.Function {
+		if f.Name == "parse" && (f.Filename != "xdp.c" || f.StartLine != 3 || f.SystemName != "bpf_prog_a1b2c3d4e5f60718_parse") {
+			t.Errorf("function %+v", f)
+		}
+	}
+
+	all, err := Build(fixtureCapture(), sym, BuildOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flat(all); len(got) != 4 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" {
+		t.Errorf("all samples:\n%s", strings.Join(got, "\n"))
+	}
+
+	// Round trip: labels (cpu 0 and pid 0 too) and mappings survive.
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(flat(back), want) {
+		t.Errorf("after round trip:\n%s", strings.Join(flat(back), "\n"))
+	}
+	shares, err := ProgramShares(back)
+	if err != nil || len(shares) != 1 || math.Abs(shares[7]-100*4*10101010/10e9) > 1e-9 {
+		t.Errorf("shares %v, %v", shares, err)
+	}
+}
+
+// literal builds a tiny profile: one sample per stack of function names,
+// valued n samples of 10 ms, labelled with prog_id.
+func literal(duration int64, samples ...struct {
+	stack []string
+	prog  string
+	n     int64
+}) *profile.Profile {
+	p := &profile.Profile{
+		SampleType:    []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType:    &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:        10e6,
+		DurationNanos: duration,
+		Mapping:       []*profile.Mapping{{ID: 1, File: MappingBPF, HasFunctions: true}},
+	}
+	funcs := map[string]*profile.Location{}
+	for _, s := range samples {
+		var locs []*profile.Location
+		for _, name := range s.stack {
+			l, ok := funcs[name]
+			if !ok {
+				fn := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name}
+				p.Function = append(p.Function, fn)
+				l = &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: p.Mapping[0], Line: []profile.Line{{Function: fn}}}
+				p.Location = append(p.Location, l)
+				funcs[name] = l
+			}
+			locs = append(locs, l)
+		}
+		p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{s.n, s.n * 10e6},
+			Label: map[string][]string{LabelProgID: {s.prog}}})
+	}
+	return p
+}
+
+type lit = struct {
+	stack []string
+	prog  string
+	n     int64
+}
+
+func TestMergeDiff(t *testing.T) {
+	a := literal(10e9, lit{[]string{"parse", "main"}, "7", 3}, lit{[]string{"main"}, "7", 1})
+	b := literal(20e9, lit{[]string{"parse", "main"}, "7", 1}, lit{[]string{"tail"}, "8", 2})
+	if err := a.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := Merge(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"prog_id=7 | main | 1 10000000",
+		"prog_id=7 | parse;main | 4 40000000",
+		"prog_id=8 | tail | 2 20000000",
+	}
+	if got := flat(m); !reflect.DeepEqual(got, want) || m.DurationNanos != 30e9 {
+		t.Errorf("merge:\n%s\nduration %d", strings.Join(got, "\n"), m.DurationNanos)
+	}
+	shares, _ := ProgramShares(m)
+	if !reflect.DeepEqual(shares, map[uint32]float64{7: 100 * 50e6 / 30e9, 8: 100 * 20e6 / 30e9}) {
+		t.Errorf("shares %v", shares)
+	}
+
+	d, err := Diff(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"pprof::base=true prog_id=7 | main | -1 -10000000",
+		"pprof::base=true prog_id=7 | parse;main | -3 -30000000",
+		"prog_id=7 | parse;main | 1 10000000",
+		"prog_id=8 | tail | 2 20000000",
+	}
+	if got := flat(d); !reflect.DeepEqual(got, want) {
+		t.Errorf("diff:\n%s", strings.Join(got, "\n"))
+	}
+	if a.Sample[0].Value[0] != 3 || a.Sample[0].Label[BaseLabel] != nil {
+		t.Error("Diff modified its base")
+	}
+	if _, err := Merge(); !errors.Is(err, ErrNoProfiles) {
+		t.Errorf("Merge(): %v", err)
+	}
+	other := literal(1, lit{[]string{"x"}, "1", 1})
+	other.SampleType[1].Type = "cycles"
+	if _, err := Merge(a, other); err == nil {
+		t.Error("merge of incompatible profiles: no error")
+	}
+	if _, err := ProgramShares(other); !errors.Is(err, ErrNoCPUValue) {
+		t.Errorf("ProgramShares(cycles): %v", err)
+	}
+}
+
+func TestParseNotProfile(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"empty": nil,
+		"text":  []byte("hello, this is not a profile\n"),
+		"json":  []byte(`{"samples": []}`),
+		"gzip garbage": func() []byte {
+			b, _ := Marshal(literal(1, lit{[]string{"x"}, "1", 1}))
+			return b[:len(b)/2]
+		}(),
+	} {
+		if _, err := ParseData(in); !errors.Is(err, ErrNotProfile) {
+			t.Errorf("%s: %v, want ErrNotProfile", name, err)
+		}
+	}
+	b, err := Marshal(literal(1, lit{[]string{"x"}, "1", 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseData(b); err != nil {
+		t.Errorf("valid profile: %v", err)
+	}
+}
+
+// fakeSampler is a Sampler with no events: enough for the checks that come
+// before any kernel work, without privileges.
+func fakeSampler(max time.Duration) *Sampler {
+	return &Sampler{cfg: SamplerConfig{Hz: DefaultHz, RingPages: defaultRingPages, MaxDuration: max}}
+}
