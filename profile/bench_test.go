@@ -193,3 +193,26 @@ func BenchmarkSampleInterrupt(b *testing.B) {
 		b.ReportMetric(100*perSample.Seconds()*99*float64(len(s.rings)), "kernel_cpu%_of_one_core_at_99Hz")
 	}
 }
+
+// BenchmarkLearn reports what learning one program costs (get by id, info
+// with JIT and BTF line info, close): the daemon pays it once per new
+// program.
+func BenchmarkLearn(b *testing.B) {
+	privtest.Root(b)
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer objs.Close()
+	id, _ := progID(b, objs.HotEntry)
+	const n = 200
+	for b.Loop() {
+		t0 := time.Now()
+		for range n {
+			if err := NewSymbolizer(SymbolizerConfig{}).Learn(id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(time.Since(t0).Microseconds())/n, "us/program")
+	}
+}

@@ -1,0 +1,94 @@
+package profile
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/google/pprof/profile"
+)
+
+// TestProfiler: continuous windows come out at the right times and
+// lengths, and attribute a program nobody called Learn for; an on-demand
+// capture runs beside them, one at a time; bad durations are refused.
+func TestProfiler(t *testing.T) {
+	privtest.Root(t)
+	prof, err := NewProfiler(ProfilerConfig{Sampler: SamplerConfig{Hz: 999, MaxDuration: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	id, _ := progID(t, objs.HotEntry)
+	w := spin(t, objs.HotEntry)
+
+	if err := prof.Run(context.Background(), time.Second, 2*time.Second, nil); !errors.Is(err, ErrBadDuration) {
+		t.Errorf("Run with window > every: %v", err)
+	}
+	for _, d := range []time.Duration{0, 5*time.Second + 1} {
+		if _, err := prof.Capture(context.Background(), d); !errors.Is(err, ErrBadDuration) {
+			t.Errorf("Capture(%v): %v", d, err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type window struct {
+		p   *profile.Profile
+		err error
+	}
+	windows := make(chan window, 10)
+	ran := make(chan error)
+	go func() {
+		ran <- prof.Run(ctx, 700*time.Millisecond, 500*time.Millisecond, func(p *profile.Profile, err error) {
+			windows <- window{p, err}
+		})
+	}()
+
+	// On demand, beside the continuous windows.
+	demand := make(chan window)
+	go func() {
+		p, err := prof.Capture(context.Background(), time.Second)
+		demand <- window{p, err}
+	}()
+	waitFor(t, "on-demand capture to start", prof.onDemand.Load)
+	if _, err := prof.Capture(context.Background(), time.Second); !errors.Is(err, ErrBusy) {
+		t.Errorf("second on-demand capture: %v, want ErrBusy", err)
+	}
+	d := <-demand
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	if shares, _ := ProgramShares(d.p); shares[id] < 20 {
+		t.Errorf("on demand: program share %.1f%%", shares[id])
+	}
+
+	var got []*profile.Profile
+	for len(got) < 2 {
+		w := <-windows
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		got = append(got, w.p)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	w.check(t)
+	for i, p := range got {
+		if d := time.Duration(p.DurationNanos); d < 450*time.Millisecond || d > 600*time.Millisecond {
+			t.Errorf("window %d lasted %v, want 500ms", i, d)
+		}
+		if shares, _ := ProgramShares(p); shares[id] < 20 {
+			t.Errorf("window %d: program share %.1f%%", i, shares[id])
+		}
+	}
+	if gap := time.Duration(got[1].TimeNanos - got[0].TimeNanos); gap < 650*time.Millisecond || gap > 850*time.Millisecond {
+		t.Errorf("windows start %v apart, want 700ms", gap)
+	}
+}
