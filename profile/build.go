@@ -38,7 +38,9 @@ type BuildOptions struct {
 // samples/count and cpu/nanoseconds (cycles/count for Cycles), the
 // mappings [bpf] and [kernel.kallsyms], and on each sample the labels
 // prog_id, prog_name and prog_tag of the innermost BPF frame's program (a
-// tail call's target, not the entry program), pid, comm and cpu. The
+// tail call's target, not the entry program), pid, comm and cpu. A program
+// the symbolizer never learned is known by its kallsyms name only: its
+// samples get prog_tag and prog_name (its function's) but no prog_id. The
 // profile passes CheckValid.
 func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, error) {
 	unit := "cpu"
@@ -153,7 +155,7 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 		st.locs[i] = l.loc
 		if l.frame.BPF() {
 			st.bpf = true
-			if st.prog == nil && l.frame.ProgID != 0 {
+			if st.prog == nil && (l.frame.ProgID != 0 || l.frame.ProgTag != "") {
 				st.prog = &l.frame
 			}
 		}
@@ -232,7 +234,9 @@ func (b *builder) add(s *Sample, st *stackInfo) {
 		},
 	}
 	if st.prog != nil {
-		ps.Label[LabelProgID] = []string{strconv.FormatUint(uint64(st.prog.ProgID), 10)}
+		if st.prog.ProgID != 0 {
+			ps.Label[LabelProgID] = []string{strconv.FormatUint(uint64(st.prog.ProgID), 10)}
+		}
 		ps.Label[LabelProgName] = []string{st.prog.ProgName}
 		ps.Label[LabelProgTag] = []string{st.prog.ProgTag}
 	}

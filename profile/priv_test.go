@@ -166,8 +166,8 @@ func TestHotProgram(t *testing.T) {
 	callers := map[string]map[string]int64{}
 	var progSamples int64
 	for _, s := range p.Sample {
-		if s.Label[LabelProgID][0] != strconv.Itoa(int(r.id)) {
-			continue
+		if ids := s.Label[LabelProgID]; len(ids) != 1 || ids[0] != strconv.Itoa(int(r.id)) {
+			continue // other programs on the host
 		}
 		progSamples += s.Value[0]
 		leaf := s.Location[0].Line[0].Function.Name
@@ -240,24 +240,29 @@ func TestCaptureCounts(t *testing.T) {
 	if c.CPUs != len(cpus) || c.Lost != 0 {
 		t.Errorf("CPUs %d (want %d), lost %d", c.CPUs, len(cpus), c.Lost)
 	}
-	want := float64(c.Hz) * c.Duration.Seconds() * float64(c.CPUs)
-	// A timer that fires late skips samples (perf's too): on these VMs a
-	// vCPU the host does not run for a while can lose half of its.
-	if n := float64(len(c.Samples)); n < 0.4*want || n > 1.02*want {
-		t.Errorf("%d samples, want about %.0f", len(c.Samples), want)
-	}
+	// cpu-clock fires Hz times a second on every CPU, busy or idle, but a
+	// timer that fires late skips samples (perf's too): on these VMs an
+	// idle vCPU the host wakes late can lose nearly all of them. So: no
+	// CPU above its due, some samples on each, and the busy one (the
+	// workload's thread) near its due.
+	due := float64(c.Hz) * c.Duration.Seconds()
 	t.Logf("%d samples in %v on %d CPUs at %d Hz", len(c.Samples), c.Duration, c.CPUs, c.Hz)
 	perCPU := map[uint32]int{}
+	busiest := 0
 	for _, s := range c.Samples {
 		perCPU[s.CPU]++
+		busiest = max(busiest, perCPU[s.CPU])
 		if s.Period != c.Period {
 			t.Fatalf("sample period %d, want %d", s.Period, c.Period)
 		}
 	}
 	for _, cpu := range cpus {
-		if perCPU[uint32(cpu)] < int(0.1*want)/c.CPUs {
-			t.Errorf("cpu %d: %d samples", cpu, perCPU[uint32(cpu)])
+		if n := perCPU[uint32(cpu)]; n == 0 || float64(n) > 1.02*due {
+			t.Errorf("cpu %d: %d samples, due %.0f", cpu, n, due)
 		}
+	}
+	if float64(busiest) < 0.5*due {
+		t.Errorf("busiest CPU: %d samples, due %.0f", busiest, due)
 	}
 }
 
@@ -313,9 +318,9 @@ func TestTailCallChain(t *testing.T) {
 	// Samples in a target are labelled with the target, and its frames
 	// are its own.
 	for _, smp := range p.Sample {
-		name := smp.Label[LabelProgName][0]
-		if leaf := smp.Location[0].Line[0].Function.Name; strings.HasPrefix(leaf, "chain_") && leaf != name {
-			t.Errorf("sample in %s labelled %s", leaf, name)
+		name := smp.Label[LabelProgName]
+		if leaf := smp.Location[0].Line[0].Function.Name; strings.HasPrefix(leaf, "chain_") && (len(name) != 1 || leaf != name[0]) {
+			t.Errorf("sample in %s labelled %v", leaf, name)
 		}
 	}
 	t.Logf("shares: a %.1f%%, b %.1f%%, c %.1f%%", shares[ids["chain_a"]], shares[ids["chain_b"]], shares[ids["chain_c"]])
@@ -496,6 +501,9 @@ func TestPprofTool(t *testing.T) {
 		t.Errorf("mappings after round trip: %v", back.Mapping)
 	}
 	for _, s := range back.Sample {
+		if ids := s.Label[LabelProgID]; len(ids) != 1 || ids[0] != strconv.Itoa(int(r.id)) {
+			continue // other programs on the host
+		}
 		for _, k := range []string{LabelProgID, LabelProgName, LabelProgTag, LabelPID, LabelComm, LabelCPU} {
 			if len(s.Label[k]) != 1 {
 				t.Fatalf("sample without label %s after round trip: %v", k, s.Label)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -323,7 +324,12 @@ func (s *Symbolizer) Lookup(addr, t uint64) Frame {
 	if ok {
 		fr.Func, fr.Module = name, mod
 		if mod == "bpf" {
+			// A program Learn never saw: kallsyms still names its tag
+			// and function, bpf_prog_<tag>_<func>.
 			fr.SystemName = name
+			if rest, ok := strings.CutPrefix(name, "bpf_prog_"); ok && len(rest) > 17 && rest[16] == '_' {
+				fr.ProgTag, fr.ProgName = rest[:16], rest[17:]
+			}
 		}
 	}
 	return fr

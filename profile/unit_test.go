@@ -201,6 +201,13 @@ func TestKallsyms(t *testing.T) {
 			t.Errorf("Lookup(%#x) = %+v; want %s [%s] bpf=%v", tc.addr, f, tc.name, tc.mod, tc.bpf)
 		}
 	}
+	// A program known from kallsyms only: its tag and function, no id.
+	if f := sym.Lookup(0xffffffffc0003010, 0); f.ProgTag != "0123456789abcdef" || f.ProgName != "from_kallsyms" || f.ProgID != 0 {
+		t.Errorf("kallsyms-only program: %+v", f)
+	}
+	if f := sym.Lookup(0xffffffffc0002004, 0); f.ProgTag != "" || f.ProgName != "" {
+		t.Errorf("dispatcher: %+v", f)
+	}
 	if _, err := readKallsyms("testdata/kallsyms-hidden"); !errors.Is(err, errKallsymsHidden) {
 		t.Errorf("hidden kallsyms: %v", err)
 	}
@@ -350,6 +357,17 @@ func TestBuild(t *testing.T) {
 	}
 	if got := flat(all); len(got) != 4 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" {
 		t.Errorf("all samples:\n%s", strings.Join(got, "\n"))
+	}
+
+	// A program known from kallsyms only is labelled by tag and name.
+	c := fixtureCapture()
+	c.Samples = []Sample{{CPU: 0, PID: 5, Comm: "x", Period: 1, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}}}
+	ko, err := Build(c, sym, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flat(ko); len(got) != 1 || got[0] != "comm=x cpu=0 pid=5 prog_name=from_kallsyms prog_tag=0123456789abcdef | bpf_prog_0123456789abcdef_from_kallsyms;bpf_test_run | 1 1" {
+		t.Errorf("kallsyms-only program: %q", got)
 	}
 
 	// Round trip: labels (cpu 0 and pid 0 too) and mappings survive.
