@@ -67,7 +67,9 @@ func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, _, code := run(bin.cli, "--socket", d.socket, "status"); code == 0 {
+		// Ready once the first sweep is stored, so tests see a baseline.
+		var st daemon.Status
+		if d.query(&st, "status") == nil && !st.LastSample.IsZero() {
 			return d
 		}
 		select {

@@ -40,6 +40,12 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		privtest.Run(prog, 100)
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Stop only once the daemon has sampled the last batch.
+	eventually(t, "the first daemon to see 500 runs", func() bool {
+		var p daemon.ProgDetail
+		return d.query(&p, "show", name) == nil && p.RunCnt == 500 && p.LastSample.After(time.Now().Add(-300*time.Millisecond))
+	})
+	time.Sleep(300 * time.Millisecond) // one more sample of the same counters
 	if err := d.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("stop: %v\n%s", err, d.stderr)
 	}
@@ -53,6 +59,10 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		privtest.Run(prog, 100)
 		time.Sleep(200 * time.Millisecond)
 	}
+	eventually(t, "the second daemon to see 2000 runs", func() bool {
+		var p daemon.ProgDetail
+		return d.query(&p, "show", name) == nil && p.RunCnt == 2000
+	})
 
 	var points []daemon.HistoryPoint
 	d.json(t, &points, "history", name, "--since", "2m")
