@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/bpfperf/bpfperf/daemon"
@@ -52,16 +54,29 @@ func TestDiskFull(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", state).Run() })
 
+	// A hundred busy programs make the store grow every few ticks, so
+	// writes need new pages while the disk is full.
 	name := uniqueName("e2e_full")
 	prog, err := privtest.LoadSocketFilter(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prog.Close()
+	progs := []*ebpf.Program{prog}
+	for i := range 99 {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("e2e_full%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		progs = append(progs, p)
+	}
 	d := startDaemon(t, state)
 	busy := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); {
-			privtest.Run(prog, 10)
+			for _, p := range progs {
+				privtest.Run(p, 3)
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -71,7 +86,8 @@ func TestDiskFull(t *testing.T) {
 	fullAt := time.Now()
 	var st daemon.Status
 	eventually(t, "the daemon to report the full disk", func() bool {
-		privtest.Run(prog, 10)
+		busy(100 * time.Millisecond)
+		st = daemon.Status{}
 		return d.query(&st, "status") == nil && strings.Contains(st.LastError, "no space left")
 	})
 	busy(2 * time.Second)
