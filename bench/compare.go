@@ -89,23 +89,37 @@ type Delta struct {
 	P   float64 `json:"p"`
 	N1  int     `json:"n_base"`
 	N2  int     `json:"n_new"`
-	// Significant is P < alpha: the runs differ beyond noise.
+	// Significant is P < alpha and a change of at least the comparison's
+	// minimum: the runs differ beyond noise. Two runs of the same build on
+	// one machine drift by a percent or two between runs, which a rank
+	// test with tight samples calls significant; the minimum keeps that
+	// drift from being reported as a change.
 	Significant bool     `json:"significant"`
 	Warnings    []string `json:"warnings,omitempty"`
 }
 
 // Comparison is the result of comparing two runs.
 type Comparison struct {
-	Alpha   float64  `json:"alpha"`
-	Deltas  []Delta  `json:"deltas"`
-	OnlyOld []string `json:"only_base,omitempty"`
-	OnlyNew []string `json:"only_new,omitempty"`
+	Alpha       float64  `json:"alpha"`
+	MinDeltaPct float64  `json:"min_delta_pct"`
+	Deltas      []Delta  `json:"deltas"`
+	OnlyOld     []string `json:"only_base,omitempty"`
+	OnlyNew     []string `json:"only_new,omitempty"`
 }
 
-// Compare compares every test present in both runs.
-func Compare(base, cur Samples) Comparison {
+// DefaultMinDeltaPct is the smallest change Compare reports: above the
+// run-to-run drift we measure on one machine (1-3%).
+const DefaultMinDeltaPct = 5
+
+// Compare compares every test present in both runs, reporting changes of
+// DefaultMinDeltaPct or more.
+func Compare(base, cur Samples) Comparison { return CompareMin(base, cur, DefaultMinDeltaPct) }
+
+// CompareMin compares every test present in both runs; a change smaller
+// than minPct percent is never significant.
+func CompareMin(base, cur Samples, minPct float64) Comparison {
 	th := benchmath.DefaultThresholds
-	c := Comparison{Alpha: th.CompareAlpha}
+	c := Comparison{Alpha: th.CompareAlpha, MinDeltaPct: minPct}
 	for _, name := range sortedKeys(base) {
 		nv, ok := cur[name]
 		if !ok {
@@ -128,6 +142,7 @@ func Compare(base, cur Samples) Comparison {
 		} else if ns.Center != 0 {
 			d.Pct = math.Inf(1)
 		}
+		d.Significant = d.Significant && math.Abs(d.Pct) >= minPct
 		for _, w := range append(append(bs.Warnings, ns.Warnings...), cmp.Warnings...) {
 			d.Warnings = append(d.Warnings, w.Error())
 		}

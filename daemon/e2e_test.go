@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,10 +124,14 @@ func (d *daemonProc) query(v any, args ...string) error {
 	return nil
 }
 
-// run runs a binary and returns stdout, stderr and the exit code.
+// run runs a binary and returns stdout, stderr and the exit code. A binary
+// still running after a minute is killed, so a daemon that should have
+// refused to start cannot hang the test (or outlive it).
 func run(name string, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError

@@ -218,6 +218,7 @@ func benchCompareCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"},
 			&cli.Float64Flag{Name: "fail-on-regression", Usage: "exit non-zero if a test got significantly slower by more than `PCT` percent"},
+			&cli.Float64Flag{Name: "min-delta", Value: bench.DefaultMinDeltaPct, Usage: "changes smaller than `PCT` percent are run-to-run drift, never significant"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
@@ -237,7 +238,10 @@ func benchCompareCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cmp := bench.Compare(base, cur)
+			if c.Float64("min-delta") < 0 {
+				return fmt.Errorf("--min-delta must be 0 or more")
+			}
+			cmp := bench.CompareMin(base, cur, c.Float64("min-delta"))
 			if len(cmp.Deltas) == 0 {
 				return fmt.Errorf("bench compare: no test in common")
 			}
