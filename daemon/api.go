@@ -31,6 +31,12 @@ type Status struct {
 	// The daemon's own cost: CPU over the last minute, relative to one CPU.
 	CPUPercent float64 `json:"cpu_percent"`
 	RSSBytes   int64   `json:"rss_bytes"`
+	// Host and kernel, for views of a daemon reached over a socket.
+	Hostname      string `json:"hostname"`
+	KernelRelease string `json:"kernel_release"`
+
+	Profiling *ProfilingStatus `json:"profiling,omitempty"`
+	Counters  *CountersStatus  `json:"counters,omitempty"`
 }
 
 // ProgRow is one program in GET /v1/progs.

@@ -110,9 +110,13 @@ func (c *Client) History(prog string, since, until time.Time, step time.Duration
 	return h, c.get("history", q, &h)
 }
 
-// Events returns the stored events between since and until.
-func (c *Client) Events(since, until time.Time) (Events, error) {
+// Events returns the stored events between since and until, of one program
+// when prog (an id, name or name@tag) is not empty.
+func (c *Client) Events(since, until time.Time, prog string) (Events, error) {
 	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	if prog != "" {
+		q.Set("prog", prog)
+	}
 	var e Events
 	return e, c.get("events", q, &e)
 }

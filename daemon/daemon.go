@@ -37,6 +37,8 @@ type Daemon struct {
 	cost    selfCost
 	// lastLoop is when the sampling loop last finished a tick (unix ns).
 	lastLoop atomic.Int64
+	prof     profiling
+	ctr      counting
 }
 
 // Run starts bpfperfd and blocks until ctx is done or sampling fails for
@@ -98,6 +100,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: time.Now()}
+	smp.appeared = func(id uint32, name string) {
+		d.learnProfile(id)
+		d.counterProgramAppeared(id, name)
+	}
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 
@@ -132,6 +138,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		errc <- d.loop(loopCtx)
 	}()
 	go d.watchdog(loopCtx)
+	if err := d.startProfiling(loopCtx); err != nil {
+		log.Warn("CPU profiling off", "err", err)
+	}
+	if err := d.startCounters(loopCtx); err != nil {
+		log.Warn("perf counters off", "err", err)
+	}
 	go d.expire(loopCtx)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval)
@@ -249,6 +261,10 @@ func (d *Daemon) status() Status {
 	s.mu.RUnlock()
 	st.ProgramsSeen, _ = d.store.CountPrograms()
 	st.CPUPercent, st.RSSBytes = d.cost.read()
+	st.Hostname, _ = os.Hostname()
+	st.KernelRelease = kernelRelease()
+	st.Profiling = d.profilingStatus()
+	st.Counters = d.countersStatus()
 	return st
 }
 
@@ -303,4 +319,19 @@ func readBootID(procRoot string) (string, error) {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+func kernelRelease() string {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return ""
+	}
+	b := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
 }

@@ -52,6 +52,9 @@ type sampler struct {
 	buf        []collectors.Sample
 	ticks      uint64
 	backlog    backlog // ticks not yet stored
+	// appeared, if set, is called (under mu) for each program seen for the
+	// first time, after its metadata is read.
+	appeared func(id uint32, name string)
 }
 
 func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -126,6 +129,9 @@ func (s *sampler) tick(now time.Time, first bool) error {
 			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
 			s.progs[smp.ID] = p
 			fresh = append(fresh, p)
+			if s.appeared != nil {
+				s.appeared(smp.ID, meta.Name)
+			}
 		} else {
 			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
 		}

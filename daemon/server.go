@@ -40,6 +40,9 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/store/stats", s.storeStats)
 	mux.HandleFunc("GET /v1/store/check", s.storeCheck)
 	mux.HandleFunc("GET /v1/export", s.export)
+	s.profileRoutes(mux)
+	s.benchRoutes(mux)
+	s.counterRoutes(mux)
 	return mux
 }
 
@@ -132,6 +135,18 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	events, err := s.d.store.Events(since, until)
+	// prog narrows to one program's events: an id, a name or name@tag.
+	if ref := q.Get("prog"); ref != "" && err == nil {
+		name, tag, hasTag := strings.Cut(ref, "@")
+		id, idErr := strconv.ParseUint(ref, 10, 32)
+		kept := events[:0]
+		for _, e := range events {
+			if (idErr == nil && e.ID == uint32(id)) || (idErr != nil && e.Name == name && (!hasTag || e.Tag == tag)) {
+				kept = append(kept, e)
+			}
+		}
+		events = kept
+	}
 	if events == nil {
 		events = []store.Event{}
 	}
@@ -271,7 +286,9 @@ func (d *Daemon) liveRow(p *program) ProgRow {
 		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: avgSinceLoad(cur),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
 		Owners: p.meta.Owners, Attach: p.meta.Attach,
+		SampledCPUPercent: d.sampledCPU(p.meta.ID),
 	}
+	d.fillCounters(&row)
 	if p.havePrev {
 		prev := Counters{RunTimeNs: p.prev.RunTimeNs, RunCnt: p.prev.RunCnt, RecursionMisses: p.prev.RecursionMisses}
 		row.Rates = ratesBetween(prev, cur, p.curAt.Sub(p.prevAt))

@@ -26,7 +26,7 @@ func (db *DB) Check() ([]string, error) {
 		for err := range tx.Check() {
 			report("bbolt: %v", err)
 		}
-		for _, b := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents} {
+		for _, b := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents, bucketProfiles, bucketBench} {
 			if tx.Bucket(b) == nil {
 				report("bucket %s is missing", b)
 			}
@@ -56,7 +56,7 @@ func (db *DB) Check() ([]string, error) {
 		// chunk must come after them.
 		lastEnd := map[string]int64{}
 		checkChunk := func(series []byte, start int64, v []byte, what string) {
-			if len(series) != 9 || series[8] > Hour.group() {
+			if len(series) != 9 || series[8] > groupCounters {
 				report("%s key %x: not a series key", what, series)
 				return
 			}

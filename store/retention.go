@@ -39,6 +39,7 @@ func (db *DB) Expire(now time.Time, keep Retention) (Expired, error) {
 	var out Expired
 	cutoff := map[byte]int64{
 		groupStats:     now.Add(-keep.Raw).UnixMilli(),
+		groupCounters:  now.Add(-keep.Raw).UnixMilli(),
 		Minute.group(): now.Add(-keep.Rollup).UnixMilli(),
 		Hour.group():   now.Add(-keep.Rollup).UnixMilli(),
 	}

@@ -21,7 +21,7 @@ import (
 
 // SchemaVersion is the layout this code writes. Open migrates older files
 // forward and refuses newer ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 var (
 	ErrLocked       = errors.New("store is in use by another process")
@@ -38,6 +38,9 @@ var (
 	bucketHead     = []byte("head")
 	bucketChunks   = []byte("chunks")
 	bucketEvents   = []byte("events")
+	// Schema 2.
+	bucketProfiles = []byte("profiles") // CPU profiles (profiles.go)
+	bucketBench    = []byte("bench")    // benchmark runs handed over by `bpfperf bench --store` (bench.go)
 
 	keySchema   = []byte("schema")
 	keyNextBoot = []byte("next_boot")
@@ -54,6 +57,10 @@ const (
 // groupStats is the series group of bpf_stats counters; later groups (perf
 // counters) get their own series under the same instance.
 const groupStats = 0
+
+// groupCounters is the series group of per-program perf counters (cycles,
+// instructions, ...), stored raw like bpf_stats.
+const groupCounters = 3
 
 // InstanceKey identifies one loaded program: the boot it was loaded in (a
 // small index assigned by the store) and its kernel program id.
@@ -193,14 +200,21 @@ func (db *DB) Size() int64 {
 // migrations[i] brings a store from schema i to i+1. Schema 0 is an empty
 // file.
 var migrations = []func(tx *bolt.Tx) error{
+	// 0 -> 1: programs, their series, events.
 	func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		return nil
+		return createBuckets(tx, bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents)
 	},
+	// 1 -> 2: profiles and benchmark runs.
+	func(tx *bolt.Tx) error { return createBuckets(tx, bucketProfiles, bucketBench) },
+}
+
+func createBuckets(tx *bolt.Tx, names ...[]byte) error {
+	for _, name := range names {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSize refuses a file shorter than the pages its meta page claims: a

@@ -215,3 +215,52 @@ func TestStatsCountsSamples(t *testing.T) {
 		t.Errorf("a steady series costs %.2f bytes per sample", bps)
 	}
 }
+
+// A store written by schema 1 (no profiles or bench buckets) is migrated in
+// place on open, with its history intact.
+func TestMigrateFromSchema1(t *testing.T) {
+	db, path := openTemp(t)
+	key := InstanceKey{ID: 5}
+	now := time.UnixMilli(1_800_000_000_000)
+	if err := db.WriteTick(Tick{Time: now, Loaded: []Program{{Key: key, ID: 5, Name: "m"}}, Samples: []Sample{{Key: key, Values: [statsColumns]uint64{7, 1, 0}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Turn it back into what schema 1 wrote.
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		tx.DeleteBucket(bucketProfiles)
+		tx.DeleteBucket(bucketBench)
+		return tx.Bucket(bucketMeta).Put(keySchema, binary.BigEndian.AppendUint32(nil, 1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	if _, err := Open(path, Options{ReadOnly: true}); !errors.Is(err, ErrNewerSchema) {
+		t.Errorf("read-only open of an old schema: %v, want a refusal that asks to migrate", err)
+	}
+	db, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keySchema); binary.BigEndian.Uint32(v) != SchemaVersion {
+			t.Errorf("schema after migration: %x", v)
+		}
+		if tx.Bucket(bucketProfiles) == nil || tx.Bucket(bucketBench) == nil {
+			t.Error("migration did not create the schema 2 buckets")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := db.Series(key, now, now)
+	if err != nil || len(points) != 1 || points[0].Values[ColRunTimeNs] != 7 {
+		t.Errorf("history after migration: %v %v", points, err)
+	}
+	if problems, _ := db.Check(); len(problems) > 0 {
+		t.Errorf("check after migration: %v", problems)
+	}
+}

@@ -19,6 +19,7 @@ func eventsCommand(dial clientFactory) *cli.Command {
 			outputFlag,
 			&cli.StringFlag{Name: "since", Value: "1d", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
 			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+			&cli.StringFlag{Name: "prog", Usage: "only this program's events: an id, a name or name@tag"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -35,7 +36,7 @@ func eventsCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ev, err := client.Events(since, until)
+			ev, err := client.Events(since, until, c.String("prog"))
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ type Source interface {
 	Progs(all bool) ([]daemon.ProgRow, error)
 	Show(prog string) (daemon.ProgDetail, error)
 	History(prog string, since, until time.Time, step time.Duration) (daemon.History, error)
-	Events(since, until time.Time) (daemon.Events, error)
+	Events(since, until time.Time, prog string) (daemon.Events, error)
 }
 
 var _ Source = (*daemon.Client)(nil)
@@ -475,7 +475,7 @@ func (m *Model) fetchDetail(force bool) tea.Cmd {
 			return msg
 		}
 		msg.hist = h.Points
-		if ev, err := src.Events(since, until); err == nil {
+		if ev, err := src.Events(since, until, ref); err == nil {
 			for _, e := range ev.Events {
 				if (e.Name == name && name != "") || (e.ID == key.id && e.ID != 0) {
 					msg.events = append(msg.events, e)

@@ -98,6 +98,9 @@ func Once(src Source, o OnceOptions) (Report, error) {
 		Daemon:   ReportCost{Version: st.Version, CPUPercent: st.CPUPercent, RSSBytes: st.RSSBytes},
 		Programs: make([]ReportRow, len(rows)),
 	}
+	if st.Hostname != "" {
+		rep.Host, rep.Kernel = st.Hostname, st.KernelRelease
+	}
 	total, any := 0.0, false
 	for i, r := range rows {
 		out := ReportRow{ProgRow: r.ProgRow, PeriodMs: float64(r.Period().Microseconds()) / 1000}

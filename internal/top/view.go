@@ -84,7 +84,13 @@ func tooSmall(w, h int) string {
 
 // header is the first line: where we are and what BPF costs.
 func (m *Model) header() string {
-	parts := []string{"bpfperf top", "host " + m.cfg.Host, "kernel " + m.cfg.Kernel}
+	// The daemon says which host it watches (the socket may be forwarded);
+	// until its status arrives, the CLI's own host stands in.
+	host, kernel := m.cfg.Host, m.cfg.Kernel
+	if m.haveStatus && m.status.Hostname != "" {
+		host, kernel = m.status.Hostname, m.status.KernelRelease
+	}
+	parts := []string{"bpfperf top", "host " + host, "kernel " + kernel}
 	if m.haveStatus {
 		parts = append(parts, "stats "+m.status.StatsMode)
 	}

@@ -34,7 +34,7 @@ func (f *fakeSource) Show(string) (daemon.ProgDetail, error) { return daemon.Pro
 func (f *fakeSource) History(string, time.Time, time.Time, time.Duration) (daemon.History, error) {
 	return f.hist, f.err
 }
-func (f *fakeSource) Events(time.Time, time.Time) (daemon.Events, error) {
+func (f *fakeSource) Events(time.Time, time.Time, string) (daemon.Events, error) {
 	return daemon.Events{Events: f.events}, f.err
 }
 
