@@ -53,6 +53,9 @@ type daemonProc struct {
 // the last flag wins) on stateDir and waits until its API answers.
 func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 	t.Helper()
+	// The daemon holds stats on: keep stats-sensitive tests of other
+	// packages from running meanwhile.
+	privtest.LockStats(t)
 	d := &daemonProc{stateDir: stateDir, socket: filepath.Join(stateDir, "api.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(bin.daemon, append([]string{"--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"}, args...)...)
 	d.cmd.Stderr = d.stderr
@@ -180,13 +183,22 @@ func needBpftool(t *testing.T) {
 	}
 }
 
-func fdCount(t *testing.T, pid int) int {
+// progFds counts the fds of pid that hold a BPF program or link.
+func progFds(t *testing.T, pid int) int {
 	t.Helper()
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(fds)
+	n := 0
+	for _, fd := range fds {
+		target, _ := os.Readlink(filepath.Join(dir, fd.Name()))
+		if strings.Contains(target, "bpf-prog") || strings.Contains(target, "bpf_link") {
+			n++
+		}
+	}
+	return n
 }
 
 func uniqueName(prefix string) string {

@@ -73,6 +73,9 @@ type topDaemon struct {
 // startTopDaemon runs bpfperfd on dir (default interval 200 ms; args may
 // override it) and waits until its API answers.
 func startTopDaemon(tb testing.TB, dir string, args ...string) *topDaemon {
+	// The daemon holds stats on: keep stats-sensitive tests of other
+	// packages from running meanwhile.
+	privtest.LockStats(tb)
 	tb.Helper()
 	d := &topDaemon{dir: dir, socket: filepath.Join(dir, "api.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(topBin.daemon, append([]string{"--state-dir", dir, "--socket", d.socket, "--interval", "200ms", "--log-level", "warn"}, args...)...)

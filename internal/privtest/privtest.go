@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -95,22 +96,43 @@ func Run(prog *ebpf.Program, n int) error {
 }
 
 // LockStats serializes tests that assert on the kernel's global stats state
-// (any process holding a BPF_ENABLE_STATS fd changes it for everyone). The
-// lock is an flock on a file shared by every test binary on the host and is
-// released when the test ends.
+// and tests that start something holding stats on (a daemon): any process
+// holding a BPF_ENABLE_STATS fd changes the state for everyone. The lock is
+// an flock on a file shared by every test binary on the host, held until the
+// test ends. It is reentrant within a process, so a test holding it may
+// start a daemon whose helper takes it too.
 func LockStats(tb testing.TB) {
 	tb.Helper()
-	path := filepath.Join(os.TempDir(), "bpfperf-test-stats.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		tb.Fatalf("open stats lock: %v", err)
+	statsLock.Lock()
+	defer statsLock.Unlock()
+	if statsHolds == 0 {
+		path := filepath.Join(os.TempDir(), "bpfperf-test-stats.lock")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			tb.Fatalf("open stats lock: %v", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			tb.Fatalf("lock stats: %v", err)
+		}
+		statsFile = f
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		tb.Fatalf("lock stats: %v", err)
-	}
-	tb.Cleanup(func() { f.Close() })
+	statsHolds++
+	tb.Cleanup(func() {
+		statsLock.Lock()
+		defer statsLock.Unlock()
+		if statsHolds--; statsHolds == 0 {
+			statsFile.Close()
+			statsFile = nil
+		}
+	})
 }
+
+var (
+	statsLock  sync.Mutex
+	statsHolds int
+	statsFile  *os.File
+)
 
 // StatsCounting reports whether the kernel counts run time right now: it
 // runs a fresh program once and looks at its run_time_ns. Call it under
