@@ -67,11 +67,14 @@ func (c *Config) validate() error {
 	if c.Retention.Raw == 0 {
 		c.Retention.Raw = DefaultRetentionRaw
 	}
+	if c.Retention.Minute == 0 {
+		c.Retention.Minute = store.DefaultMinuteDays * 24 * time.Hour
+	}
 	if c.Retention.Rollup == 0 {
 		c.Retention.Rollup = DefaultRetentionRollup
 	}
-	if c.Retention.Raw < time.Hour || c.Retention.Rollup < c.Retention.Raw {
-		return fmt.Errorf("%w: --retention.raw %v must be at least 1h and --retention.rollup %v at least as long", ErrBadConfig, c.Retention.Raw, c.Retention.Rollup)
+	if r := c.Retention; r.Raw < time.Hour || r.Minute < r.Raw || r.Rollup < r.Minute {
+		return fmt.Errorf("%w: retention must grow with coarseness: --retention.raw %v (at least 1h) <= --retention.minute %v <= --retention.rollup %v", ErrBadConfig, r.Raw, r.Minute, r.Rollup)
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -202,8 +202,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 	}
 }
 
-// expire deletes data past its retention every few minutes, in small
-// transactions that let ticks through.
+// expire deletes data past its retention and packs old chunks into
+// segments every few minutes, in small transactions that let ticks through.
 func (d *Daemon) expire(ctx context.Context) {
 	t := time.NewTicker(expireEvery)
 	defer t.Stop()
@@ -219,6 +219,12 @@ func (d *Daemon) expire(ctx context.Context) {
 			d.cfg.Logger.Warn("expire old data", "err", err)
 		} else if n != (store.Expired{}) {
 			d.cfg.Logger.Info("expired old data", "chunks", n.Chunks, "programs", n.Programs, "events", n.Events, "took", time.Since(start))
+		}
+		// Pack complete days (weeks, quarters for rollups) into segments.
+		if segs, err := d.store.Merge(time.Now()); err != nil {
+			d.cfg.Logger.Warn("merge old chunks", "err", err)
+		} else if segs > 0 {
+			d.cfg.Logger.Info("merged old chunks", "segments", segs)
 		}
 	}
 }

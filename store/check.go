@@ -63,7 +63,7 @@ func (db *DB) Check() ([]string, error) {
 			if !programs[string(series[:8])] {
 				report("%s of program %d (boot %d): no program record", what, instanceKeyFrom(series).ID, instanceKeyFrom(series).Boot)
 			}
-			ch, err := decodeChunk(v, nil)
+			ch, last, err := decodeSealed(v, nil)
 			if err != nil {
 				report("%s of program %d (boot %d) at %d: %v", what, instanceKeyFrom(series).ID, instanceKeyFrom(series).Boot, start, err)
 				return
@@ -74,7 +74,7 @@ func (db *DB) Check() ([]string, error) {
 			if end, ok := lastEnd[string(series)]; ok && ch.t0 <= end {
 				report("%s of program %d: starts at %d, before the previous chunk ends at %d", what, instanceKeyFrom(series).ID, ch.t0, end)
 			}
-			lastEnd[string(series)] = ch.lastT
+			lastEnd[string(series)] = last.lastT
 		}
 		tx.Bucket(bucketChunks).ForEach(func(k, v []byte) error {
 			if len(k) != 17 {

@@ -12,18 +12,24 @@ import (
 //
 // Encoding (all integers are varints; "z" means zigzag-encoded):
 //
-//	header:  count, columns
+//	header:  count, columns | maskedFlag
 //	sample 0: t0, then each column's value
-//	sample 1: z(t1-t0) << 1 | same, then z(v1-v0) per column unless same
-//	sample n: z(dod_t) << 1 | same, then z(dod_v) per column unless same
+//	sample n: z(dod_t) << columns | mask, then z(dod_v) of each column
+//	          whose bit is set in mask
 //
-// dod is the delta of deltas. "same" (the low bit) says every column's dod
-// is zero, so an idle program or one at a steady rate costs one byte per
-// tick for all its counters together.
+// dod is the delta of deltas (for sample 1, the plain deltas). mask has a
+// bit per column whose dod is not zero, so an idle program or one at a
+// steady rate costs one byte per tick for all its counters together, and a
+// counter that never moves (recursion_misses) costs nothing.
+//
+// Chunks written before the mask existed (no maskedFlag) carry one bit
+// "all dods are zero" instead of the mask, then every column's dod; they
+// still decode, and a reopened one keeps its encoding.
 type chunk struct {
 	buf     []byte
 	count   int
 	columns int
+	masked  bool
 	// State for appending, rebuilt by decoding when a chunk is reopened.
 	t0, lastT, lastDT int64
 	last, lastDelta   []uint64
@@ -33,6 +39,10 @@ type chunk struct {
 const (
 	chunkMaxSamples = 120
 	chunkMaxBytes   = 2048
+	// maskedFlag in the header's column count marks the masked encoding.
+	maskedFlag = 0x40
+	// maxMaskedColumns keeps z(dod_t) << columns well inside 64 bits.
+	maxMaskedColumns = 16
 )
 
 var errCorruptChunk = errors.New("corrupt chunk")
@@ -53,8 +63,13 @@ func (c *chunk) append(t int64, values []uint64) error {
 	}
 	switch c.count {
 	case 0:
+		c.masked = c.columns <= maxMaskedColumns
+		head := uint64(c.columns)
+		if c.masked {
+			head |= maskedFlag
+		}
 		c.buf = binary.AppendUvarint(c.buf[:0], 0) // count placeholder, rewritten below
-		c.buf = binary.AppendUvarint(c.buf, uint64(c.columns))
+		c.buf = binary.AppendUvarint(c.buf, head)
 		c.buf = binary.AppendVarint(c.buf, t)
 		for _, v := range values {
 			c.buf = binary.AppendUvarint(c.buf, v)
@@ -63,24 +78,25 @@ func (c *chunk) append(t int64, values []uint64) error {
 		c.lastDelta = make([]uint64, c.columns)
 	default:
 		dt := t - c.lastT
-		same := true
+		var mask uint64
 		deltas := c.scratch[:0]
-		for range values {
-			deltas = append(deltas, 0)
-		}
 		for i, v := range values {
-			deltas[i] = v - c.last[i]
+			deltas = append(deltas, v-c.last[i])
 			if deltas[i] != c.lastDelta[i] {
-				same = false
+				mask |= 1 << i
 			}
 		}
-		flag := uint64(0)
-		if same {
-			flag = 1
+		switch {
+		case c.masked:
+			c.buf = binary.AppendUvarint(c.buf, zigzag(dt-c.lastDT)<<c.columns|mask)
+		case mask == 0:
+			c.buf = binary.AppendUvarint(c.buf, zigzag(dt-c.lastDT)<<1|1)
+		default:
+			c.buf = binary.AppendUvarint(c.buf, zigzag(dt-c.lastDT)<<1)
+			mask = 1<<c.columns - 1 // the old encoding writes every column
 		}
-		c.buf = binary.AppendUvarint(c.buf, zigzag(dt-c.lastDT)<<1|flag)
-		if !same {
-			for i := range deltas {
+		for i := range deltas {
+			if mask&(1<<i) != 0 {
 				c.buf = binary.AppendUvarint(c.buf, zigzag(int64(deltas[i]-c.lastDelta[i])))
 			}
 		}
@@ -117,10 +133,12 @@ func decodeChunk(b []byte, fn func(t int64, values []uint64)) (*chunk, error) {
 	r := reader{b: b}
 	count := r.uvarint()
 	columns := r.uvarint()
-	if r.err != nil || count == 0 || columns == 0 || columns > 64 || count > uint64(len(b)) {
+	masked := columns&maskedFlag != 0
+	columns &^= maskedFlag
+	if r.err != nil || count == 0 || columns == 0 || columns > 63 || (masked && columns > maxMaskedColumns) || count > uint64(len(b)) {
 		return nil, errCorruptChunk
 	}
-	c := &chunk{count: int(count), columns: int(columns)}
+	c := &chunk{count: int(count), columns: int(columns), masked: masked}
 	c.last = make([]uint64, c.columns)
 	c.lastDelta = make([]uint64, c.columns)
 	c.t0 = r.varint()
@@ -136,10 +154,19 @@ func decodeChunk(b []byte, fn func(t int64, values []uint64)) (*chunk, error) {
 	}
 	for n := 1; n < c.count; n++ {
 		head := r.uvarint()
-		c.lastDT += unzigzag(head >> 1)
+		var mask uint64
+		if c.masked {
+			c.lastDT += unzigzag(head >> c.columns)
+			mask = head & (1<<c.columns - 1)
+		} else {
+			c.lastDT += unzigzag(head >> 1)
+			if head&1 == 0 {
+				mask = 1<<c.columns - 1
+			}
+		}
 		c.lastT += c.lastDT
-		if head&1 == 0 {
-			for i := range c.lastDelta {
+		for i := range c.lastDelta {
+			if mask&(1<<i) != 0 {
 				c.lastDelta[i] += uint64(unzigzag(r.uvarint()))
 			}
 		}
@@ -195,4 +222,66 @@ func (r *reader) varint() int64 {
 	}
 	r.off += n
 	return v
+}
+
+// A segment packs many sealed chunks of one series into one value, so a
+// day of a series is one bbolt value (on exactly sized overflow pages)
+// instead of hundreds of small ones scattered over half-full leaf pages. It
+// starts with segmentMark, a byte no chunk starts with (a chunk's first
+// byte is its sample count, never 0), followed by each chunk as a varint
+// length and its bytes.
+const segmentMark = 0
+
+func isSegment(v []byte) bool { return len(v) > 0 && v[0] == segmentMark }
+
+// appendToSegment adds a sealed chunk (or the chunks of a segment) to seg.
+func appendToSegment(seg, v []byte) []byte {
+	if len(seg) == 0 {
+		seg = append(seg, segmentMark)
+	}
+	if isSegment(v) {
+		return append(seg, v[1:]...)
+	}
+	seg = binary.AppendUvarint(seg, uint64(len(v)))
+	return append(seg, v...)
+}
+
+// sealedChunks calls fn with each chunk of a sealed value: the value itself,
+// or every chunk of a segment.
+func sealedChunks(v []byte, fn func(c []byte) error) error {
+	if !isSegment(v) {
+		return fn(v)
+	}
+	r := reader{b: v, off: 1}
+	for r.off < len(v) {
+		n := r.uvarint()
+		if r.err != nil || n == 0 || n > uint64(len(v)-r.off) {
+			return errCorruptChunk
+		}
+		if err := fn(v[r.off : r.off+int(n)]); err != nil {
+			return err
+		}
+		r.off += int(n)
+	}
+	return nil
+}
+
+// decodeSealed decodes every chunk of a sealed value in order and returns
+// the first and the last, for their time bounds.
+func decodeSealed(v []byte, fn func(t int64, values []uint64)) (first, last *chunk, err error) {
+	err = sealedChunks(v, func(c []byte) error {
+		ch, err := decodeChunk(c, fn)
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = ch
+		}
+		last = ch
+		return nil
+	})
+	if err == nil && first == nil {
+		err = errCorruptChunk
+	}
+	return first, last, err
 }

@@ -146,3 +146,44 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 	})
 }
+
+// Chunks written before the column mask existed still decode, and a
+// reopened one keeps its encoding.
+func TestChunkOldEncodingDecodes(t *testing.T) {
+	old := []byte{3, 2, 0xD0, 0x0F, 1, 2, 0xA0, 0x1F, 8, 0, 0, 0, 2}
+	var got []sample
+	c, err := decodeChunk(old, func(ts int64, v []uint64) { got = append(got, sample{ts, append([]uint64(nil), v...)}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sample{{1000, []uint64{1, 2}}, {2000, []uint64{5, 2}}, {3000, []uint64{9, 3}}}
+	for i := range want {
+		if got[i].t != want[i].t || got[i].values[0] != want[i].values[0] || got[i].values[1] != want[i].values[1] {
+			t.Fatalf("sample %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if err := c.append(4000, []uint64{13, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if c.masked {
+		t.Error("a reopened old chunk switched encodings")
+	}
+	var n int
+	if _, err := decodeChunk(c.buf, func(ts int64, v []uint64) { n++ }); err != nil || n != 4 {
+		t.Errorf("after append: %d samples, %v", n, err)
+	}
+}
+
+// A counter that never moves costs nothing per tick.
+func TestChunkQuietColumnIsFree(t *testing.T) {
+	var in []sample
+	for i := range 100 {
+		in = append(in, sample{int64(i * 1000), []uint64{uint64(i*i) * 7, uint64(i * i), 0}})
+	}
+	c := roundTrip(t, 3, in)
+	// Two moving columns with a growing rate: dod 14 and 2 each tick, one
+	// byte each, plus the head byte: 3 bytes a tick, nothing for the third.
+	if len(c.buf) > 20+3*99 {
+		t.Errorf("chunk is %d bytes, want <= %d", len(c.buf), 20+3*99)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -13,8 +14,15 @@ import (
 // Retention says how long each resolution is kept.
 type Retention struct {
 	Raw    time.Duration // raw samples (default 7 days)
-	Rollup time.Duration // minute and hour rollups, events, unloaded programs (default 400 days)
+	Minute time.Duration // minute rollups (default DefaultMinuteDays)
+	Rollup time.Duration // hour rollups, events, unloaded programs (default 400 days)
 }
+
+// DefaultMinuteDays is how many days minute rollups are kept by default. A
+// minute point of a busy program costs about 12 bytes (first and last
+// counters of the minute); a year of them for 1,000 programs would be
+// several GiB, so minutes are kept a month and hours for the long run.
+const DefaultMinuteDays = 35
 
 // Expired counts what one Expire call deleted.
 type Expired struct {
@@ -40,7 +48,7 @@ func (db *DB) Expire(now time.Time, keep Retention) (Expired, error) {
 	cutoff := map[byte]int64{
 		groupStats:     now.Add(-keep.Raw).UnixMilli(),
 		groupCounters:  now.Add(-keep.Raw).UnixMilli(),
-		Minute.group(): now.Add(-keep.Rollup).UnixMilli(),
+		Minute.group(): now.Add(-cmp.Or(keep.Minute, keep.Rollup)).UnixMilli(),
 		Hour.group():   now.Add(-keep.Rollup).UnixMilli(),
 	}
 	var chunks, heads, progs, events [][]byte
@@ -67,7 +75,7 @@ func (db *DB) Expire(now time.Time, keep Retention) (Expired, error) {
 				}
 				nextStart = hc.t0
 			default:
-				ch, err := decodeChunk(v, nil)
+				_, ch, err := decodeSealed(v, nil)
 				if err != nil {
 					return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, k, err)
 				}

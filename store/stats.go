@@ -53,14 +53,23 @@ func (db *DB) Stats() (Stats, error) {
 		st.Events = tx.Bucket(bucketEvents).Stats().KeyN
 		head := tx.Bucket(bucketHead)
 		add := func(group byte, v []byte, newSeries bool) error {
-			n, _ := binary.Uvarint(v)
 			g, ok := name[group]
-			if !ok || n == 0 {
+			if !ok {
 				return fmt.Errorf("%w: bad chunk in group %d", ErrCorrupt, group)
 			}
 			gs := st.Groups[g]
-			gs.Chunks++
-			gs.Samples += int64(n)
+			err := sealedChunks(v, func(c []byte) error {
+				n, _ := binary.Uvarint(c)
+				if n == 0 {
+					return errCorruptChunk
+				}
+				gs.Chunks++
+				gs.Samples += int64(n)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("%w: bad chunk in group %d: %v", ErrCorrupt, group, err)
+			}
 			gs.Bytes += int64(len(v))
 			if newSeries {
 				gs.Series++
@@ -75,7 +84,7 @@ func (db *DB) Stats() (Stats, error) {
 			if prev == nil || prev[len(prev)-1] != groupStats || head.Get(prev) != nil {
 				return nil
 			}
-			ch, err := decodeChunk(prevLast, nil)
+			_, ch, err := decodeSealed(prevLast, nil)
 			if err != nil {
 				return fmt.Errorf("%w: chunk of %x: %v", ErrCorrupt, prev, err)
 			}

@@ -217,6 +217,17 @@ func createBuckets(tx *bolt.Tx, names ...[]byte) error {
 	return nil
 }
 
+// UsedBytes is the size of the pages in use: the file can be larger, as
+// bbolt grows it ahead of need.
+func (db *DB) UsedBytes() int64 {
+	var n int64
+	db.view(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n
+}
+
 // checkSize refuses a file shorter than the pages its meta page claims: a
 // truncated copy would otherwise open and fault on first read of a missing
 // page.
@@ -555,7 +566,7 @@ func readSeries(tx *bolt.Tx, key []byte, fromMs, toMs int64, fn func(t int64, v 
 		if int64(binary.BigEndian.Uint64(ck[len(key):])) > toMs {
 			break
 		}
-		if _, err := decodeChunk(cv, collect); err != nil {
+		if _, _, err := decodeSealed(cv, collect); err != nil {
 			return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
 		}
 	}
