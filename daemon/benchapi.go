@@ -1,8 +1,237 @@
 package daemon
 
-import "net/http"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/store"
+)
 
 // Benchmark runs handed over by `bpfperf bench --store` (issue 6).
 
+const (
+	// MaxBenchReport bounds one stored report. A full suite's report with
+	// every measurement is well under a megabyte.
+	MaxBenchReport = 64 << 20
+	maxBenchLabel  = 200
+	// DefaultBenchSince is how far back a listing looks by default.
+	DefaultBenchSince = 30 * 24 * time.Hour
+)
+
+// ErrUnknownBenchRun: no stored run has that id.
+var ErrUnknownBenchRun = store.ErrUnknownBenchRun
+
+// BenchRuns is GET /v1/bench/runs.
+type BenchRuns struct {
+	Since time.Time        `json:"since"`
+	Until time.Time        `json:"until"`
+	Runs  []store.BenchRun `json:"runs"`
+}
+
 // benchRoutes registers the /v1/bench endpoints.
-func (s *server) benchRoutes(mux *http.ServeMux) {}
+func (s *server) benchRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/bench/runs", s.putBenchRun)
+	mux.HandleFunc("GET /v1/bench/runs", s.listBenchRuns)
+	mux.HandleFunc("GET /v1/bench/runs/{id}", s.getBenchRun)
+}
+
+// benchReply is reply with the bench errors' status codes.
+func benchReply(w http.ResponseWriter, v any, err error) {
+	var tooLarge *http.MaxBytesError
+	code := 0
+	switch {
+	case errors.Is(err, ErrUnknownBenchRun):
+		code = http.StatusNotFound
+	case errors.As(err, &tooLarge):
+		code = http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, MaxBenchReport>>20)
+	}
+	if code == 0 {
+		reply(w, v, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
+}
+
+// putBenchRun stores a report (the JSON `bpfperf bench -o json` writes) and
+// answers with the stored run. ?label= names it in listings.
+func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBenchReport))
+	if err != nil {
+		benchReply(w, nil, err)
+		return
+	}
+	run, err := benchRunOf(body, r.URL.Query().Get("label"), time.Now())
+	if err != nil {
+		benchReply(w, nil, err)
+		return
+	}
+	run, err = s.d.store.PutBenchRun(run, body)
+	if err != nil {
+		benchReply(w, nil, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/bench/runs/"+strconv.FormatUint(run.ID, 10))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(run)
+}
+
+// benchRunOf checks that body is one bench report with results and says
+// what a listing shows of it.
+func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error) {
+	var run store.BenchRun
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var rep bench.Report
+	if err := dec.Decode(&rep); err != nil {
+		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json): %v", ErrBadRequest, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return run, fmt.Errorf("%w: not a bench report: data after the JSON document", ErrBadRequest)
+	}
+	if len(rep.Results) == 0 {
+		return run, fmt.Errorf("%w: bench report has no results", ErrBadRequest)
+	}
+	for i, res := range rep.Results {
+		if res.Name == "" {
+			return run, fmt.Errorf("%w: bench report: result %d has no test name", ErrBadRequest, i)
+		}
+	}
+	if rep.Time.IsZero() || rep.Time.Year() < 2000 || rep.Time.After(now.Add(time.Hour)) {
+		return run, fmt.Errorf("%w: bench report time %q is missing or out of range", ErrBadRequest, rep.Time.Format(time.RFC3339))
+	}
+	if len(label) > maxBenchLabel || strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return run, fmt.Errorf("%w: label must be printable and at most %d bytes", ErrBadRequest, maxBenchLabel)
+	}
+	if label == "" {
+		label = defaultBenchLabel(rep.Config)
+	}
+	run = store.BenchRun{Time: rep.Time, Stored: now, Tests: len(rep.Results), Kernel: rep.Fingerprint.Kernel, Commit: rep.Fingerprint.Commit, Label: label}
+	for _, res := range rep.Results {
+		if res.Error != "" {
+			run.Failed++
+		}
+	}
+	return run, nil
+}
+
+// defaultBenchLabel says what ran: "quick filter=^maps/".
+func defaultBenchLabel(c bench.ReportConfig) string {
+	var parts []string
+	if c.Quick {
+		parts = append(parts, "quick")
+	}
+	if c.Filter != "" {
+		parts = append(parts, "filter="+c.Filter)
+	}
+	if c.WithStats {
+		parts = append(parts, "with-stats")
+	}
+	if len(parts) == 0 {
+		return "full"
+	}
+	return strings.Join(parts, " ")
+}
+
+func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
+	since, until, err := queryRange(r.URL.Query(), DefaultBenchSince, time.Now())
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	runs, err := s.d.store.ListBenchRuns(since, until)
+	if runs == nil {
+		runs = []store.BenchRun{}
+	}
+	reply(w, BenchRuns{Since: since, Until: until, Runs: runs}, err)
+}
+
+// queryRange reads the since and until parameters (default: back from now
+// and now) and checks that they make a range.
+func queryRange(q url.Values, back time.Duration, now time.Time) (since, until time.Time, err error) {
+	if since, err = timeParam(q.Get("since"), now.Add(-back), now); err != nil {
+		return since, until, fmt.Errorf("%w: since: %v", ErrBadRequest, err)
+	}
+	if until, err = timeParam(q.Get("until"), now, now); err != nil {
+		return since, until, fmt.Errorf("%w: until: %v", ErrBadRequest, err)
+	}
+	if !until.After(since) {
+		return since, until, fmt.Errorf("%w: until must be after since", ErrBadRequest)
+	}
+	return since, until, nil
+}
+
+// getBenchRun answers with the report as it was stored. {id} is a run id,
+// "last" (the newest run) or "last~N" (N runs before it).
+func (s *server) getBenchRun(w http.ResponseWriter, r *http.Request) {
+	id, err := s.d.benchRunID(r.PathValue("id"))
+	if err != nil {
+		benchReply(w, nil, err)
+		return
+	}
+	run, report, err := s.d.store.GetBenchRun(id)
+	if errors.Is(err, ErrUnknownBenchRun) {
+		err = fmt.Errorf("%w (bpfperf bench runs lists the stored runs)", err)
+	}
+	if err != nil {
+		benchReply(w, nil, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(benchRunIDHeader, strconv.FormatUint(run.ID, 10))
+	w.Write(report)
+}
+
+const benchRunIDHeader = "Bpfperf-Bench-Run"
+
+// benchRunID resolves a run reference to an id.
+func (d *Daemon) benchRunID(ref string) (uint64, error) {
+	back, isLast, err := parseLast(ref)
+	if err != nil {
+		return 0, err
+	}
+	if !isLast {
+		id, err := strconv.ParseUint(ref, 10, 64)
+		if err != nil || id == 0 {
+			return 0, fmt.Errorf("%w %q: want a run id (bpfperf bench runs lists them), last or last~N", ErrBadRequest, ref)
+		}
+		return id, nil
+	}
+	runs, err := d.store.ListBenchRuns(time.Time{}, time.Unix(0, math.MaxInt64))
+	if err != nil {
+		return 0, err
+	}
+	if back >= len(runs) {
+		return 0, fmt.Errorf("%w %q: %d runs are stored", ErrUnknownBenchRun, ref, len(runs))
+	}
+	return runs[len(runs)-1-back].ID, nil
+}
+
+// parseLast reads "last" (0) and "last~N" (N).
+func parseLast(ref string) (back int, ok bool, err error) {
+	rest, ok := strings.CutPrefix(ref, "last")
+	if !ok {
+		return 0, false, nil
+	}
+	if rest == "" {
+		return 0, true, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(rest, "~"))
+	if !strings.HasPrefix(rest, "~") || err != nil || n < 0 {
+		return 0, true, fmt.Errorf("%w %q: want last or last~N", ErrBadRequest, ref)
+	}
+	return n, true, nil
+}

@@ -34,7 +34,7 @@ func newApp(dial clientFactory) *cli.App {
 			storeCommand(dial),
 			exportCommand(dial),
 			topCommand(dial),
-			benchCommand(),
+			benchCommand(dial),
 		},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler:  func(*cli.Context, error) {},

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,17 +13,21 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // benchCommand runs BPF micro-benchmarks locally through BPF_PROG_TEST_RUN.
-// It needs root, not the daemon. (--store, handing results to the daemon,
-// waits for a daemon API.)
-func benchCommand() *cli.Command {
+// It needs root, not the daemon; only --store (hand the report to the
+// daemon, to join the history), runs, and compare or plot of a stored run
+// talk to it.
+func benchCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "run BPF micro-benchmarks (built-in suite, an object, or a YAML suite) with BPF_PROG_TEST_RUN",
@@ -42,9 +49,11 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "ctx", Usage: "with --object: context (ctx_in) `FILE`"},
 			&cli.StringFlag{Name: "map-init", Usage: "with --object: YAML `FILE` of map entries to insert first"},
 			&cli.StringFlag{Name: "suite", Usage: "run the tests of this YAML suite `FILE`"},
+			&cli.BoolFlag{Name: "store", Usage: "after the run, hand the report to bpfperfd, which keeps it with the history (see bench runs)"},
+			&cli.StringFlag{Name: "label", Usage: "with --store: name the run in listings (default: what ran, e.g. \"quick filter=...\")"},
 		},
-		Action:      benchRun,
-		Subcommands: []*cli.Command{benchCompareCommand(), benchPlotCommand(), benchListCommand()},
+		Action:      func(c *cli.Context) error { return benchRun(c, dial) },
+		Subcommands: []*cli.Command{benchCompareCommand(dial), benchPlotCommand(dial), benchListCommand(), benchRunsCommand(dial)},
 	}
 }
 
@@ -141,9 +150,12 @@ func benchTests(c *cli.Context) ([]bench.Test, error) {
 	return bench.Suite(), nil
 }
 
-func benchRun(c *cli.Context) error {
+func benchRun(c *cli.Context, dial clientFactory) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q (subcommands: compare, plot, list)", c.Args().First())
+		return fmt.Errorf("bench: unexpected argument %q (subcommands: compare, plot, list, runs)", c.Args().First())
+	}
+	if c.IsSet("label") && !c.Bool("store") {
+		return fmt.Errorf("--label needs --store")
 	}
 	format := c.String("output")
 	if err := bench.Write(io.Discard, &bench.Report{}, format); err != nil {
@@ -192,6 +204,11 @@ func benchRun(c *cli.Context) error {
 	if err := bench.Write(c.App.Writer, rep, format); err != nil {
 		return err
 	}
+	if c.Bool("store") {
+		if err := storeReport(c, dial, rep); err != nil {
+			return err
+		}
+	}
 	if rep.Failed() {
 		return fmt.Errorf("bench: some tests failed (see FAILED above)")
 	}
@@ -210,11 +227,12 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-func benchCompareCommand() *cli.Command {
+func benchCompareCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
-		Name:      "compare",
-		Usage:     "compare two runs (JSON reports or Go benchmark files): median delta and a Mann-Whitney U test, like benchstat",
-		ArgsUsage: "BASE NEW",
+		Name:        "compare",
+		Usage:       "compare two runs (JSON reports, Go benchmark files or stored runs): median delta and a Mann-Whitney U test, like benchstat",
+		ArgsUsage:   "BASE NEW",
+		Description: runRefUsage + ". Example: bpfperf bench compare last~1 last",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"},
 			&cli.Float64Flag{Name: "fail-on-regression", Usage: "exit non-zero if a test got significantly slower by more than `PCT` percent"},
@@ -230,16 +248,17 @@ func benchCompareCommand() *cli.Command {
 			if c.IsSet("fail-on-regression") && c.Float64("fail-on-regression") < 0 {
 				return fmt.Errorf("--fail-on-regression must be 0 or more")
 			}
-			base, err := bench.ReadSamples(c.Args().Get(0))
-			if err != nil {
-				return err
-			}
-			cur, err := bench.ReadSamples(c.Args().Get(1))
-			if err != nil {
-				return err
-			}
 			if c.Float64("min-delta") < 0 {
 				return fmt.Errorf("--min-delta must be 0 or more")
+			}
+			runs := &runLoader{c: c, dial: dial}
+			base, err := runs.samples(c.Args().Get(0))
+			if err != nil {
+				return err
+			}
+			cur, err := runs.samples(c.Args().Get(1))
+			if err != nil {
+				return err
 			}
 			cmp := bench.CompareMin(base, cur, c.Float64("min-delta"))
 			if len(cmp.Deltas) == 0 {
@@ -280,26 +299,22 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func benchPlotCommand() *cli.Command {
+func benchPlotCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
-		Name:      "plot",
-		Usage:     "write SVG plots of a run: ns vs tail-call chain length, map access time vs map size per key pattern",
-		ArgsUsage: "REPORT.json",
+		Name:        "plot",
+		Usage:       "write SVG plots of a run: ns vs tail-call chain length, map access time vs map size per key pattern",
+		ArgsUsage:   "REPORT.json|run:ID",
+		Description: "REPORT is a JSON report from bench --save, or a stored run: run:ID, or ID, last, last~N when no such file exists.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "write tailcalls.svg and maps.svg into `DIR`"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("bench plot: takes one REPORT (a JSON report from bench --save), got %d arguments", c.NArg())
+				return fmt.Errorf("bench plot: takes one REPORT (a JSON report from bench --save, or a stored run), got %d arguments", c.NArg())
 			}
-			f, err := os.Open(c.Args().First())
+			rep, err := (&runLoader{c: c, dial: dial}).report(c.Args().First())
 			if err != nil {
 				return err
-			}
-			defer f.Close()
-			rep, err := bench.ReadJSON(f)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c.Args().First(), err)
 			}
 			files, err := bench.Plot(rep, c.String("dir"))
 			for _, p := range files {
@@ -329,6 +344,166 @@ func benchListCommand() *cli.Command {
 				cfg.Filter = re
 			}
 			return bench.WriteList(c.App.Writer, bench.Select(bench.Suite(), cfg))
+		},
+	}
+}
+
+// storeReport hands rep to the daemon. The results are already printed (and
+// saved), so a missing daemon loses nothing but the stored copy.
+func storeReport(c *cli.Context, dial clientFactory, rep *bench.Report) error {
+	var buf bytes.Buffer
+	if err := bench.WriteJSON(&buf, rep); err != nil {
+		return err
+	}
+	client, err := dial(c)
+	if err == nil {
+		var run store.BenchRun
+		if run, err = client.StoreBenchRun(buf.Bytes(), c.String("label")); err == nil {
+			fmt.Fprintf(c.App.ErrWriter, "stored as bench run %d (bpfperf bench runs)\n", run.ID)
+			return nil
+		}
+	}
+	if p := c.String("save"); p != "" {
+		return fmt.Errorf("--store: %v; the report is saved in %s only", err, p)
+	}
+	return fmt.Errorf("--store: %v; the results above were not stored", err)
+}
+
+// A run to compare or plot is a file (a JSON report, or a Go benchmark file
+// for compare) or a stored run: run:REF, or REF alone when no file has that
+// name, where REF is a run id, last (the newest stored run) or last~N (N
+// runs before it).
+const runRefUsage = "BASE and NEW are files (JSON reports from bench --save, or Go benchmark files) or stored runs: run:ID, or ID, last, last~N when no such file exists"
+
+var runRefPattern = regexp.MustCompile(`^([0-9]+|last(~[0-9]+)?)$`)
+
+// storedRef says whether arg names a stored run, and which.
+func storedRef(arg string) (string, bool, error) {
+	if ref, ok := strings.CutPrefix(arg, "run:"); ok {
+		return ref, true, nil
+	}
+	_, err := os.Stat(arg)
+	switch {
+	case err == nil:
+		return "", false, nil
+	case runRefPattern.MatchString(arg):
+		return arg, true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return "", false, fmt.Errorf("%s: no such file, and not a stored run (run:ID, ID, last, last~N)", arg)
+	}
+	return "", false, err
+}
+
+// runLoader reads runs named on the command line, dialing the daemon once
+// and only if a stored run is named.
+type runLoader struct {
+	c      *cli.Context
+	dial   clientFactory
+	client *daemon.Client
+}
+
+// stored fetches a stored run's report.
+func (l *runLoader) stored(ref string) (*bench.Report, error) {
+	if l.client == nil {
+		client, err := l.dial(l.c)
+		if err != nil {
+			return nil, fmt.Errorf("stored run %s: %w", ref, err)
+		}
+		l.client = client
+	}
+	rep, _, err := l.client.BenchReport(ref)
+	return rep, err
+}
+
+// samples reads a file or a stored run.
+func (l *runLoader) samples(arg string) (bench.Samples, error) {
+	ref, ok, err := storedRef(arg)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return bench.ReadSamples(arg)
+	}
+	rep, err := l.stored(ref)
+	if err != nil {
+		return nil, err
+	}
+	s := bench.SamplesOf(rep)
+	if len(s) == 0 {
+		return nil, fmt.Errorf("stored run %s: no results in it (every test skipped or failed)", ref)
+	}
+	return s, nil
+}
+
+// report reads a JSON report file or a stored run.
+func (l *runLoader) report(arg string) (*bench.Report, error) {
+	ref, ok, err := storedRef(arg)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
+		return l.stored(ref)
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep, err := bench.ReadJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", arg, err)
+	}
+	return rep, nil
+}
+
+func benchRunsCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "runs",
+		Usage: "list the runs stored with bench --store (ids for compare and plot: run:ID, last, last~N)",
+		Flags: []cli.Flag{
+			outputFlag,
+			&cli.StringFlag{Name: "since", Value: "30d", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
+			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench runs: unexpected argument %q", c.Args().First())
+			}
+			since, until, err := timeRange(c)
+			if err != nil {
+				return err
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			runs, err := client.BenchRuns(since, until)
+			if err != nil {
+				return err
+			}
+			if len(runs.Runs) == 0 {
+				return fmt.Errorf("no stored bench runs between %s and %s (store one with bpfperf bench --store)", fmtTime(since), fmtTime(until))
+			}
+			t := table{
+				header: []string{"ID", "TIME", "TESTS", "FAILED", "KERNEL", "COMMIT", "LABEL"},
+				fields: []string{"id", "time", "tests", "failed", "kernel", "git_commit", "label"},
+			}
+			for _, r := range runs.Runs {
+				id, tests, failed := strconv.FormatUint(r.ID, 10), strconv.Itoa(r.Tests), strconv.Itoa(r.Failed)
+				commit, dirty := strings.CutSuffix(r.Commit, "-dirty")
+				if len(commit) > 12 {
+					commit = commit[:12]
+				}
+				if dirty {
+					commit += "-dirty"
+				}
+				t.rows = append(t.rows, []string{id, fmtTime(r.Time), tests, failed, r.Kernel, cmp.Or(commit, "-"), r.Label})
+				t.raw = append(t.raw, []string{id, r.Time.UTC().Format(time.RFC3339Nano), tests, failed, r.Kernel, r.Commit, r.Label})
+			}
+			return render(c, c.App.Writer, runs.Runs, t)
 		},
 	}
 }

@@ -1,0 +1,183 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// benchArgs is the quickest real bench run: one empty socket filter.
+var benchArgs = []string{"bench", "--quick", "--filter", "^baseline/socket_filter$"}
+
+// TestBenchStore runs the real `bpfperf bench --store` against a real
+// daemon: the run is listed, compared by id with the saved file, shows as
+// an event, and survives a restart.
+func TestBenchStore(t *testing.T) {
+	privtest.Root(t)
+	state := t.TempDir()
+	d := startDaemon(t, state)
+	saved := filepath.Join(t.TempDir(), "base.json")
+
+	out, errOut, code := run(bin.cli, append([]string{"--socket", d.socket}, append(benchArgs, "--store", "--save", saved)...)...)
+	if code != 0 || !strings.Contains(out, "baseline/socket_filter") || !strings.Contains(errOut, "stored as bench run 1") {
+		t.Fatalf("bench --store: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
+	var runs []store.BenchRun
+	d.json(t, &runs, "bench", "runs")
+	if len(runs) != 1 {
+		t.Fatalf("bench runs = %+v, want one run", runs)
+	}
+	r := runs[0]
+	if r.ID != 1 || r.Tests != 1 || r.Failed != 0 || r.Kernel == "" || r.Label != "quick filter=^baseline/socket_filter$" || time.Since(r.Time) > time.Minute {
+		t.Errorf("stored run = %+v", r)
+	}
+	if table := d.cli(t, "bench", "runs"); !strings.Contains(table, "quick filter=^baseline/socket_filter$") || !strings.HasPrefix(table, "ID") {
+		t.Errorf("bench runs table:\n%s", table)
+	}
+
+	// The stored report is the one --save wrote.
+	f, err := os.Open(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := bench.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := daemon.Dial(d.socket, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, id, err := client.BenchReport("last")
+	if err != nil || id != 1 {
+		t.Fatalf("report of last: id %d, %v", id, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("stored report differs from the saved one:\n%+v\n%+v", got, want)
+	}
+
+	// Stored run against the file of the same run: the same samples, so
+	// no change. Every way of naming the run gives the same answer.
+	for _, base := range []string{"run:1", "1", "last", "run:last"} {
+		var cmp bench.Comparison
+		d.json(t, &cmp, "bench", "compare", base, saved)
+		if len(cmp.Deltas) != 1 || cmp.Deltas[0].Test != "baseline/socket_filter" || cmp.Deltas[0].Pct != 0 || cmp.Deltas[0].Significant || cmp.Deltas[0].N1 != len(want.Results[0].Measurements()) {
+			t.Errorf("compare %s %s = %+v", base, saved, cmp)
+		}
+	}
+
+	var events []store.Event
+	eventually(t, "the bench_run event", func() bool {
+		events = nil
+		d.query(&events, "events", "--since", "5m")
+		for _, e := range events {
+			if e.Kind == "bench_run" && strings.HasPrefix(e.Detail, "run 1: 1 test") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A restart keeps the run, and ids go on from it.
+	if err := d.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, d.stderr)
+	}
+	d = startDaemon(t, state)
+	d.json(t, &runs, "bench", "runs")
+	if len(runs) != 1 || runs[0].ID != 1 || !runs[0].Time.Equal(r.Time) {
+		t.Fatalf("after a restart: bench runs = %+v, want %+v", runs, r)
+	}
+	out, errOut, code = run(bin.cli, append([]string{"--socket", d.socket}, append(benchArgs, "--store", "--label", "second", "-o", "json")...)...)
+	if code != 0 || !strings.Contains(errOut, "stored as bench run 2") {
+		t.Fatalf("second bench --store: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if _, err := bench.ReadJSON(strings.NewReader(out)); err != nil {
+		t.Errorf("bench --store -o json: stdout is not the report alone: %v\n%s", err, out)
+	}
+	d.json(t, &runs, "bench", "runs", "--since", "1h")
+	if len(runs) != 2 || runs[1].ID != 2 || runs[1].Label != "second" {
+		t.Errorf("bench runs = %+v, want runs 1 and 2 (labelled second)", runs)
+	}
+	if table := d.cli(t, "bench", "compare", "last~1", "last"); !strings.Contains(table, "baseline/socket_filter") {
+		t.Errorf("compare last~1 last:\n%s", table)
+	}
+	if out := d.cli(t, "store", "check"); !strings.Contains(out, "consistent") {
+		t.Errorf("store check: %s", out)
+	}
+}
+
+func TestBenchStoreBadInput(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir())
+	saved := filepath.Join(t.TempDir(), "run.json")
+
+	// No daemon: the results are printed and saved, then one line says
+	// why they were not stored.
+	noDaemon := filepath.Join(t.TempDir(), "none.sock")
+	out, errOut, code := run(bin.cli, append([]string{"--socket", noDaemon}, append(benchArgs, "--store", "--save", saved)...)...)
+	oneLineError(t, "bench --store without a daemon", out, errOut, code, "no bpfperfd running")
+	if !strings.Contains(out, "baseline/socket_filter") {
+		t.Errorf("bench --store without a daemon printed no results:\n%s", out)
+	}
+	if fi, err := os.Stat(saved); err != nil || fi.Size() == 0 {
+		t.Fatalf("bench --store --save without a daemon saved nothing: %v", err)
+	}
+
+	client, err := daemon.Dial(d.socket, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, _ := os.ReadFile(saved)
+	for _, c := range []struct {
+		body, label, want string
+	}{
+		{"hello", "", "not a bench report"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[]}`, "", "no results"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x"}]} {}`, "", "after the JSON"},
+		{`{"results":[{"name":"x"}]}`, "", "time"},
+		{string(report), "two\nlines", "label"},
+	} {
+		if _, err := client.StoreBenchRun([]byte(c.body), c.label); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("store %.40q: %v, want an error about %q", c.body, err, c.want)
+		}
+	}
+	if runs, err := client.BenchRuns(time.Now().Add(-time.Hour), time.Now()); err != nil || len(runs.Runs) != 0 {
+		t.Errorf("refused reports were stored: %+v, %v", runs, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "runs"}, "no stored bench runs"},
+		{[]string{"bench", "compare", "last", saved}, `unknown bench run "last": 0 runs are stored`},
+		{[]string{"bench", "compare", "run:99", saved}, "unknown bench run 99"},
+		{[]string{"bench", "compare", "run:x", saved}, `"x": want a run id`},
+		{[]string{"bench", "compare", "run:last~x", saved}, "want last or last~N"},
+		{[]string{"bench", "compare", "no-such-file", saved}, "not a stored run"},
+		{[]string{"bench", "plot", "run:7"}, "unknown bench run 7"},
+		{[]string{"bench", "runs", "--since", "2h", "--until", "3h"}, "is not after --since"},
+		{[]string{"bench", "runs", "-o", "yaml"}, `-o "yaml"`},
+		{[]string{"bench", "--label", "x"}, "--label needs --store"},
+	} {
+		stdout, stderr, code := run(bin.cli, append([]string{"--socket", d.socket}, c.args...)...)
+		oneLineError(t, "bpfperf "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
+	}
+	// Stored runs need the daemon; files do not.
+	stdout, stderr, code := run(bin.cli, "--socket", noDaemon, "bench", "compare", "last", saved)
+	oneLineError(t, "compare of a stored run without a daemon", stdout, stderr, code, "no bpfperfd running")
+	if out, errOut, code := run(bin.cli, "--socket", noDaemon, "bench", "compare", saved, saved); code != 0 {
+		t.Errorf("compare of two files without a daemon: exit %d: %s\n%s", code, errOut, out)
+	}
+}
