@@ -24,6 +24,7 @@ type Config struct {
 	ProcRoot    string        // usually /proc
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
+	Profile     ProfileConfig // CPU profiling (profiles.go)
 	Version     string
 	Logger      *slog.Logger
 

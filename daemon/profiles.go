@@ -2,33 +2,592 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/store"
 )
 
-// CPU profiling of BPF programs (issue 4). Hooks the rest of the daemon
-// calls; the profile package does the sampling and symbolizing.
+// CPU profiling of BPF programs (issue 4). The profile package samples and
+// symbolizes; this file runs it: continuous windows stored as they end,
+// on-demand captures through the API, the sampled CPU % per program of the
+// latest window, and the profiles' retention.
 
 // ProfileConfig configures continuous and on-demand profiling.
-type ProfileConfig struct{}
+type ProfileConfig struct {
+	// Every is how often a continuous window starts; 0 turns continuous
+	// profiling off (on-demand captures still work).
+	Every time.Duration
+	// Duration is each window's length, at most Every; 0 means Every (no
+	// gap between windows).
+	Duration time.Duration
+	// Hz is the sampling frequency per CPU; 0 means 99.
+	Hz int
+	// Limit is the longest on-demand capture; 0 means DefaultProfileLimit.
+	Limit time.Duration
+	// Retention is how long profiles are kept; 0 means
+	// DefaultRetentionProfiles.
+	Retention time.Duration
+}
+
+// Defaults for the profiling flags.
+const (
+	DefaultProfileEvery      = time.Minute
+	DefaultProfileHz         = profile.DefaultHz
+	DefaultProfileLimit      = 5 * time.Minute
+	DefaultRetentionProfiles = 7 * 24 * time.Hour
+
+	// maxMergeProfiles bounds one merge request; a week of one-minute
+	// windows is 10,080.
+	maxMergeProfiles = 20_000
+	// mergeBatch is how many profiles a merge reads and parses at once, so
+	// its memory stays that of the merged profile plus a batch.
+	mergeBatch = 32
+)
+
+// Validate checks the profiling flags and fills defaults. bpfperfd calls it
+// while parsing flags, so a bad value stops it with one line; the daemon
+// calls it again before profiling.
+func (c *ProfileConfig) Validate() error {
+	if c.Hz == 0 {
+		c.Hz = DefaultProfileHz
+	}
+	if c.Limit == 0 {
+		c.Limit = DefaultProfileLimit
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetentionProfiles
+	}
+	if c.Duration == 0 {
+		c.Duration = c.Every
+	}
+	window := func(name string, d time.Duration) error {
+		if d < profile.MinDuration || d > store.MaxProfileDuration {
+			return fmt.Errorf("%w: --profile.%s %v is outside %v..%v", ErrBadConfig, name, d, profile.MinDuration, store.MaxProfileDuration)
+		}
+		return nil
+	}
+	switch {
+	case c.Every < 0:
+		return fmt.Errorf("%w: --profile.every %v is negative (0 turns continuous profiling off)", ErrBadConfig, c.Every)
+	case c.Every > 0:
+		if err := window("every", c.Every); err != nil {
+			return err
+		}
+		if err := window("duration", c.Duration); err != nil {
+			return err
+		}
+		if c.Duration > c.Every {
+			return fmt.Errorf("%w: --profile.duration %v is longer than --profile.every %v", ErrBadConfig, c.Duration, c.Every)
+		}
+	}
+	if c.Hz < 1 || c.Hz > profile.MaxHz {
+		return fmt.Errorf("%w: --profile.hz %d is outside 1..%d", ErrBadConfig, c.Hz, profile.MaxHz)
+	}
+	if err := window("limit", c.Limit); err != nil {
+		return err
+	}
+	if c.Retention < time.Second {
+		return fmt.Errorf("%w: --retention.profiles %v is shorter than 1s", ErrBadConfig, c.Retention)
+	}
+	return nil
+}
 
 // ProfilingStatus is the profiling part of GET /v1/status.
-type ProfilingStatus struct{}
+type ProfilingStatus struct {
+	Continuous   bool   `json:"continuous"`
+	Event        string `json:"event"`
+	Hz           int    `json:"hz"`
+	EveryMs      int64  `json:"every_ms,omitempty"`
+	WindowMs     int64  `json:"window_ms,omitempty"`
+	MaxCaptureMs int64  `json:"max_capture_ms"`
+	RetentionMs  int64  `json:"retention_ms"`
+	// ProgramsKnown is how many programs the symbolizer holds JIT and line
+	// information for.
+	ProgramsKnown int `json:"programs_known"`
+	// The latest continuous window.
+	LastProfileID      string    `json:"last_profile_id,omitempty"`
+	LastProfileStart   time.Time `json:"last_profile_start,omitzero"`
+	LastProfileSamples int64     `json:"last_profile_samples"`
+	LastProfileBytes   int       `json:"last_profile_bytes"`
+	// LastBuildMs is from the window's end to its profile built (symbolized).
+	LastBuildMs    float64 `json:"last_build_ms"`
+	Windows        int64   `json:"windows"`
+	CaptureRunning bool    `json:"capture_running"`
+	StoredProfiles int     `json:"stored_profiles"`
+	StoredBytes    int64   `json:"stored_bytes"`
+	LastError      string  `json:"last_error,omitempty"`
+}
 
 // profiling is the daemon's profiling state.
-type profiling struct{}
+type profiling struct {
+	mu   sync.Mutex
+	cfg  ProfileConfig
+	prof *profile.Profiler // nil while off
+	// learn queues program ids the sampler saw appear for the learner.
+	learn     chan uint32
+	capturing atomic.Bool
 
-// startProfiling starts continuous profiling if configured.
-func (d *Daemon) startProfiling(ctx context.Context) error { return nil }
+	// From the latest continuous window: each program's share, and which
+	// programs the window covers whole (known to the symbolizer when it
+	// began, that is at the end of the window before), so an idle program
+	// reads 0% and one loaded mid-window reads nothing.
+	shares      map[uint32]float64
+	covered     map[uint32]bool
+	known       map[uint32]bool
+	lastEnd     time.Time
+	last        store.ProfileInfo
+	lastBuild   time.Duration
+	windows     int64
+	lastErr     error
+	storeFailed bool
+}
 
-// profileRoutes registers the /v1/profiles endpoints.
-func (s *server) profileRoutes(mux *http.ServeMux) {}
+// ErrProfilingOff means CPU profiling could not start on this host.
+var ErrProfilingOff = errors.New("CPU profiling is off")
+
+// startProfiling starts the learner, continuous profiling (unless
+// --profile.every is 0) and profile retention. An error leaves profiling
+// off; the daemon runs on.
+func (d *Daemon) startProfiling(ctx context.Context) error {
+	cfg := d.cfg.Profile
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	prof, err := profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
+		Event: profile.CPUClock, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: d.cfg.ProcRoot,
+	}})
+	if err != nil {
+		return fmt.Errorf("start sampler: %w", err)
+	}
+	learn := make(chan uint32, 4096)
+	d.prof.mu.Lock()
+	d.prof.cfg, d.prof.prof, d.prof.learn = cfg, prof, learn
+	d.prof.mu.Unlock()
+
+	log := d.cfg.Logger
+	go func() {
+		// Programs that appeared before the queue existed.
+		if _, err := prof.Symbolizer().LearnAll(); err != nil {
+			log.Warn("profiling: learn loaded programs", "err", err)
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case id := <-learn:
+				if err := prof.Symbolizer().Learn(id); err != nil && !errors.Is(err, os.ErrNotExist) {
+					log.Debug("profiling: learn program", "id", id, "err", err)
+				}
+			}
+		}
+	}()
+	go d.expireProfiles(ctx)
+	if cfg.Every > 0 {
+		go func() {
+			if err := prof.Run(ctx, cfg.Every, cfg.Duration, d.profileWindow); err != nil {
+				d.setProfileError(err)
+				log.Warn("continuous CPU profiling stopped", "err", err)
+			}
+		}()
+	}
+	log.Info("CPU profiling on", "event", profile.CPUClock, "hz", cfg.Hz, "every", cfg.Every, "window", cfg.Duration, "limit", cfg.Limit)
+	return nil
+}
+
+// profileWindow stores one continuous window and keeps its program shares
+// for the progs view.
+func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
+	if err != nil {
+		d.setProfileError(err)
+		d.cfg.Logger.Warn("profiling window", "err", err)
+		return
+	}
+	end := time.Unix(0, p.TimeNanos+p.DurationNanos)
+	build := time.Since(end)
+	shares, serr := profile.ProgramShares(p)
+	info, id, err := d.storeProfile(p, store.ProfileContinuous)
+	known := map[uint32]bool{}
+	for _, id := range d.prof.prof.Symbolizer().Programs() {
+		known[id] = true
+	}
+	pr := &d.prof
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.windows++
+	pr.covered, pr.known = pr.known, known
+	pr.shares, pr.lastEnd, pr.lastBuild = shares, end, build
+	if serr != nil {
+		pr.shares = nil
+	}
+	info.ID = id
+	pr.last = info
+	pr.lastErr = err
+	if err != nil {
+		// Log a failing store once, not every window.
+		if !pr.storeFailed {
+			d.cfg.Logger.Warn("store profile", "err", err)
+		}
+		pr.storeFailed = true
+	} else {
+		pr.storeFailed = false
+	}
+}
+
+// storeProfile stores p and returns its info and id.
+func (d *Daemon) storeProfile(p *pprof.Profile, kind string) (store.ProfileInfo, string, error) {
+	info := store.ProfileInfo{
+		Start: time.Unix(0, p.TimeNanos), Duration: p.DurationNanos, Kind: kind,
+		Event: profile.CPUClock.String(), Hz: d.prof.cfg.Hz, Samples: sampleCount(p),
+	}
+	data, err := profile.Marshal(p)
+	if err != nil {
+		return info, "", err
+	}
+	info.Bytes = len(data)
+	id, err := d.store.PutProfile(info, data)
+	if err == nil {
+		_, err = d.store.ExpireProfiles(time.Now(), d.prof.cfg.Retention)
+	}
+	return info, id, err
+}
+
+func sampleCount(p *pprof.Profile) int64 {
+	var n int64
+	for _, s := range p.Sample {
+		if len(s.Value) > 0 {
+			n += s.Value[0]
+		}
+	}
+	return n
+}
+
+func (d *Daemon) setProfileError(err error) {
+	d.prof.mu.Lock()
+	d.prof.lastErr = err
+	d.prof.mu.Unlock()
+}
+
+// expireProfiles deletes profiles past their retention once a minute
+// (stored profiles also expire older ones as they are written).
+func (d *Daemon) expireProfiles(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := d.store.ExpireProfiles(time.Now(), d.prof.cfg.Retention); err != nil {
+			d.cfg.Logger.Warn("expire profiles", "err", err)
+		} else if n > 0 {
+			d.cfg.Logger.Debug("expired profiles", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// profiler returns the running profiler, or an error saying why there is
+// none.
+func (d *Daemon) profiler() (*profile.Profiler, error) {
+	d.prof.mu.Lock()
+	defer d.prof.mu.Unlock()
+	if d.prof.prof == nil {
+		return nil, fmt.Errorf("%w: the daemon could not start it (see its log)", ErrProfilingOff)
+	}
+	return d.prof.prof, nil
+}
+
+// profileRoutes registers the /v1/profiles endpoints. The GETs only read
+// the store; the POST starts a bounded capture.
+func (s *server) profileRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/profiles", s.listProfiles)
+	mux.HandleFunc("GET /v1/profiles/merge", s.mergeProfiles)
+	mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
+	mux.HandleFunc("POST /v1/profiles/capture", s.captureProfile)
+}
+
+// Headers of profile answers.
+const (
+	HeaderProfileID    = "Bpfperf-Profile-Id"
+	HeaderProfileCount = "Bpfperf-Profile-Count"
+	HeaderStoreError   = "Bpfperf-Store-Error"
+)
+
+// profileError answers an error with the status code its kind calls for.
+func profileError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrBadRequest), errors.Is(err, profile.ErrBadDuration):
+		code = http.StatusBadRequest
+	case errors.Is(err, store.ErrNoProfile), errors.Is(err, profile.ErrNoProfiles):
+		code = http.StatusNotFound
+	case errors.Is(err, profile.ErrBusy):
+		code = http.StatusConflict
+	case errors.Is(err, ErrProfilingOff):
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
+}
+
+func writeProfile(w http.ResponseWriter, data []byte) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data)
+}
+
+// profileRange reads since (default 1h back) and until (default now).
+func profileRange(r *http.Request) (time.Time, time.Time, error) {
+	q := r.URL.Query()
+	now := time.Now()
+	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
+	if err != nil {
+		return since, now, fmt.Errorf("%w: since: %v", ErrBadRequest, err)
+	}
+	until, err := timeParam(q.Get("until"), now, now)
+	if err != nil {
+		return since, until, fmt.Errorf("%w: until: %v", ErrBadRequest, err)
+	}
+	if !until.After(since) {
+		return since, until, fmt.Errorf("%w: until %s is not after since %s", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	return since, until, nil
+}
+
+// kindFilter keeps profiles of the kind asked for: continuous, on-demand or
+// all (default def).
+func kindFilter(r *http.Request, def string) (func(store.ProfileInfo) bool, error) {
+	k := r.URL.Query().Get("kind")
+	if k == "" {
+		k = def
+	}
+	switch k {
+	case "all":
+		return func(store.ProfileInfo) bool { return true }, nil
+	case store.ProfileContinuous, store.ProfileOnDemand:
+		return func(p store.ProfileInfo) bool { return p.Kind == k }, nil
+	}
+	return nil, fmt.Errorf("%w: kind %q: want continuous, on-demand or all", ErrBadRequest, k)
+}
+
+func (s *server) profilesIn(r *http.Request, defKind string) ([]store.ProfileInfo, time.Time, time.Time, error) {
+	since, until, err := profileRange(r)
+	if err != nil {
+		return nil, since, until, err
+	}
+	keep, err := kindFilter(r, defKind)
+	if err != nil {
+		return nil, since, until, err
+	}
+	list, err := s.d.store.ListProfiles(since, until)
+	kept := []store.ProfileInfo{}
+	for _, p := range list {
+		if keep(p) {
+			kept = append(kept, p)
+		}
+	}
+	return kept, since, until, err
+}
+
+func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) {
+	list, _, _, err := s.profilesIn(r, "all")
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	reply(w, list, nil)
+}
+
+func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {
+	info, data, err := s.d.store.GetProfile(r.PathValue("id"))
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	w.Header().Set(HeaderProfileID, info.ID)
+	writeProfile(w, data)
+}
+
+// mergeProfiles answers the sum of the profiles in a range (continuous
+// windows by default: an on-demand capture samples the same time again). It
+// reads and merges a batch at a time.
+func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
+	list, since, until, err := s.profilesIn(r, store.ProfileContinuous)
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	if len(list) == 0 {
+		profileError(w, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, since.Format(time.RFC3339), until.Format(time.RFC3339)))
+		return
+	}
+	if len(list) > maxMergeProfiles {
+		profileError(w, fmt.Errorf("%w: %d profiles in the range, more than %d: narrow it", ErrBadRequest, len(list), maxMergeProfiles))
+		return
+	}
+	var merged *pprof.Profile
+	for batch := range chunks(list, mergeBatch) {
+		data, err := s.d.store.ProfileData(batch)
+		if err != nil {
+			profileError(w, err)
+			return
+		}
+		ps := make([]*pprof.Profile, 0, len(batch)+1)
+		if merged != nil {
+			ps = append(ps, merged)
+		}
+		for i, b := range data {
+			p, err := profile.ParseData(b)
+			if err != nil {
+				profileError(w, fmt.Errorf("stored profile %s: %w", batch[i].ID, err))
+				return
+			}
+			ps = append(ps, p)
+		}
+		if merged, err = profile.Merge(ps...); err != nil {
+			profileError(w, err)
+			return
+		}
+	}
+	data, err := profile.Marshal(merged)
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	w.Header().Set(HeaderProfileCount, strconv.Itoa(len(list)))
+	writeProfile(w, data)
+}
+
+func chunks[T any](s []T, n int) func(func([]T) bool) {
+	return func(yield func([]T) bool) {
+		for len(s) > 0 {
+			k := min(n, len(s))
+			if !yield(s[:k]) {
+				return
+			}
+			s = s[k:]
+		}
+	}
+}
+
+// captureProfile takes an on-demand profile of ?duration, one at a time,
+// stores it and answers it. If the client goes away the capture stops and
+// nothing is stored.
+func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
+	prof, err := s.d.profiler()
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	v := r.URL.Query().Get("duration")
+	if v == "" {
+		profileError(w, fmt.Errorf("%w: duration is required", ErrBadRequest))
+		return
+	}
+	dur, err := time.ParseDuration(v)
+	if err != nil {
+		profileError(w, fmt.Errorf("%w: duration %q is not a duration like 10s", ErrBadRequest, v))
+		return
+	}
+	if err := profile.CheckDuration(dur, prof.MaxDuration()); err != nil {
+		profileError(w, fmt.Errorf("%w: capture duration %v is outside %v..%v (the daemon's --profile.limit)", profile.ErrBadDuration, dur, profile.MinDuration, prof.MaxDuration()))
+		return
+	}
+	s.d.prof.capturing.Store(true)
+	p, err := prof.Capture(r.Context(), dur)
+	if !errors.Is(err, profile.ErrBusy) {
+		s.d.prof.capturing.Store(false)
+	}
+	if errors.Is(err, profile.ErrBusy) {
+		profileError(w, fmt.Errorf("%w: one on-demand capture at a time; try again when it ends", profile.ErrBusy))
+		return
+	}
+	if err != nil {
+		profileError(w, err)
+		return
+	}
+	_, id, err := s.d.storeProfile(p, store.ProfileOnDemand)
+	if err != nil {
+		s.d.cfg.Logger.Warn("store on-demand profile", "err", err)
+		w.Header().Set(HeaderStoreError, err.Error())
+	} else {
+		w.Header().Set(HeaderProfileID, id)
+	}
+	data, merr := profile.Marshal(p)
+	if merr != nil {
+		profileError(w, merr)
+		return
+	}
+	writeProfile(w, data)
+}
 
 // sampledCPU is a program's share of sampled CPU time in the latest
-// profile, nil when none covers it.
-func (d *Daemon) sampledCPU(id uint32) *float64 { return nil }
+// continuous window, nil when no recent window covers it.
+func (d *Daemon) sampledCPU(id uint32) *float64 {
+	pr := &d.prof
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.shares == nil || time.Since(pr.lastEnd) > 2*pr.cfg.Every+10*time.Second {
+		return nil
+	}
+	v, ok := pr.shares[id]
+	if !ok && !pr.covered[id] {
+		return nil
+	}
+	return &v
+}
 
 // profilingStatus reports profiling in /v1/status, nil when off.
-func (d *Daemon) profilingStatus() *ProfilingStatus { return nil }
+func (d *Daemon) profilingStatus() *ProfilingStatus {
+	pr := &d.prof
+	pr.mu.Lock()
+	if pr.prof == nil {
+		pr.mu.Unlock()
+		return nil
+	}
+	st := &ProfilingStatus{
+		Continuous: pr.cfg.Every > 0, Event: profile.CPUClock.String(), Hz: pr.cfg.Hz,
+		EveryMs: pr.cfg.Every.Milliseconds(), WindowMs: pr.cfg.Duration.Milliseconds(),
+		MaxCaptureMs: pr.cfg.Limit.Milliseconds(), RetentionMs: pr.cfg.Retention.Milliseconds(),
+		LastProfileID: pr.last.ID, LastProfileStart: pr.last.Start, LastProfileSamples: pr.last.Samples,
+		LastProfileBytes: pr.last.Bytes, LastBuildMs: float64(pr.lastBuild.Microseconds()) / 1000,
+		Windows: pr.windows, CaptureRunning: pr.capturing.Load(),
+	}
+	if pr.lastErr != nil {
+		st.LastError = pr.lastErr.Error()
+	}
+	sym := pr.prof.Symbolizer()
+	pr.mu.Unlock()
+	st.ProgramsKnown = len(sym.Programs())
+	st.StoredProfiles, st.StoredBytes, _ = d.store.ProfileBytes()
+	return st
+}
 
 // learnProfile tells the symbolizer about a program that just appeared.
-func (d *Daemon) learnProfile(id uint32) {}
+// The sampler calls it under its lock: the id is queued for the learner
+// goroutine (a full queue drops it; the sampler's Observe learns programs
+// it finds in samples anyway).
+func (d *Daemon) learnProfile(id uint32) {
+	d.prof.mu.Lock()
+	ch := d.prof.learn
+	d.prof.mu.Unlock()
+	if ch == nil {
+		return // not started: startProfiling learns every loaded program
+	}
+	select {
+	case ch <- id:
+	default:
+	}
+}

@@ -33,6 +33,7 @@ func newApp(dial clientFactory) *cli.App {
 			eventsCommand(dial),
 			storeCommand(dial),
 			exportCommand(dial),
+			profileCommand(dial),
 			topCommand(dial),
 			benchCommand(dial),
 		},

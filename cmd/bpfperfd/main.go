@@ -34,6 +34,11 @@ func main() {
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
 			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long minute and hour rollups, events and unloaded programs are kept"},
+			&cli.DurationFlag{Name: "profile.every", Value: daemon.DefaultProfileEvery, Usage: "start a continuous CPU profile window this often (0 turns continuous profiling off)"},
+			&cli.DurationFlag{Name: "profile.duration", Usage: "length of each continuous window, at most --profile.every (default: --profile.every)"},
+			&cli.IntFlag{Name: "profile.hz", Value: daemon.DefaultProfileHz, Usage: "CPU samples per second on each CPU (1 to 1000)"},
+			&cli.DurationFlag{Name: "profile.limit", Value: daemon.DefaultProfileLimit, Usage: "longest on-demand capture (bpfperf profile capture)"},
+			&cli.StringFlag{Name: "retention.profiles", Value: "7d", Usage: "how long CPU profiles are kept"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "compact", Usage: "compact the store file offline (bpfperfd must not be running) and exit"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
@@ -74,6 +79,14 @@ func run(c *cli.Context) error {
 		}
 		*dst = d
 	}
+	profiles, err := daemon.ParseDuration(c.String("retention.profiles"))
+	if err != nil || profiles <= 0 {
+		return fmt.Errorf("--retention.profiles %q is not a positive duration like 7d or 36h", c.String("retention.profiles"))
+	}
+	prof := daemon.ProfileConfig{Every: c.Duration("profile.every"), Duration: c.Duration("profile.duration"), Hz: c.Int("profile.hz"), Limit: c.Duration("profile.limit"), Retention: profiles}
+	if err := prof.Validate(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return daemon.Run(ctx, daemon.Config{
@@ -84,6 +97,7 @@ func run(c *cli.Context) error {
 		StatsMode:   c.String("stats-mode"),
 		ProcRoot:    "/proc",
 		Retention:   keep,
+		Profile:     prof,
 		Version:     version,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
