@@ -68,6 +68,16 @@ type ProgRow struct {
 	LLCMissesPerRun    *float64 `json:"llc_misses_per_run,omitempty"`
 }
 
+// ProgCounters is one program in GET /v1/progs?fields=counters: only what
+// changes every tick, for views that refresh often (bpfperf top) and take
+// the rest from a full listing now and then.
+type ProgCounters struct {
+	ID  uint32 `json:"id"`
+	Tag string `json:"tag"`
+	Counters
+	LastSampleMs int64 `json:"last_sample_ms"` // unix milliseconds
+}
+
 // ProgDetail is GET /v1/progs/{prog}: the row plus all metadata.
 type ProgDetail struct {
 	ProgRow

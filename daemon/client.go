@@ -94,6 +94,13 @@ func (c *Client) Progs(all bool) ([]ProgRow, error) {
 	return rows, c.get("progs", q, &rows)
 }
 
+// ProgCounters lists loaded programs' latest counters only: a small answer
+// for frequent refreshes.
+func (c *Client) ProgCounters() ([]ProgCounters, error) {
+	var rows []ProgCounters
+	return rows, c.get("progs", url.Values{"fields": {"counters"}}, &rows)
+}
+
 // Show returns one program's row and metadata.
 func (c *Client) Show(prog string) (ProgDetail, error) {
 	var d ProgDetail

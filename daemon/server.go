@@ -74,8 +74,34 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	switch f := r.URL.Query().Get("fields"); f {
+	case "":
+	case "counters":
+		if all {
+			reply(w, nil, fmt.Errorf("%w: fields=counters lists loaded programs only", ErrBadRequest))
+			return
+		}
+		reply(w, s.d.counters(), nil)
+		return
+	default:
+		reply(w, nil, fmt.Errorf("%w: fields=%q: want counters or nothing", ErrBadRequest, f))
+		return
+	}
 	rows, err := s.d.rows(all)
 	reply(w, rows, err)
+}
+
+// counters lists the loaded programs' latest counters, by id.
+func (d *Daemon) counters() []ProgCounters {
+	d.sampler.mu.RLock()
+	out := make([]ProgCounters, 0, len(d.sampler.progs))
+	for _, p := range d.sampler.progs {
+		out = append(out, ProgCounters{ID: p.meta.ID, Tag: p.meta.Tag, LastSampleMs: p.curAt.UnixMilli(),
+			Counters: Counters{RunTimeNs: p.cur.RunTimeNs, RunCnt: p.cur.RunCnt, RecursionMisses: p.cur.RecursionMisses}})
+	}
+	d.sampler.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 func (s *server) show(w http.ResponseWriter, r *http.Request) {

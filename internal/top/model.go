@@ -19,6 +19,7 @@ import (
 type Source interface {
 	Status() (daemon.Status, error)
 	Progs(all bool) ([]daemon.ProgRow, error)
+	ProgCounters() ([]daemon.ProgCounters, error)
 	Show(prog string) (daemon.ProgDetail, error)
 	History(prog string, since, until time.Time, step time.Duration) (daemon.History, error)
 	Events(since, until time.Time, prog string) (daemon.Events, error)
@@ -79,6 +80,8 @@ type Model struct {
 	status     daemon.Status
 	haveStatus bool
 	statusAt   time.Time
+	fullAt     time.Time // last full listing; counters-only ones in between
+	needFull   bool      // a program appeared that only a full listing describes
 	err        error     // the last failed refresh, nil when connected
 	errSince   time.Time // when the daemon stopped answering
 	samples    int       // refreshes that succeeded
@@ -143,6 +146,8 @@ type (
 	sampleMsg struct {
 		at        time.Time
 		progs     []daemon.ProgRow
+		counters  []daemon.ProgCounters // instead of progs: counters only
+		lean      bool
 		status    daemon.Status
 		statusErr error
 		err       error
@@ -171,9 +176,19 @@ func (m *Model) Init() tea.Cmd {
 func (m *Model) fetch() tea.Cmd {
 	src, now := m.src, m.now
 	wantStatus := !m.haveStatus || m.err != nil || now().Sub(m.statusAt) >= statusEvery
+	// Owners, attach points and the like change rarely: a full listing
+	// every few seconds, counters only in between (most of top's cost is
+	// decoding the daemon's answer).
+	lean := m.samples > 0 && !m.needFull && m.err == nil && now().Sub(m.fullAt) < fullEvery
 	return func() tea.Msg {
-		progs, err := src.Progs(false)
-		msg := sampleMsg{at: now(), progs: progs, err: err, statusErr: errNotAsked}
+		msg := sampleMsg{at: now(), lean: lean, statusErr: errNotAsked}
+		var err error
+		if lean {
+			msg.counters, err = src.ProgCounters()
+		} else {
+			msg.progs, err = src.Progs(false)
+		}
+		msg.err = err
 		if err == nil && wantStatus {
 			msg.status, msg.statusErr = src.Status()
 		}
@@ -181,7 +196,10 @@ func (m *Model) fetch() tea.Cmd {
 	}
 }
 
-const statusEvery = 5 * time.Second
+const (
+	statusEvery = 5 * time.Second
+	fullEvery   = 5 * time.Second
+)
 
 var errNotAsked = errors.New("status not asked for")
 
@@ -234,7 +252,12 @@ func (m *Model) apply(msg sampleMsg) {
 	}
 	m.err = nil
 	m.samples++
-	m.table.Update(msg.progs, msg.at)
+	if msg.lean {
+		m.needFull = !m.table.UpdateCounters(msg.counters)
+	} else {
+		m.table.Update(msg.progs, msg.at)
+		m.fullAt, m.needFull = msg.at, false
+	}
 	if msg.statusErr == nil {
 		m.status, m.haveStatus, m.statusAt = msg.status, true, msg.at
 	}

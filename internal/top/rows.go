@@ -115,6 +115,9 @@ func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
 		if p.LastSample.IsZero() {
 			p.LastSample = now
 		}
+		// Milliseconds, as counters-only readings carry them, so the same
+		// reading from either listing compares equal.
+		p.LastSample = time.UnixMilli(p.LastSample.UnixMilli())
 		k := keyOf(&p)
 		old := t.rows[k]
 		r := &Row{ProgRow: p}
@@ -130,6 +133,38 @@ func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
 		next[k] = r
 	}
 	t.rows = next
+}
+
+// UpdateCounters folds a counters-only reading into the table: programs
+// keep what the last full listing said of them, and programs no longer
+// listed are dropped. It reports false when a program it does not know
+// appeared, which only a full listing can describe.
+func (t *Table) UpdateCounters(progs []daemon.ProgCounters) bool {
+	type idTag struct {
+		id  uint32
+		tag string
+	}
+	byID := make(map[idTag]*Row, len(t.rows))
+	for k, r := range t.rows {
+		byID[idTag{k.id, k.tag}] = r
+	}
+	next := make(map[rowKey]*Row, len(progs))
+	complete := true
+	for _, p := range progs {
+		old := byID[idTag{p.ID, p.Tag}]
+		if old == nil {
+			complete = false
+			continue
+		}
+		r := *old
+		if at := time.UnixMilli(p.LastSampleMs); at.After(old.LastSample) {
+			r.prev, r.prevAt, r.havePrev = old.Counters, old.LastSample, true
+			r.Counters, r.LastSample = p.Counters, at
+		}
+		next[keyOf(&r.ProgRow)] = &r
+	}
+	t.rows = next
+	return complete
 }
 
 // Rows returns the rows in no particular order.

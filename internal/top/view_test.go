@@ -28,8 +28,11 @@ type fakeSource struct {
 	err    error
 }
 
-func (f *fakeSource) Status() (daemon.Status, error)         { return f.status, f.err }
-func (f *fakeSource) Progs(bool) ([]daemon.ProgRow, error)   { return f.progs, f.err }
+func (f *fakeSource) Status() (daemon.Status, error)       { return f.status, f.err }
+func (f *fakeSource) Progs(bool) ([]daemon.ProgRow, error) { return f.progs, f.err }
+func (f *fakeSource) ProgCounters() ([]daemon.ProgCounters, error) {
+	return counterRows(f.progs), f.err
+}
 func (f *fakeSource) Show(string) (daemon.ProgDetail, error) { return daemon.ProgDetail{}, f.err }
 func (f *fakeSource) History(string, time.Time, time.Time, time.Duration) (daemon.History, error) {
 	return f.hist, f.err
@@ -314,6 +317,18 @@ type onceSource struct {
 }
 
 func (o *onceSource) Progs(bool) ([]daemon.ProgRow, error) { return o.next(), nil }
+func (o *onceSource) ProgCounters() ([]daemon.ProgCounters, error) {
+	return counterRows(o.next()), nil
+}
+
+// counterRows is what the daemon answers for fields=counters.
+func counterRows(rows []daemon.ProgRow) []daemon.ProgCounters {
+	out := make([]daemon.ProgCounters, len(rows))
+	for i, r := range rows {
+		out[i] = daemon.ProgCounters{ID: r.ID, Tag: r.Tag, Counters: r.Counters, LastSampleMs: r.LastSample.UnixMilli()}
+	}
+	return out
+}
 
 func regexpLine(s, re string) bool {
 	rx := regexp.MustCompile(re)
