@@ -77,6 +77,18 @@ func TestBenchStore(t *testing.T) {
 		}
 	}
 
+	// A run from elsewhere (another kernel, stats off) compares with a note.
+	other := *want
+	other.Fingerprint.Kernel, other.Fingerprint.Stats = "6.1.0", bench.StatsMode{Source: "off"}
+	otherFile := filepath.Join(t.TempDir(), "other.json")
+	if f, err := os.Create(otherFile); err == nil {
+		bench.WriteJSON(f, &other)
+		f.Close()
+	}
+	if out, errOut, code := run(bin.cli, "--socket", d.socket, "bench", "compare", "last", otherFile); code != 0 || !strings.Contains(errOut, "note: the runs differ in bpf_stats on") || !strings.Contains(errOut, "kernel "+want.Fingerprint.Kernel+" vs 6.1.0") {
+		t.Errorf("compare with a run from another kernel, stats off: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
 	var events []store.Event
 	eventually(t, "the bench_run event", func() bool {
 		events = nil

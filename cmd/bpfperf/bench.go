@@ -264,6 +264,9 @@ func benchCompareCommand(dial clientFactory) *cli.Command {
 			if len(cmp.Deltas) == 0 {
 				return fmt.Errorf("bench compare: no test in common")
 			}
+			if note := runs.mismatch(); note != "" {
+				fmt.Fprintln(c.App.ErrWriter, "note:", note)
+			}
 			if c.String("output") == "json" {
 				err = writeJSON(c.App.Writer, cmp)
 			} else {
@@ -400,6 +403,32 @@ type runLoader struct {
 	c      *cli.Context
 	dial   clientFactory
 	client *daemon.Client
+	// fps holds the fingerprint of each run read, nil where the file
+	// carries none (Go benchmark format).
+	fps []*bench.Fingerprint
+}
+
+// mismatch says how the first two runs' machines differ in ways that move
+// every number, or "" when they agree (or one is unknown).
+func (l *runLoader) mismatch() string {
+	if len(l.fps) < 2 || l.fps[0] == nil || l.fps[1] == nil {
+		return ""
+	}
+	a, b := l.fps[0], l.fps[1]
+	var diffs []string
+	if a.Stats.Counting != b.Stats.Counting {
+		diffs = append(diffs, fmt.Sprintf("bpf_stats %s vs %s (about 45 ns per run apart)", a.Stats, b.Stats))
+	}
+	if a.Kernel != b.Kernel {
+		diffs = append(diffs, fmt.Sprintf("kernel %s vs %s", a.Kernel, b.Kernel))
+	}
+	if a.CPUModel != b.CPUModel || a.CPUs != b.CPUs {
+		diffs = append(diffs, fmt.Sprintf("CPU %d x %s vs %d x %s", a.CPUs, a.CPUModel, b.CPUs, b.CPUModel))
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "the runs differ in " + strings.Join(diffs, "; ")
 }
 
 // stored fetches a stored run's report.
@@ -422,12 +451,18 @@ func (l *runLoader) samples(arg string) (bench.Samples, error) {
 		return nil, err
 	}
 	if !ok {
+		var fp *bench.Fingerprint
+		if rep, err := l.report(arg); err == nil { // a JSON report
+			fp = &rep.Fingerprint
+		}
+		l.fps = append(l.fps, fp)
 		return bench.ReadSamples(arg)
 	}
 	rep, err := l.stored(ref)
 	if err != nil {
 		return nil, err
 	}
+	l.fps = append(l.fps, &rep.Fingerprint)
 	s := bench.SamplesOf(rep)
 	if len(s) == 0 {
 		return nil, fmt.Errorf("stored run %s: no results in it (every test skipped or failed)", ref)
