@@ -27,6 +27,7 @@ type Config struct {
 	Profile     ProfileConfig // CPU profiling (profiles.go)
 	Version     string
 	Logger      *slog.Logger
+	Counters    CountersConfig
 
 	// PanicAfter makes the sampler panic after this long; tests use it to
 	// check that a panic still restores the stats sysctl.

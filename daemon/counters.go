@@ -2,34 +2,942 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"path"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
 )
 
-// Per-program perf counters (issue 5). Hooks the rest of the daemon calls;
-// collectors does the counting.
+// Per-program perf counters (issue 5).
+//
+// Exact counting (collectors.ExactCounters: fentry/fexit around every run)
+// runs in bounded windows: a target is counted for Window, every Every,
+// and held by nothing in between. One goroutine (the counter loop) owns
+// every window; API calls and the sampler hand it work. Each window's
+// totals are stored as a counter series (store.CounterSample): a sample
+// when the window opens and one when it closes.
+//
+// The sampled mechanism here is the profiler's cpu-clock share of each
+// program (ProgRow.SampledCPUPercent, tail-call targets included); sampling
+// hardware events needs a PMU, and this file only reports whether one
+// exists.
 
 // CountersConfig configures which programs are counted and how.
-type CountersConfig struct{}
+type CountersConfig struct {
+	// Programs are names or globs (path.Match syntax) of programs counted
+	// when they appear.
+	Programs []string
+	Window   time.Duration // how long each counting window lasts
+	Every    time.Duration // how often a target's window starts (at least Window)
+	Max      int           // targets counted at once; each adds cost to every run
+}
+
+// Counter defaults and limits.
+const (
+	DefaultCountersWindow = 10 * time.Second
+	DefaultCountersEvery  = time.Minute
+	DefaultCountersMax    = 4
+
+	minCountersWindow = 100 * time.Millisecond
+	maxCountersWindow = time.Hour
+	maxCountersEvery  = 24 * time.Hour
+	maxCountersMax    = 64
+)
+
+// Errors of the counters API.
+var (
+	// ErrCountersUnavailable: the exact mechanism cannot run here.
+	ErrCountersUnavailable = errors.New("exact perf counters unavailable")
+	// ErrTooManyCounterTargets: --counters.max targets are enabled.
+	ErrTooManyCounterTargets = collectors.ErrTooManyTargets
+)
+
+func (c CountersConfig) withDefaults() CountersConfig {
+	if c.Window == 0 {
+		c.Window = DefaultCountersWindow
+	}
+	if c.Every == 0 {
+		c.Every = max(DefaultCountersEvery, c.Window)
+	}
+	if c.Max == 0 {
+		c.Max = DefaultCountersMax
+	}
+	return c
+}
+
+// Validate checks the counters flags, with defaults for what is unset.
+func (c CountersConfig) Validate() error {
+	c = c.withDefaults()
+	if err := checkWindow(c.Window); err != nil {
+		return fmt.Errorf("%w: --counters.window %v", ErrBadConfig, err)
+	}
+	if c.Every < c.Window || c.Every > maxCountersEvery {
+		return fmt.Errorf("%w: --counters.every %v must be between --counters.window (%v) and %v", ErrBadConfig, c.Every, c.Window, maxCountersEvery)
+	}
+	if c.Max < 1 || c.Max > maxCountersMax {
+		return fmt.Errorf("%w: --counters.max %d is outside 1..%d", ErrBadConfig, c.Max, maxCountersMax)
+	}
+	for _, g := range c.Programs {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return fmt.Errorf("%w: --counters.programs %q is not a name or glob", ErrBadConfig, g)
+		}
+	}
+	return nil
+}
+
+func checkWindow(d time.Duration) error {
+	if d < minCountersWindow || d > maxCountersWindow {
+		return fmt.Errorf("%v is outside %v..%v", d, minCountersWindow, maxCountersWindow)
+	}
+	return nil
+}
+
+// MechanismStatus says whether a counter mechanism (or one event of it)
+// works here, and if not, why.
+type MechanismStatus struct {
+	Event     string `json:"event,omitempty"`
+	Available bool   `json:"available"`
+	// Reason is short and names the errno: "tracing programs refused
+	// (EPERM)", "no PMU (ENOENT)".
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"` // the full error, or where numbers come from
+}
 
 // CountersStatus is the counters part of GET /v1/status: each mechanism,
-// available or why not.
-type CountersStatus struct{}
+// available or why not, and what is being counted.
+type CountersStatus struct {
+	Exact   MechanismStatus   `json:"exact"`
+	Sampled []MechanismStatus `json:"sampled"` // one per event
+	// Events are what exact windows count: the hardware events where a
+	// PMU exists, cpu-clock (ns) where none does.
+	Events   []string `json:"events,omitempty"`
+	WindowMs int64    `json:"window_ms"`
+	EveryMs  int64    `json:"every_ms"`
+	Max      int      `json:"max"`
+	Programs []string `json:"programs,omitempty"` // --counters.programs
+	Targets  int      `json:"targets"`            // enabled or matched, within Max
+	Waiting  int      `json:"waiting,omitempty"`  // matched beyond Max
+	Counting int      `json:"counting"`           // windows open now
+}
 
-// counting is the daemon's counters state.
-type counting struct{}
+// PerfCounters is what perf counters measured of one program over one
+// counting window: per-run figures and the mechanism that produced them.
+// A nil figure cannot be had (event not counted here, no counted run).
+type PerfCounters struct {
+	Mechanism   string    `json:"mechanism"` // "exact": fentry/fexit around every run
+	Events      []string  `json:"events"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end,omitzero"`
+	Stopped     string    `json:"stopped,omitempty"` // why the window ended
+	// CountedRuns are the runs the totals cover; Entries are the runs the
+	// entry probe saw (zero in history, which keeps only counted runs).
+	CountedRuns uint64 `json:"counted_runs"`
+	Entries     uint64 `json:"entries,omitempty"`
 
-// startCounters probes the mechanisms and starts counting windows.
-func (d *Daemon) startCounters(ctx context.Context) error { return nil }
+	CPUClockNsPerRun           *float64 `json:"cpu_clock_ns_per_run,omitempty"`
+	CyclesPerRun               *float64 `json:"cycles_per_run,omitempty"`
+	InstructionsPerRun         *float64 `json:"instructions_per_run,omitempty"`
+	IPC                        *float64 `json:"ipc,omitempty"`
+	LLCMissesPerRun            *float64 `json:"llc_misses_per_run,omitempty"`
+	LLCMissesPer1kInstructions *float64 `json:"llc_misses_per_1k_instructions,omitempty"`
+}
 
-// counterRoutes registers the /v1/counters endpoints.
-func (s *server) counterRoutes(mux *http.ServeMux) {}
+// CounterTarget is one program in GET /v1/counters.
+type CounterTarget struct {
+	ID     uint32 `json:"id"`
+	Name   string `json:"name"`
+	Source string `json:"source"` // "enabled" (counters enable) or "--counters.programs"
+	// State: "counting" (a window is open), "idle" (between windows),
+	// "waiting" (matched beyond --counters.max), "failed" (see Reason).
+	State    string        `json:"state"`
+	Reason   string        `json:"reason,omitempty"`
+	WindowMs int64         `json:"window_ms"`
+	Windows  int           `json:"windows"` // finished windows since the daemon started
+	Next     time.Time     `json:"next_window,omitzero"`
+	Last     *PerfCounters `json:"last,omitempty"` // the last finished window
+}
 
-// fillCounters adds the latest per-run counter figures to a row.
-func (d *Daemon) fillCounters(row *ProgRow) {}
+// CountersList is GET /v1/counters.
+type CountersList struct {
+	Status  CountersStatus  `json:"status"`
+	Targets []CounterTarget `json:"targets"`
+}
 
-// countersStatus reports counters in /v1/status.
-func (d *Daemon) countersStatus() *CountersStatus { return nil }
+// CounterHistoryPoint is one finished window of a program in GET
+// /v1/counters/history.
+type CounterHistoryPoint struct {
+	ID uint32 `json:"id"`
+	PerfCounters
+}
+
+// CounterHistory is GET /v1/counters/history.
+type CounterHistory struct {
+	Program string                `json:"program"`
+	Since   time.Time             `json:"since"`
+	Until   time.Time             `json:"until"`
+	Points  []CounterHistoryPoint `json:"points"`
+}
+
+// counting is the daemon's counters state. Its zero value takes targets
+// from the sampler before startCounters runs.
+type counting struct {
+	mu      sync.Mutex
+	cfg     CountersConfig
+	started bool
+	support collectors.CounterSupport
+	exact   *collectors.ExactCounters // nil when exact counting cannot run
+	events  []collectors.CounterEvent
+	targets map[uint32]*counterTarget
+	// pending are programs the sampler matched, for the loop to pick up.
+	pending []*counterTarget
+	reqs    chan counterRequest
+	wake    chan struct{}
+}
+
+// counterTarget is the loop's state of one target. Only the loop changes
+// it, under counting.mu; others read under counting.mu.
+type counterTarget struct {
+	key     store.InstanceKey
+	name    string
+	source  string
+	window  time.Duration
+	waiting bool
+	failed  string // reason; a failed target is not retried
+	next    time.Time
+	w       *collectors.CounterWindow
+	wStart  time.Time
+	cum     *store.CounterSample // cumulative over windows; nil until loaded from the store
+	last    *PerfCounters
+	windows int
+}
+
+type counterRequest struct {
+	enable bool
+	inst   instance
+	window time.Duration
+	reply  chan counterReply
+}
+
+type counterReply struct {
+	target CounterTarget
+	err    error
+}
+
+const (
+	sourceEnabled = "enabled"
+	sourceFlag    = "--counters.programs"
+	// The exact mechanism's own programs, which the sweep sees while a
+	// window is open.
+	countersEntryName = "counters_entry"
+	countersExitName  = "counters_exit"
+)
+
+// startCounters probes the mechanisms and starts the counter loop. It
+// fails only for bad flags; a kernel that cannot count is a state that
+// status reports.
+func (d *Daemon) startCounters(ctx context.Context) error {
+	cfg := d.cfg.Counters.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	support := collectors.ProbeCounters()
+	events := support.Events
+	if len(events) == 0 {
+		events = []collectors.CounterEvent{collectors.CPUClock}
+	}
+	var exact *collectors.ExactCounters
+	if support.Exact == nil {
+		var err error
+		exact, err = collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: d.cfg.ProcRoot})
+		if err != nil {
+			support.Exact = err
+		}
+	}
+	c := &d.ctr
+	c.mu.Lock()
+	c.cfg, c.support, c.exact, c.events, c.started = cfg, support, exact, events, true
+	c.reqs = make(chan counterRequest)
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	c.mu.Unlock()
+	log := d.cfg.Logger
+	if support.Exact != nil {
+		log.Info("exact perf counters unavailable", "reason", counterReason(support.Exact), "err", support.Exact)
+	}
+	if support.PMU != nil {
+		log.Info("no hardware PMU: cycles, instructions and LLC misses are absent", "err", support.PMU)
+	}
+	go d.counterLoop(ctx)
+	return nil
+}
 
 // counterProgramAppeared lets counting match a new program against
-// --counters.programs.
-func (d *Daemon) counterProgramAppeared(id uint32, name string) {}
+// --counters.programs. Called under the sampler's lock: it only queues.
+func (d *Daemon) counterProgramAppeared(id uint32, name string) {
+	if len(d.cfg.Counters.Programs) == 0 || name == countersEntryName || name == countersExitName {
+		return
+	}
+	for _, g := range d.cfg.Counters.Programs {
+		if ok, _ := path.Match(g, name); ok {
+			c := &d.ctr
+			c.mu.Lock()
+			c.pending = append(c.pending, &counterTarget{key: store.InstanceKey{Boot: d.boot, ID: id}, name: name, source: sourceFlag})
+			if c.wake == nil {
+				c.wake = make(chan struct{}, 1)
+			}
+			c.mu.Unlock()
+			c.poke()
+			return
+		}
+	}
+}
+
+func (c *counting) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// counterLoop owns every counting window: it opens due ones, stores and
+// closes finished ones, and serves enable/disable. When ctx ends it stops
+// every window and stores what they counted.
+func (d *Daemon) counterLoop(ctx context.Context) {
+	c := &d.ctr
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		d.counterPass(time.Now())
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			var open []*counterTarget
+			for _, tg := range c.targets {
+				if tg.w != nil {
+					open = append(open, tg)
+				}
+			}
+			c.mu.Unlock()
+			for _, tg := range open {
+				tg.w.Stop()
+				d.finishWindow(tg, time.Now())
+			}
+			return
+		case req := <-c.reqs:
+			req.reply <- d.counterRequest(req)
+		case <-c.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// counterPass takes in matched programs, closes finished windows, drops
+// targets whose program went away and opens due windows.
+func (d *Daemon) counterPass(now time.Time) {
+	c := &d.ctr
+	c.mu.Lock()
+	if c.targets == nil {
+		c.targets = map[uint32]*counterTarget{}
+	}
+	for _, tg := range c.pending {
+		if _, ok := c.targets[tg.key.ID]; !ok {
+			tg.window, tg.next = c.cfg.Window, now
+			tg.waiting = c.inSlots() >= c.cfg.Max
+			c.targets[tg.key.ID] = tg
+		}
+	}
+	c.pending = nil
+	var finished, idle []*counterTarget
+	for _, tg := range c.targets {
+		switch {
+		case tg.w != nil && tg.w.Stopped() != collectors.StopNone:
+			finished = append(finished, tg)
+		case tg.w == nil:
+			idle = append(idle, tg)
+		}
+	}
+	c.mu.Unlock()
+
+	for _, tg := range finished {
+		d.finishWindow(tg, now)
+	}
+	// Targets whose program went away are dropped, never reopened.
+	alive := d.loadedInstances(idle)
+	for _, tg := range idle {
+		if !alive[tg.key] {
+			d.dropTarget(tg, "unloaded")
+			continue
+		}
+		c.mu.Lock()
+		if tg.waiting && c.inSlots() < c.cfg.Max {
+			tg.waiting = false
+		}
+		due := !tg.waiting && tg.failed == "" && !tg.next.After(now) && c.targets[tg.key.ID] == tg
+		c.mu.Unlock()
+		if due {
+			d.openWindow(tg, now)
+		}
+	}
+}
+
+// inSlots counts targets holding one of --counters.max slots: all but the
+// waiting and the failed ones. Called with c.mu held.
+func (c *counting) inSlots() int {
+	n := 0
+	for _, tg := range c.targets {
+		if !tg.waiting && tg.failed == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// loadedInstances reports which of the targets' instances the sampler
+// sees loaded now.
+func (d *Daemon) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]bool {
+	out := make(map[store.InstanceKey]bool, len(tgs))
+	if len(tgs) == 0 {
+		return out
+	}
+	d.sampler.mu.RLock()
+	defer d.sampler.mu.RUnlock()
+	for _, tg := range tgs {
+		if p := d.sampler.progs[tg.key.ID]; p != nil && p.key == tg.key {
+			out[tg.key] = true
+		}
+	}
+	return out
+}
+
+// openWindow starts counting tg, or marks it failed with the reason. A
+// target gone from the kernel is dropped.
+func (d *Daemon) openWindow(tg *counterTarget, now time.Time) error {
+	c := &d.ctr
+	if c.exact == nil {
+		err := fmt.Errorf("%w: %s", ErrCountersUnavailable, counterReasonDetail(c.support.Exact))
+		c.mu.Lock()
+		tg.failed = counterReason(c.support.Exact)
+		c.mu.Unlock()
+		return err
+	}
+	if tg.cum == nil {
+		cum, ok, err := d.store.LastCounters(tg.key)
+		if err != nil {
+			d.cfg.Logger.Warn("read stored perf counters", "id", tg.key.ID, "err", err)
+		}
+		if !ok || err != nil {
+			cum = store.CounterSample{Key: tg.key, Mechanism: store.CounterExact}
+		}
+		tg.cum = &cum
+	}
+	w, err := c.exact.Start(tg.key.ID, tg.window)
+	if err != nil {
+		if errors.Is(err, collectors.ErrGone) {
+			d.dropTarget(tg, "unloaded")
+			return err
+		}
+		c.mu.Lock()
+		tg.failed = counterReason(err)
+		c.mu.Unlock()
+		d.cfg.Logger.Warn("perf counters: cannot count program", "id", tg.key.ID, "name", tg.name, "reason", tg.failed, "err", err)
+		return err
+	}
+	// The open sample marks every event the window counts as present:
+	// its cumulative value is where this window's counts start.
+	open := *tg.cum
+	open.Time, open.Present = now, 0
+	for _, e := range c.events {
+		open.Present |= 1 << e
+	}
+	if err := d.store.WriteCounters(open); err != nil {
+		d.cfg.Logger.Warn("store perf counters", "id", tg.key.ID, "err", err)
+	}
+	c.mu.Lock()
+	tg.w, tg.wStart, tg.next = w, now, now.Add(d.ctr.cfg.Every)
+	c.mu.Unlock()
+	return nil
+}
+
+// finishWindow reads a stopped (or stopping) window, stores its totals,
+// frees it, and drops the target if its owner let it go.
+func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
+	c := &d.ctr
+	w := tg.w
+	w.Stop()
+	r, err := w.Read()
+	w.Close()
+	reason := w.Stopped()
+	var pc *PerfCounters
+	if err != nil {
+		d.cfg.Logger.Warn("read perf counters", "id", tg.key.ID, "err", err)
+	} else {
+		pc = windowCounters(r, tg.wStart, now, reason)
+		closed := *tg.cum
+		closed.Time = now
+		closed.Counted += r.Counted
+		closed.Entries += r.Entries
+		closed.Present = 0
+		for _, v := range r.Values {
+			if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
+				closed.Present |= 1 << v.Event
+				closed.Values[v.Event] += uint64(n + 0.5)
+			}
+		}
+		if err := d.store.WriteCounters(closed); err != nil {
+			d.cfg.Logger.Warn("store perf counters", "id", tg.key.ID, "err", err)
+		}
+		tg.cum = &closed
+	}
+	c.mu.Lock()
+	tg.w = nil
+	if pc != nil {
+		tg.last = pc
+		tg.windows++
+	}
+	c.mu.Unlock()
+	if reason == collectors.StopReleased {
+		d.dropTarget(tg, string(reason))
+	}
+}
+
+func (d *Daemon) dropTarget(tg *counterTarget, why string) {
+	c := &d.ctr
+	c.mu.Lock()
+	if c.targets[tg.key.ID] == tg {
+		delete(c.targets, tg.key.ID)
+	}
+	c.mu.Unlock()
+	d.cfg.Logger.Debug("perf counters: target dropped", "id", tg.key.ID, "name", tg.name, "why", why)
+	c.poke() // a slot may have freed up
+}
+
+// counterRequest serves enable and disable in the loop.
+func (d *Daemon) counterRequest(req counterRequest) counterReply {
+	c := &d.ctr
+	id := req.inst.rec.ID
+	c.mu.Lock()
+	tg := c.targets[id]
+	if tg != nil && tg.key != req.inst.rec.Key {
+		tg = nil // an old instance's id, reused
+	}
+	if !req.enable {
+		if tg == nil {
+			c.mu.Unlock()
+			return counterReply{err: fmt.Errorf("%w: program %q (id %d) is not being counted", ErrBadRequest, req.inst.rec.Name, id)}
+		}
+		delete(c.targets, id)
+		c.mu.Unlock()
+		if tg.w != nil {
+			d.finishWindow(tg, time.Now())
+		}
+		c.mu.Lock()
+		view := c.view(tg)
+		c.mu.Unlock()
+		view.State = "disabled"
+		c.poke()
+		return counterReply{target: view}
+	}
+	if c.exact == nil {
+		c.mu.Unlock()
+		return counterReply{err: fmt.Errorf("%w: %s", ErrCountersUnavailable, counterReasonDetail(c.support.Exact))}
+	}
+	if tg == nil {
+		tg = &counterTarget{key: req.inst.rec.Key, name: req.inst.rec.Name}
+	}
+	tg.source = sourceEnabled
+	if req.window > 0 {
+		tg.window = req.window
+	} else if tg.window == 0 {
+		tg.window = c.cfg.Window
+	}
+	if tg.w != nil || (c.targets[id] == tg && !tg.waiting && tg.failed == "") {
+		// Counting already; the new window applies from the next one.
+		view := c.view(tg)
+		c.mu.Unlock()
+		return counterReply{target: view}
+	}
+	if n := c.inSlots(); (c.targets[id] != tg || tg.waiting || tg.failed != "") && n >= c.cfg.Max {
+		c.mu.Unlock()
+		return counterReply{err: &collectors.CounterError{Op: fmt.Sprintf("count program %q (id %d)", req.inst.rec.Name, id), Reason: collectors.ErrTooManyTargets,
+			Err: fmt.Errorf("%d of %d targets enabled (--counters.max); disable one first", n, c.cfg.Max)}}
+	}
+	tg.waiting, tg.failed = false, ""
+	c.targets[id] = tg
+	c.mu.Unlock()
+	if err := d.openWindow(tg, time.Now()); err != nil {
+		c.mu.Lock()
+		if c.targets[id] == tg {
+			delete(c.targets, id)
+		}
+		c.mu.Unlock()
+		return counterReply{err: fmt.Errorf("count program %q (id %d): %s", req.inst.rec.Name, id, counterReasonDetail(err))}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return counterReply{target: c.view(tg)}
+}
+
+// view is a target as the API shows it. Called with c.mu held.
+func (c *counting) view(tg *counterTarget) CounterTarget {
+	v := CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
+	switch {
+	case tg.w != nil:
+		v.State = "counting"
+	case tg.waiting:
+		v.State, v.Reason = "waiting", fmt.Sprintf("too many targets (%d of %d)", c.inSlots(), c.cfg.Max)
+	case tg.failed != "":
+		v.State, v.Reason = "failed", tg.failed
+	default:
+		v.State, v.Next = "idle", tg.next
+	}
+	return v
+}
+
+// windowCounters derives per-run figures from one window's reading.
+func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for _, v := range r.Values {
+		names = append(names, v.Event.String())
+		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
+			totals[v.Event] = ptr(n)
+		}
+	}
+	pc := perRun(r.Counted, totals)
+	pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = names, start, end, string(reason), r.Entries
+	return pc
+}
+
+// perRun divides event totals (indexed by collectors.CounterEvent; nil
+// when not counted) by the counted runs. Everything is absent without a
+// counted run.
+func perRun(counted uint64, totals [store.CounterEvents]*float64) *PerfCounters {
+	pc := &PerfCounters{Mechanism: "exact", CountedRuns: counted}
+	if counted == 0 {
+		return pc
+	}
+	per := func(e collectors.CounterEvent) *float64 {
+		if t := totals[e]; t != nil {
+			return ptr(*t / float64(counted))
+		}
+		return nil
+	}
+	pc.CPUClockNsPerRun = per(collectors.CPUClock)
+	pc.CyclesPerRun = per(collectors.Cycles)
+	pc.InstructionsPerRun = per(collectors.Instructions)
+	pc.LLCMissesPerRun = per(collectors.LLCMisses)
+	if cy, in := totals[collectors.Cycles], totals[collectors.Instructions]; cy != nil && in != nil && *cy > 0 {
+		pc.IPC = ptr(*in / *cy)
+	}
+	if m, in := totals[collectors.LLCMisses], totals[collectors.Instructions]; m != nil && in != nil && *in > 0 {
+		pc.LLCMissesPer1kInstructions = ptr(*m / *in * 1000)
+	}
+	return pc
+}
+
+// counterReason is the short reason for a counter error: the kind and the
+// errno, as status shows it.
+func counterReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var errno unix.Errno
+	suffix := ""
+	if errors.As(err, &errno) {
+		suffix = " (" + unix.ErrnoName(errno) + ")"
+	}
+	switch {
+	case errors.Is(err, collectors.ErrTracingRefused):
+		return "tracing programs refused" + suffix
+	case errors.Is(err, collectors.ErrNoPMU):
+		return "no PMU" + suffix
+	case errors.Is(err, collectors.ErrNoBTF):
+		return "target has no BTF"
+	case errors.Is(err, collectors.ErrTooManyTargets):
+		return "too many targets"
+	case errors.Is(err, collectors.ErrNotPermitted):
+		return "not permitted" + suffix
+	}
+	return err.Error()
+}
+
+// counterReasonDetail is the short reason followed by the full error.
+func counterReasonDetail(err error) string {
+	r := counterReason(err)
+	if r == err.Error() {
+		return r
+	}
+	return r + ": " + err.Error()
+}
+
+// counterRoutes registers the /v1/counters endpoints.
+func (s *server) counterRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/counters", s.countersList)
+	mux.HandleFunc("POST /v1/counters/enable", s.countersEnable(true))
+	mux.HandleFunc("POST /v1/counters/disable", s.countersEnable(false))
+	mux.HandleFunc("GET /v1/counters/history", s.countersHistory)
+}
+
+func replyCounters(w http.ResponseWriter, v any, err error) {
+	code := 0
+	switch {
+	case errors.Is(err, ErrCountersUnavailable):
+		code = http.StatusServiceUnavailable
+	case errors.Is(err, collectors.ErrTooManyTargets):
+		code = http.StatusConflict
+	}
+	if code == 0 {
+		reply(w, v, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(mustJSON(apiError{Error: err.Error()}), '\n'))
+}
+
+func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
+	reply(w, s.d.countersList(), nil)
+}
+
+func (d *Daemon) countersList() CountersList {
+	out := CountersList{Targets: []CounterTarget{}}
+	if st := d.countersStatus(); st != nil {
+		out.Status = *st
+	}
+	c := &d.ctr
+	c.mu.Lock()
+	for _, tg := range c.targets {
+		out.Targets = append(out.Targets, c.view(tg))
+	}
+	c.mu.Unlock()
+	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].ID < out.Targets[j].ID })
+	return out
+}
+
+func (s *server) countersEnable(enable bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		ref := q.Get("prog")
+		if ref == "" {
+			reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
+			return
+		}
+		var window time.Duration
+		if v := q.Get("window"); v != "" {
+			var err error
+			if window, err = time.ParseDuration(v); err != nil {
+				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", ErrBadRequest, v))
+				return
+			}
+			if err := checkWindow(window); err != nil {
+				reply(w, nil, fmt.Errorf("%w: window %v", ErrBadRequest, err))
+				return
+			}
+		}
+		inst, err := s.d.resolveOne(ref)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		if inst.live == nil {
+			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", ErrBadRequest, ref, inst.rec.ID))
+			return
+		}
+		t, err := s.d.ctr.do(r.Context(), counterRequest{enable: enable, inst: inst, window: window})
+		replyCounters(w, t, err)
+	}
+}
+
+// do hands a request to the counter loop and waits for its answer.
+func (c *counting) do(ctx context.Context, req counterRequest) (CounterTarget, error) {
+	c.mu.Lock()
+	reqs, started := c.reqs, c.started
+	c.mu.Unlock()
+	if !started {
+		return CounterTarget{}, fmt.Errorf("%w: the daemon has not started counting yet", ErrCountersUnavailable)
+	}
+	req.reply = make(chan counterReply, 1)
+	select {
+	case reqs <- req:
+	case <-ctx.Done():
+		return CounterTarget{}, ctx.Err()
+	}
+	select {
+	case rep := <-req.reply:
+		return rep.target, rep.err
+	case <-ctx.Done():
+		return CounterTarget{}, ctx.Err()
+	}
+}
+
+func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ref := q.Get("prog")
+	if ref == "" {
+		reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
+		return
+	}
+	now := time.Now()
+	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
+		return
+	}
+	until, err := timeParam(q.Get("until"), now, now)
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
+		return
+	}
+	h, err := s.d.counterHistory(ref, since, until)
+	reply(w, h, err)
+}
+
+// counterHistory lists the finished windows of every instance PROG names,
+// oldest first: for each pair of consecutive samples that counted runs,
+// the per-run figures of what happened between them.
+func (d *Daemon) counterHistory(ref string, since, until time.Time) (CounterHistory, error) {
+	if !until.After(since) {
+		return CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	insts, err := d.resolve(ref)
+	if err != nil {
+		return CounterHistory{}, err
+	}
+	h := CounterHistory{Program: ref, Since: since, Until: until, Points: []CounterHistoryPoint{}}
+	for _, inst := range insts {
+		samples, err := d.store.CounterSeries(inst.rec.Key, since, until)
+		if err != nil {
+			return CounterHistory{}, err
+		}
+		for i := 1; i < len(samples); i++ {
+			if p := windowBetween(samples[i-1], samples[i]); p != nil {
+				h.Points = append(h.Points, CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
+			}
+			if len(h.Points) > maxHistoryPoints {
+				return CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
+			}
+		}
+	}
+	sort.SliceStable(h.Points, func(i, j int) bool { return h.Points[i].WindowEnd.Before(h.Points[j].WindowEnd) })
+	return h, nil
+}
+
+// windowBetween derives the per-run figures between two cumulative
+// samples, or nil when no run was counted between them. An event counts
+// only when both samples have it.
+func windowBetween(a, b store.CounterSample) *PerfCounters {
+	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
+		return nil
+	}
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for i := range store.CounterEvents {
+		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
+			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
+			names = append(names, collectors.CounterEvent(i).String())
+		}
+	}
+	pc := perRun(b.Counted-a.Counted, totals)
+	pc.Events, pc.WindowStart, pc.WindowEnd = names, a.Time, b.Time
+	return pc
+}
+
+// fillCounters adds the last finished window's per-run figures to a row.
+// Called with the sampler's lock held. It also marks the exact
+// mechanism's own programs as the daemon's while a window is open.
+func (d *Daemon) fillCounters(row *ProgRow) {
+	c := &d.ctr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
+		row.Own = true
+	}
+	tg := c.targets[row.ID]
+	if tg == nil || tg.last == nil || tg.key.Boot != d.boot {
+		return
+	}
+	pc := *tg.last
+	row.CyclesPerRun, row.InstructionsPerRun, row.IPC, row.LLCMissesPerRun = pc.CyclesPerRun, pc.InstructionsPerRun, pc.IPC, pc.LLCMissesPerRun
+	setPerfCounters(row, &pc)
+}
+
+// setPerfCounters sets ProgRow.PerfCounters once api.go has that field
+// (`PerfCounters *PerfCounters `json:"perf_counters,omitempty"“); until
+// then the figures are in /v1/counters only. Replace with a plain
+// assignment when the field lands.
+func setPerfCounters(row *ProgRow, pc *PerfCounters) {
+	f := reflect.ValueOf(row).Elem().FieldByName("PerfCounters")
+	if f.IsValid() && f.CanSet() && f.Type() == reflect.TypeOf(pc) {
+		f.Set(reflect.ValueOf(pc))
+	}
+}
+
+func (c *counting) openWindows() int {
+	n := 0
+	for _, tg := range c.targets {
+		if tg.w != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// countersStatus reports counters in /v1/status: nil until probed.
+func (d *Daemon) countersStatus() *CountersStatus {
+	c := &d.ctr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return nil
+	}
+	st := &CountersStatus{
+		Exact:    MechanismStatus{Available: c.exact != nil},
+		WindowMs: c.cfg.Window.Milliseconds(), EveryMs: c.cfg.Every.Milliseconds(), Max: c.cfg.Max,
+		Programs: c.cfg.Programs, Counting: c.openWindows(),
+	}
+	if c.exact != nil {
+		st.Exact.Detail = "fentry/fexit around every run of each target, in windows"
+		for _, e := range c.events {
+			st.Events = append(st.Events, e.String())
+		}
+	} else {
+		st.Exact.Reason, st.Exact.Detail = counterReason(c.support.Exact), c.support.Exact.Error()
+	}
+	for _, tg := range c.targets {
+		if tg.waiting {
+			st.Waiting++
+		} else {
+			st.Targets++
+		}
+	}
+	opened := map[collectors.CounterEvent]bool{}
+	for _, e := range c.support.Events {
+		opened[e] = true
+	}
+	for _, e := range []collectors.CounterEvent{collectors.CPUClock, collectors.Cycles, collectors.Instructions, collectors.LLCMisses} {
+		m := MechanismStatus{Event: e.String()}
+		switch {
+		case e == collectors.CPUClock && opened[e]:
+			m.Available = true
+			m.Detail = "share of sampled CPU time per program, tail-call targets included (sampled_cpu_percent, while profiling runs)"
+		case e == collectors.CPUClock:
+			m.Reason = "cpu-clock does not open"
+		case c.support.PMU != nil:
+			m.Reason, m.Detail = counterReason(c.support.PMU), c.support.PMU.Error()
+		default:
+			m.Reason = "not implemented: sampling hardware events per program is not wired yet (exact counting covers them)"
+		}
+		st.Sampled = append(st.Sampled, m)
+	}
+	return st
+}

@@ -35,6 +35,7 @@ func newApp(dial clientFactory) *cli.App {
 			exportCommand(dial),
 			profileCommand(dial),
 			topCommand(dial),
+			countersCommand(dial),
 			benchCommand(dial),
 		},
 		// Errors are printed once, as one line, by main.

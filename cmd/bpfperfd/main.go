@@ -41,6 +41,10 @@ func main() {
 			&cli.StringFlag{Name: "retention.profiles", Value: "7d", Usage: "how long CPU profiles are kept"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "compact", Usage: "compact the store file offline (bpfperfd must not be running) and exit"},
+			&cli.StringSliceFlag{Name: "counters.programs", Usage: "names or globs of programs whose perf counters are counted when they appear (repeat the flag for more)"},
+			&cli.DurationFlag{Name: "counters.window", Value: daemon.DefaultCountersWindow, Usage: "how long each perf counter window counts a target (100ms to 1h)"},
+			&cli.DurationFlag{Name: "counters.every", Usage: "how often a target's counter window starts (default 1m, at least --counters.window)"},
+			&cli.IntFlag{Name: "counters.max", Value: daemon.DefaultCountersMax, Usage: "programs counted at once (1 to 64); each adds cost to every run"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 		},
 		HideHelpCommand: true,
@@ -87,6 +91,10 @@ func run(c *cli.Context) error {
 	if err := prof.Validate(); err != nil {
 		return err
 	}
+	counters := daemon.CountersConfig{Programs: c.StringSlice("counters.programs"), Window: c.Duration("counters.window"), Every: c.Duration("counters.every"), Max: c.Int("counters.max")}
+	if err := counters.Validate(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return daemon.Run(ctx, daemon.Config{
@@ -101,5 +109,6 @@ func run(c *cli.Context) error {
 		Version:     version,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
+		Counters:    counters,
 	})
 }

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/daemon"
+)
+
+func countersCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "counters",
+		Usage: "per-program perf counters: which mechanisms work here, what is counted, enable/disable targets",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "show each mechanism (available, or why not) and every target with its last window",
+				Flags: []cli.Flag{outputFlag},
+				Action: func(c *cli.Context) error {
+					if err := checkOutput(c); err != nil {
+						return err
+					}
+					if c.NArg() > 0 {
+						return fmt.Errorf("list: unexpected argument %q", c.Args().First())
+					}
+					client, err := dial(c)
+					if err != nil {
+						return err
+					}
+					l, err := client.Counters()
+					if err != nil {
+						return err
+					}
+					if c.String("output") == "table" {
+						for _, p := range countersStatusKV(&l.Status) {
+							fmt.Printf("%-29s %s\n", p[0]+":", p[1])
+						}
+						if len(l.Targets) == 0 {
+							fmt.Println("\nno targets: bpfperf counters enable PROG, or bpfperfd --counters.programs GLOB")
+							return nil
+						}
+						fmt.Println()
+					}
+					return render(c, os.Stdout, l, counterTargetsTable(l.Targets))
+				},
+			},
+			{
+				Name:      "enable",
+				Usage:     "count PROG with the exact mechanism, one window every --counters.every",
+				ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+				Flags: []cli.Flag{
+					outputFlag,
+					&cli.StringFlag{Name: "window", Usage: "how long each window counts (100ms to 1h); default the daemon's --counters.window"},
+				},
+				Action: targetAction(dial, "enable"),
+			},
+			{
+				Name:      "disable",
+				Usage:     "stop counting PROG (an open window is closed and its counts stored)",
+				ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+				Flags:     []cli.Flag{outputFlag},
+				Action:    targetAction(dial, "disable"),
+			},
+			{
+				Name:      "history",
+				Usage:     "per-run counters of PROG, one line per counting window",
+				ArgsUsage: "PROG (an id, a name, or name@tag)",
+				Flags: []cli.Flag{
+					outputFlag,
+					&cli.StringFlag{Name: "since", Value: "1h", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
+					&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+				},
+				Action: func(c *cli.Context) error {
+					if err := checkOutput(c); err != nil {
+						return err
+					}
+					prog, err := oneArg(c, "PROG")
+					if err != nil {
+						return err
+					}
+					since, until, err := timeRange(c)
+					if err != nil {
+						return err
+					}
+					client, err := dial(c)
+					if err != nil {
+						return err
+					}
+					return countersHistory(c, client, prog, since, until)
+				},
+			},
+		},
+	}
+}
+
+// targetAction runs `counters enable|disable PROG`.
+func targetAction(dial clientFactory, verb string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if err := checkOutput(c); err != nil {
+			return err
+		}
+		prog, err := oneArg(c, "PROG")
+		if err != nil {
+			return err
+		}
+		var window time.Duration
+		if v := c.String("window"); v != "" {
+			if window, err = time.ParseDuration(v); err != nil || window < 100*time.Millisecond || window > time.Hour {
+				return fmt.Errorf("--window %q is not a duration from 100ms to 1h", v)
+			}
+		}
+		client, err := dial(c)
+		if err != nil {
+			return err
+		}
+		var t daemon.CounterTarget
+		if verb == "enable" {
+			t, err = client.CountersEnable(prog, window)
+		} else {
+			t, err = client.CountersDisable(prog)
+		}
+		if err != nil {
+			return fmt.Errorf("counters %s %s: %w", verb, prog, err)
+		}
+		return renderTarget(c, t)
+	}
+}
+
+// countersHistory prints the counting windows of prog. `history
+// --counters` calls it too.
+func countersHistory(c *cli.Context, client *daemon.Client, prog string, since, until time.Time) error {
+	h, err := client.CountersHistory(prog, since, until)
+	if err != nil {
+		return err
+	}
+	t := table{
+		header: append([]string{"WINDOW END", "ID"}, perRunHeader...),
+		fields: append([]string{"window_end", "id"}, perRunFields...),
+	}
+	for _, p := range h.Points {
+		id := strconv.FormatUint(uint64(p.ID), 10)
+		t.rows = append(t.rows, append([]string{p.WindowEnd.Local().Format("2006-01-02 15:04:05.000"), id}, perRunCells(&p.PerfCounters)...))
+		t.raw = append(t.raw, append([]string{p.WindowEnd.UTC().Format(time.RFC3339Nano), id}, perRunRaw(&p.PerfCounters)...))
+	}
+	return render(c, os.Stdout, h.Points, t)
+}
+
+// progsCounters renders `progs --counters`: every program with its per-run
+// counters and the mechanism behind them.
+func progsCounters(c *cli.Context, client *daemon.Client, rows []daemon.ProgRow) error {
+	l, err := client.Counters()
+	if err != nil {
+		return err
+	}
+	last := map[uint32]*daemon.PerfCounters{}
+	for _, t := range l.Targets {
+		last[t.ID] = t.Last
+	}
+	t := table{
+		header: append([]string{"ID", "TYPE", "NAME", "SAMPLED CPU%"}, perRunHeader...),
+		fields: append([]string{"id", "type", "name", "sampled_cpu_percent"}, perRunFields...),
+	}
+	for _, r := range rows {
+		id := strconv.FormatUint(uint64(r.ID), 10)
+		pc := last[r.ID]
+		t.rows = append(t.rows, append([]string{id, r.Type, r.Name, fmtPercent(r.SampledCPUPercent)}, perRunCells(pc)...))
+		t.raw = append(t.raw, append([]string{id, r.Type, r.Name, raw(r.SampledCPUPercent)}, perRunRaw(pc)...))
+	}
+	return render(c, os.Stdout, rows, t)
+}
+
+var (
+	perRunHeader = []string{"MECHANISM", "COUNTED", "CPU-CLOCK/RUN", "CYCLES/RUN", "INSNS/RUN", "IPC", "LLC-MISS/RUN", "LLC-MISS/1K-INSNS"}
+	perRunFields = []string{"mechanism", "counted_runs", "cpu_clock_ns_per_run", "cycles_per_run", "instructions_per_run", "ipc", "llc_misses_per_run", "llc_misses_per_1k_instructions"}
+)
+
+func perRunCells(pc *daemon.PerfCounters) []string {
+	if pc == nil {
+		return []string{"-", "-", "-", "-", "-", "-", "-", "-"}
+	}
+	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), fmtNs(pc.CPUClockNsPerRun), fmtRate(pc.CyclesPerRun), fmtRate(pc.InstructionsPerRun), fmtFixed(pc.IPC, 2), fmtRate(pc.LLCMissesPerRun), fmtFixed(pc.LLCMissesPer1kInstructions, 2)}
+}
+
+func perRunRaw(pc *daemon.PerfCounters) []string {
+	if pc == nil {
+		return make([]string, len(perRunFields))
+	}
+	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), raw(pc.CPUClockNsPerRun), raw(pc.CyclesPerRun), raw(pc.InstructionsPerRun), raw(pc.IPC), raw(pc.LLCMissesPerRun), raw(pc.LLCMissesPer1kInstructions)}
+}
+
+func fmtFixed(f *float64, prec int) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*f, 'f', prec, 64)
+}
+
+// showCountersKV is the perf counters part of `show`: the last window's
+// per-run figures and the mechanism, or why there are none.
+func showCountersKV(pc *daemon.PerfCounters) [][2]string {
+	if pc == nil {
+		return [][2]string{{"counters", "- (not counted: bpfperf counters enable PROG)"}}
+	}
+	window := fmt.Sprintf("%s .. %s (%s)", fmtTime(pc.WindowStart), fmtTime(pc.WindowEnd), pc.WindowEnd.Sub(pc.WindowStart).Round(time.Millisecond))
+	if pc.Stopped != "" {
+		window += ", " + pc.Stopped
+	}
+	return [][2]string{
+		{"counters", pc.Mechanism + " (" + strings.Join(pc.Events, ", ") + ")"},
+		{"counters window", window},
+		{"counted runs", fmtCount(pc.CountedRuns)},
+		{"cpu-clock/run", fmtNs(pc.CPUClockNsPerRun)},
+		{"cycles/run", fmtRate(pc.CyclesPerRun)},
+		{"instructions/run", fmtRate(pc.InstructionsPerRun)},
+		{"ipc", fmtFixed(pc.IPC, 2)},
+		{"llc misses/run", fmtRate(pc.LLCMissesPerRun)},
+		{"llc misses/1k insns", fmtFixed(pc.LLCMissesPer1kInstructions, 2)},
+	}
+}
+
+// countersStatusKV is the perf counters part of `status`.
+func countersStatusKV(s *daemon.CountersStatus) [][2]string {
+	if s == nil {
+		return [][2]string{{"counters", "not started"}}
+	}
+	avail := func(m daemon.MechanismStatus) string {
+		if m.Available {
+			return "available"
+		}
+		return "unavailable: " + m.Reason
+	}
+	exact := avail(s.Exact)
+	if s.Exact.Available {
+		exact += " (" + strings.Join(s.Events, ", ") + ")"
+	}
+	kv := [][2]string{{"counters exact", exact}}
+	for _, m := range s.Sampled {
+		kv = append(kv, [2]string{"counters sampled " + m.Event, avail(m)})
+	}
+	targets := fmt.Sprintf("%d of %d (%d counting now", s.Targets, s.Max, s.Counting)
+	if s.Waiting > 0 {
+		targets += fmt.Sprintf(", %d waiting", s.Waiting)
+	}
+	targets += fmt.Sprintf("), window %s every %s", time.Duration(s.WindowMs)*time.Millisecond, time.Duration(s.EveryMs)*time.Millisecond)
+	kv = append(kv, [2]string{"counters targets", targets})
+	if len(s.Programs) > 0 {
+		kv = append(kv, [2]string{"counters programs", strings.Join(s.Programs, " ")})
+	}
+	return kv
+}
+
+func counterTargetsTable(ts []daemon.CounterTarget) table {
+	t := table{
+		header: append([]string{"ID", "NAME", "SOURCE", "STATE", "WINDOWS"}, perRunHeader...),
+		fields: append([]string{"id", "name", "source", "state", "windows"}, perRunFields...),
+	}
+	for _, x := range ts {
+		state := x.State
+		if x.Reason != "" {
+			state += ": " + x.Reason
+		}
+		id := strconv.FormatUint(uint64(x.ID), 10)
+		t.rows = append(t.rows, append([]string{id, x.Name, x.Source, state, strconv.Itoa(x.Windows)}, perRunCells(x.Last)...))
+		t.raw = append(t.raw, append([]string{id, x.Name, x.Source, state, strconv.Itoa(x.Windows)}, perRunRaw(x.Last)...))
+	}
+	return t
+}
+
+func renderTarget(c *cli.Context, t daemon.CounterTarget) error {
+	if c.String("output") == "table" {
+		fmt.Printf("%s %d (%s): %s, window %s\n", t.Name, t.ID, t.Source, t.State, time.Duration(t.WindowMs)*time.Millisecond)
+		return nil
+	}
+	return render(c, os.Stdout, t, counterTargetsTable([]daemon.CounterTarget{t}))
+}

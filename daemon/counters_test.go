@@ -1,0 +1,357 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
+)
+
+// TestCountersStatusReasons: status lists each mechanism as available or
+// with the exact reason the kernel gave, and the daemon runs either way.
+// On our hosts: tracing programs refused (EPERM), no PMU (ENOENT).
+func TestCountersStatusReasons(t *testing.T) {
+	privtest.Root(t)
+	support := collectors.ProbeCounters()
+	d := startDaemon(t, t.TempDir())
+	var st daemon.Status
+	eventually(t, "counters in status", func() bool { return d.query(&st, "status") == nil && st.Counters != nil })
+	c := st.Counters
+
+	if support.Exact == nil {
+		if !c.Exact.Available {
+			t.Errorf("exact: %+v, but the probe says available", c.Exact)
+		}
+	} else {
+		want := "tracing programs refused ("
+		if !errors.Is(support.Exact, collectors.ErrTracingRefused) {
+			want = ""
+		}
+		if c.Exact.Available || !strings.HasPrefix(c.Exact.Reason, want) || !strings.HasSuffix(c.Exact.Reason, ")") {
+			t.Errorf("exact: %+v; want unavailable, reason %q...", c.Exact, want)
+		}
+		t.Logf("exact: %s (%s)", c.Exact.Reason, c.Exact.Detail)
+	}
+	if len(c.Sampled) != 4 {
+		t.Fatalf("sampled: %+v, want cpu-clock, cycles, instructions, llc-misses", c.Sampled)
+	}
+	if s := c.Sampled[0]; s.Event != "cpu-clock" || !s.Available {
+		t.Errorf("sampled cpu-clock: %+v, want available", s)
+	}
+	for _, s := range c.Sampled[1:] {
+		if support.PMU != nil && (s.Available || s.Reason != "no PMU (ENOENT)") {
+			t.Errorf("sampled %s: %+v, want unavailable: no PMU (ENOENT)", s.Event, s)
+		}
+	}
+	if support.Exact != nil && len(c.Events) != 0 {
+		t.Errorf("events %v listed for an exact mechanism that cannot run", c.Events)
+	}
+
+	// The table says the same in one line per mechanism.
+	out := d.cli(t, "counters", "list")
+	for _, want := range []string{"counters exact:", "counters sampled cpu-clock:", "available", "no targets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("counters list lacks %q:\n%s", want, out)
+		}
+	}
+	if support.PMU != nil && !regexp.MustCompile(`counters sampled cycles: +unavailable: no PMU \(ENOENT\)`).MatchString(out) {
+		t.Errorf("counters list does not say cycles need a PMU:\n%s", out)
+	}
+	// Still running and sampling.
+	before := st.LastSample
+	eventually(t, "another sample", func() bool { return d.query(&st, "status") == nil && st.LastSample.After(before) })
+}
+
+// TestCountersRefusedHere: where the kernel refuses tracing programs,
+// `counters enable` fails with one line naming the reason, the program's
+// counter numbers are absent (not zero), and the daemon goes on.
+func TestCountersRefusedHere(t *testing.T) {
+	privtest.Root(t)
+	if collectors.ProbeCounters().Exact == nil {
+		t.Skip("this kernel allows fentry/fexit; the refusal is seen on the host only")
+	}
+	d := startDaemon(t, t.TempDir(), "--counters.programs", "e2e_ctr*")
+	name := uniqueName("e2e_ctr")
+	prog := loadBTFTarget(t, name, 10)
+	waitShown(t, d, name)
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "counters", "enable", name)
+	oneLineError(t, "counters enable on this host", stdout, stderr, code, "exact perf counters unavailable: tracing programs refused (EPERM)")
+
+	// The glob matched it too: listed as failed, with the reason.
+	var l daemon.CountersList
+	eventually(t, "the glob's target to be listed", func() bool {
+		return d.query(&l, "counters", "list") == nil && len(l.Targets) == 1
+	})
+	if tg := l.Targets[0]; tg.Name != name || tg.State != "failed" || tg.Reason != "tracing programs refused (EPERM)" || tg.Last != nil {
+		t.Errorf("target %+v, want %s failed: tracing programs refused (EPERM)", tg, name)
+	}
+	if err := privtest.Run(prog, 10); err != nil {
+		t.Fatal(err)
+	}
+	// Absent, not zero: the JSON has no counter keys at all.
+	out := d.cli(t, "show", name, "-o", "json")
+	for _, k := range []string{"cycles_per_run", "instructions_per_run", "ipc", "llc_misses_per_run", "perf_counters"} {
+		if strings.Contains(out, `"`+k+`"`) {
+			t.Errorf("show -o json has %q for a program that cannot be counted:\n%s", k, out)
+		}
+	}
+	d.cli(t, "status")
+}
+
+// TestCountersBadInput: unknown programs, bad windows and flags get one
+// line and a non-zero exit, from the CLI and from bpfperfd.
+func TestCountersBadInput(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir())
+	name := uniqueName("e2e_cbad")
+	p, err := privtest.LoadSocketFilter(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitShown(t, d, name)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"counters", "enable", "no_such_prog_xyz"}, `unknown program "no_such_prog_xyz"`},
+		{[]string{"counters", "disable", "no_such_prog_xyz"}, `unknown program "no_such_prog_xyz"`},
+		{[]string{"counters", "enable"}, "missing PROG"},
+		{[]string{"counters", "enable", "--window", "1ms", name}, `--window "1ms"`},
+		{[]string{"counters", "enable", "--window", "soon", name}, `--window "soon"`},
+		{[]string{"counters", "enable", "--window", "2h", name}, `--window "2h"`},
+		{[]string{"counters", "disable", name}, "is not being counted"},
+		{[]string{"counters", "history", name, "--since", "1h", "--until", "2h"}, "is not after --since"},
+		{[]string{"counters", "list", "extra"}, "unexpected argument"},
+		{[]string{"counters", "list", "-o", "yaml"}, `-o "yaml"`},
+	} {
+		stdout, stderr, code := run(bin.cli, append([]string{"--socket", d.socket}, c.args...)...)
+		oneLineError(t, "bpfperf "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
+	}
+
+	dir := t.TempDir()
+	sock := dir + "/x.sock"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--counters.window", "1ms"}, "--counters.window 1ms is outside"},
+		{[]string{"--counters.window", "-5s"}, "--counters.window"},
+		{[]string{"--counters.window", "fast"}, "counters.window"},
+		{[]string{"--counters.window", "10s", "--counters.every", "5s"}, "--counters.every 5s must be between"},
+		{[]string{"--counters.every", "48h"}, "--counters.every 48h0m0s must be between"},
+		{[]string{"--counters.max", "65"}, "--counters.max 65 is outside 1..64"},
+		{[]string{"--counters.max", "-1"}, "--counters.max -1"},
+		{[]string{"--counters.programs", "xdp["}, `--counters.programs "xdp["`},
+	} {
+		stdout, stderr, code := run(bin.daemon, append([]string{"--state-dir", dir, "--socket", sock}, c.args...)...)
+		oneLineError(t, "bpfperfd "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
+	}
+}
+
+// loadBTFTarget loads a socket filter named name, with BTF (which fentry
+// needs), that spins iters times per run. The test holds its only fd.
+func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
+	t.Helper()
+	fn := &btf.Func{
+		Name:    name,
+		Linkage: btf.GlobalFunc,
+		Type: &btf.FuncProto{
+			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
+			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}},
+		},
+	}
+	insns := asm.Instructions{
+		asm.Mov.Imm(asm.R1, iters),
+		asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
+		asm.JNE.Imm(asm.R1, 0, "loop"),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
+	}
+	insns[0] = btf.WithFuncMetadata(insns[0].WithSymbol(name), fn)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SocketFilter, License: "MIT", Instructions: insns})
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	return prog
+}
+
+// TestCountersInVM boots the test VM (Debian's 6.1 kernel allows
+// fentry/fexit) with bpfperfd and bpfperf built for it, and runs the
+// end-to-end counter test there.
+func TestCountersInVM(t *testing.T) {
+	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+		"-test.run", "^TestCountersExactEndToEnd$")
+}
+
+// TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a
+// target enabled with a short window has every run counted once, the
+// numbers reach list, show and history with their mechanism, and once the
+// window ends the daemon holds nothing. A second window stops early when
+// the target's owner lets it go, and the limit on targets holds.
+func TestCountersExactEndToEnd(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+	}
+	privtest.Root(t)
+	start := time.Now()
+	d := startDaemon(t, t.TempDir(), "--counters.window", "4s", "--counters.every", "1h", "--counters.max", "1")
+	var st daemon.Status
+	d.json(t, &st, "status")
+	if st.Counters == nil || !st.Counters.Exact.Available || len(st.Counters.Events) == 0 {
+		t.Fatalf("status counters = %+v, want exact available", st.Counters)
+	}
+
+	name := uniqueName("vm_ctr")
+	target := loadBTFTarget(t, name, 200)
+	info, _ := target.Info()
+	id, _ := info.ID()
+	waitShown(t, d, name)
+
+	var tg daemon.CounterTarget
+	d.json(t, &tg, "counters", "enable", name)
+	if tg.State != "counting" || tg.ID != uint32(id) || tg.Source != "enabled" {
+		t.Fatalf("enable: %+v, want counting id %d", tg, id)
+	}
+	const runs = 300
+	if err := privtest.Run(target, runs); err != nil {
+		t.Fatal(err)
+	}
+
+	// The window ends by itself after 4 s.
+	var l daemon.CountersList
+	eventually(t, "the window to end", func() bool {
+		return d.query(&l, "counters", "list") == nil && len(l.Targets) == 1 && l.Targets[0].Windows == 1
+	})
+	last := l.Targets[0].Last
+	if last == nil || last.Mechanism != "exact" || last.CountedRuns != runs || last.Entries != runs || last.Stopped != string(collectors.StopEnded) {
+		t.Fatalf("last window %+v, want exact, %d runs counted, ended", last, runs)
+	}
+	if last.CPUClockNsPerRun == nil || *last.CPUClockNsPerRun <= 0 {
+		t.Errorf("cpu-clock per run %v, want > 0", last.CPUClockNsPerRun)
+	}
+	if last.CyclesPerRun != nil || last.IPC != nil {
+		t.Errorf("cycles/IPC present without a PMU: %+v", last)
+	}
+	t.Logf("window: %d runs, cpu-clock %.0f ns/run, events %v", last.CountedRuns, *last.CPUClockNsPerRun, last.Events)
+
+	// show: the row carries the figures and their mechanism.
+	out := d.cli(t, "show", name, "-o", "json")
+	var row map[string]any
+	if err := json.Unmarshal([]byte(out), &row); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := row["cycles_per_run"]; ok {
+		t.Errorf("show has cycles_per_run without a PMU:\n%s", out)
+	}
+	if _, has := reflect.TypeOf(daemon.ProgRow{}).FieldByName("PerfCounters"); has {
+		pc, _ := row["perf_counters"].(map[string]any)
+		if pc == nil || pc["mechanism"] != "exact" || pc["counted_runs"] != float64(runs) || pc["cpu_clock_ns_per_run"] == nil {
+			t.Errorf("show perf_counters = %v, want exact, %d runs, cpu-clock per run", row["perf_counters"], runs)
+		}
+	} else {
+		t.Log("ProgRow has no PerfCounters field yet: show does not carry the counters")
+	}
+
+	// history: one window, the same runs.
+	var h []daemon.CounterHistoryPoint
+	d.json(t, &h, "counters", "history", name)
+	if len(h) != 1 || h[0].CountedRuns != runs || h[0].CPUClockNsPerRun == nil || h[0].ID != uint32(id) {
+		t.Errorf("history = %+v, want one window of %d runs", h, runs)
+	}
+
+	// Between windows the daemon holds nothing of the target.
+	if n := progFds(t, d.cmd.Process.Pid); n != 0 {
+		t.Errorf("daemon holds %d program or link fds between windows", n)
+	}
+	waitNoCountingPrograms(t)
+
+	// The limit: one target at a time here.
+	other := uniqueName("vm_ctr2")
+	loadBTFTarget(t, other, 10)
+	waitShown(t, d, other)
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "counters", "enable", other)
+	oneLineError(t, "enable over the limit", stdout, stderr, code, "too many counter targets")
+	// No BTF, no fentry.
+	d.cli(t, "counters", "disable", name)
+	nobtf := uniqueName("vm_nobtf")
+	p, err := privtest.LoadSocketFilter(nobtf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitShown(t, d, nobtf)
+	stdout, stderr, code = run(bin.cli, "--socket", d.socket, "counters", "enable", nobtf)
+	oneLineError(t, "enable without BTF", stdout, stderr, code, "target has no BTF")
+
+	// A long window stops early when the owner lets the target go, and
+	// the target is then gone from the kernel: the daemon kept nothing.
+	d.json(t, &tg, "counters", "enable", "--window", "10m", name)
+	if err := privtest.Run(target, 5); err != nil {
+		t.Fatal(err)
+	}
+	target.Close()
+	eventually(t, "the target to be dropped after its owner let go", func() bool {
+		return d.query(&l, "counters", "list") == nil && len(l.Targets) == 0
+	})
+	eventually(t, "the target to be unloaded", func() bool {
+		samples, err := collectors.Sweep(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range samples {
+			if s.ID == uint32(id) {
+				return false
+			}
+		}
+		return true
+	})
+	waitNoCountingPrograms(t)
+	// The early window was stored too: two windows in the history.
+	d.json(t, &h, "counters", "history", fmt.Sprint(id))
+	if len(h) != 2 || h[1].CountedRuns != 5 || h[1].Stopped != "" {
+		t.Errorf("history after release = %+v, want 2 windows, the second of 5 runs", h)
+	}
+	t.Logf("end-to-end in the VM took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// waitShown waits until the daemon knows the program called name.
+func waitShown(t *testing.T, d *daemonProc, name string) {
+	t.Helper()
+	eventually(t, "the daemon to see "+name, func() bool {
+		var p daemon.ProgDetail
+		return d.query(&p, "show", name) == nil
+	})
+}
+
+// waitNoCountingPrograms waits until no counters_entry/counters_exit
+// program is loaded.
+func waitNoCountingPrograms(t *testing.T) {
+	t.Helper()
+	eventually(t, "no counting program left loaded", func() bool {
+		samples, err := collectors.Sweep(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range samples {
+			if s.Name == "counters_entry" || s.Name == "counters_exit" {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Counters lists the perf counter mechanisms and targets.
+func (c *Client) Counters() (CountersList, error) {
+	var l CountersList
+	return l, c.get("counters", nil, &l)
+}
+
+// CountersEnable makes the daemon count prog (an id, a name when unique, or
+// name@tag) in windows of window (0: the daemon's --counters.window). It
+// fails when the daemon cannot count it, with the reason.
+func (c *Client) CountersEnable(prog string, window time.Duration) (CounterTarget, error) {
+	q := url.Values{"prog": {prog}}
+	if window > 0 {
+		q.Set("window", window.String())
+	}
+	var t CounterTarget
+	return t, c.post("counters/enable", q, &t)
+}
+
+// CountersDisable stops counting prog; a window that is open is closed and
+// its counts stored.
+func (c *Client) CountersDisable(prog string) (CounterTarget, error) {
+	var t CounterTarget
+	return t, c.post("counters/disable", url.Values{"prog": {prog}}, &t)
+}
+
+// CountersHistory returns the counting windows of prog between since and
+// until.
+func (c *Client) CountersHistory(prog string, since, until time.Time) (CounterHistory, error) {
+	q := url.Values{"prog": {prog}, "since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	var h CounterHistory
+	return h, c.get("counters/history", q, &h)
+}
+
+// post sends POST /v1/path?query and decodes the answer into out, like get.
+func (c *Client) post(path string, query url.Values, out any) error {
+	resp, err := c.http.Post("http://bpfperfd/v1/"+path+"?"+query.Encode(), "", nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e apiError
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("daemon answered %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
+}

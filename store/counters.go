@@ -1,0 +1,152 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Per-program perf counter series: one series per program instance, in
+// group groupCounters, stored raw and cumulative like bpf_stats.
+//
+// Each sample has counterColumns columns, in this order:
+//
+//	0  mechanism   which mechanism counted (CounterExact)
+//	1  present     bit i set when event i was counted (events in
+//	               collectors.CounterEvent order: cpu-clock, cycles,
+//	               instructions, llc-misses); a clear bit means absent,
+//	               whatever its column holds
+//	2  counted     runs the totals cover, summed over counting windows
+//	3  entries     runs seen by the entry probe, summed over windows
+//	4  cpu-clock   ns, scaled for multiplexing, summed over windows
+//	5  cycles
+//	6  instructions
+//	7  llc-misses
+//
+// Counting runs in bounded windows; the columns only move while one is
+// open. The daemon writes a sample when a window opens and when it closes,
+// so the difference between two consecutive samples is one window's worth
+// (or nothing, between windows). Per-run figures are derived at read time:
+// Δevent / Δcounted.
+const (
+	CtrColMechanism = iota
+	CtrColPresent
+	CtrColCounted
+	CtrColEntries
+	CtrColEvents   // first event column
+	counterColumns = CtrColEvents + CounterEvents
+)
+
+// CounterEvents is how many event columns a counter sample has.
+const CounterEvents = 4
+
+// CounterExact is the mechanism value of counts taken by fentry/fexit
+// programs around each run.
+const CounterExact = 1
+
+// CounterSample is one cumulative reading of an instance's perf counters.
+type CounterSample struct {
+	Key       InstanceKey
+	Time      time.Time
+	Mechanism uint64
+	Present   uint64 // bit i: event i was counted
+	Counted   uint64
+	Entries   uint64
+	Values    [CounterEvents]uint64
+}
+
+// Has reports whether event i was counted.
+func (s CounterSample) Has(i int) bool { return i >= 0 && i < CounterEvents && s.Present&(1<<i) != 0 }
+
+func (s CounterSample) columns() []uint64 {
+	v := make([]uint64, counterColumns)
+	v[CtrColMechanism], v[CtrColPresent], v[CtrColCounted], v[CtrColEntries] = s.Mechanism, s.Present, s.Counted, s.Entries
+	copy(v[CtrColEvents:], s.Values[:])
+	return v
+}
+
+func counterSampleFrom(k InstanceKey, ms int64, v []uint64) CounterSample {
+	s := CounterSample{Key: k, Time: time.UnixMilli(ms)}
+	if len(v) != counterColumns {
+		return s
+	}
+	s.Mechanism, s.Present, s.Counted, s.Entries = v[CtrColMechanism], v[CtrColPresent], v[CtrColCounted], v[CtrColEntries]
+	copy(s.Values[:], v[CtrColEvents:])
+	return s
+}
+
+// WriteCounters appends counter samples in one small transaction of their
+// own: all or nothing. Each instance's samples must come in time order.
+// The instance's program record should exist (the sampler writes it when
+// the program first appears); Check reports series without one.
+func (db *DB) WriteCounters(samples ...CounterSample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	err := db.update(func(tx *bolt.Tx) error {
+		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
+		chunks.FillPercent = 1.0
+		for _, s := range samples {
+			if err := db.appendSample(head, chunks, seriesKey(s.Key, groupCounters), s.Time.UnixMilli(), s.columns()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		clear(db.heads) // see WriteTicks
+		return fmt.Errorf("write counters: %w", err)
+	}
+	return nil
+}
+
+// CounterSeries returns the instance's counter samples with from <= time
+// <= to, oldest first.
+func (db *DB) CounterSeries(k InstanceKey, from, to time.Time) ([]CounterSample, error) {
+	var out []CounterSample
+	err := db.view(func(tx *bolt.Tx) error {
+		return readSeries(tx, seriesKey(k, groupCounters), from.UnixMilli(), to.UnixMilli(), func(t int64, v []uint64) {
+			out = append(out, counterSampleFrom(k, t, v))
+		})
+	})
+	return out, err
+}
+
+// LastCounters returns the instance's newest counter sample, and false
+// when it has none. It decodes one chunk: the open one, or the newest
+// sealed one.
+func (db *DB) LastCounters(k InstanceKey) (CounterSample, bool, error) {
+	var last CounterSample
+	found := false
+	keep := func(t int64, v []uint64) { last, found = counterSampleFrom(k, t, v), true }
+	key := seriesKey(k, groupCounters)
+	err := db.view(func(tx *bolt.Tx) error {
+		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
+			if _, err := decodeChunk(hv, keep); err != nil {
+				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
+			}
+			return nil
+		}
+		// Sealed chunk keys are the series key plus a big-endian start:
+		// the series' newest sorts just before the series key plus 0xff...
+		c := tx.Bucket(bucketChunks).Cursor()
+		end := append(append([]byte(nil), key...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		ck, _ := c.Seek(end)
+		if ck == nil {
+			ck, _ = c.Last()
+		} else {
+			ck, _ = c.Prev()
+		}
+		if ck == nil || !hasPrefix(ck, key) || len(ck) != len(key)+8 {
+			return nil
+		}
+		start := int64(binary.BigEndian.Uint64(ck[len(key):]))
+		return readSeries(tx, key, start, math.MaxInt64, keep)
+	})
+	return last, found, err
+}
