@@ -220,6 +220,11 @@ func (d *Daemon) expire(ctx context.Context) {
 		} else if n != (store.Expired{}) {
 			d.cfg.Logger.Info("expired old data", "chunks", n.Chunks, "programs", n.Programs, "events", n.Events, "took", time.Since(start))
 		}
+		if nb, err := d.store.ExpireBench(start, d.cfg.Retention); err != nil {
+			d.cfg.Logger.Warn("expire bench runs", "err", err)
+		} else if nb > 0 {
+			d.cfg.Logger.Info("expired bench runs", "runs", nb)
+		}
 		// Pack complete days (weeks, quarters for rollups) into segments.
 		if segs, err := d.store.Merge(time.Now()); err != nil {
 			d.cfg.Logger.Warn("merge old chunks", "err", err)

@@ -152,6 +152,9 @@ func Open(path string, opts Options) (db *DB, err error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
+	if err := precheck(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, ReadOnly: opts.ReadOnly, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):

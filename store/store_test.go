@@ -264,3 +264,23 @@ func TestMigrateFromSchema1(t *testing.T) {
 		t.Errorf("check after migration: %v", problems)
 	}
 }
+
+// A truncated copy of a store is refused before bbolt reads it.
+func TestOpenRefusesTruncated(t *testing.T) {
+	db, path := openTemp(t)
+	key := InstanceKey{ID: 6}
+	for i := range 2000 {
+		tick := Tick{Time: time.UnixMilli(int64(i) * 1000), Samples: []Sample{{Key: key, Values: [statsColumns]uint64{uint64(i * i), uint64(i), 0}}}}
+		if err := db.WriteTick(tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used := db.UsedBytes()
+	db.Close()
+	if err := os.Truncate(path, used/2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("open truncated: %v", err)
+	}
+}
