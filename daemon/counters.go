@@ -126,6 +126,7 @@ type CountersStatus struct {
 	Programs []string `json:"programs,omitempty"` // --counters.programs
 	Targets  int      `json:"targets"`            // enabled or matched, within Max
 	Waiting  int      `json:"waiting,omitempty"`  // matched beyond Max
+	Failed   int      `json:"failed,omitempty"`   // cannot be counted (see counters list)
 	Counting int      `json:"counting"`           // windows open now
 }
 
@@ -914,9 +915,12 @@ func (d *Daemon) countersStatus() *CountersStatus {
 		st.Exact.Reason, st.Exact.Detail = counterReason(c.support.Exact), c.support.Exact.Error()
 	}
 	for _, tg := range c.targets {
-		if tg.waiting {
+		switch {
+		case tg.waiting:
 			st.Waiting++
-		} else {
+		case tg.failed != "":
+			st.Failed++
+		default:
 			st.Targets++
 		}
 	}

@@ -247,7 +247,11 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	if last.CyclesPerRun != nil || last.IPC != nil {
 		t.Errorf("cycles/IPC present without a PMU: %+v", last)
 	}
-	t.Logf("window: %d runs, cpu-clock %.0f ns/run, events %v", last.CountedRuns, *last.CPUClockNsPerRun, last.Events)
+	var shown daemon.ProgDetail
+	d.json(t, &shown, "show", name)
+	t.Logf("window: %d runs, cpu-clock %.0f ns/run, events %v; bpf_stats avg %.0f ns/run (fentry/fexit included)", last.CountedRuns, *last.CPUClockNsPerRun, last.Events, *shown.AvgNsSinceLoad)
+
+	t.Logf("$ bpfperf counters list\n%s", d.cli(t, "counters", "list"))
 
 	// show: the row carries the figures and their mechanism.
 	out := d.cli(t, "show", name, "-o", "json")
@@ -273,6 +277,8 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	if len(h) != 1 || h[0].CountedRuns != runs || h[0].CPUClockNsPerRun == nil || h[0].ID != uint32(id) {
 		t.Errorf("history = %+v, want one window of %d runs", h, runs)
 	}
+
+	t.Logf("$ bpfperf counters history %s\n%s", name, d.cli(t, "counters", "history", name))
 
 	// Between windows the daemon holds nothing of the target.
 	if n := progFds(t, d.cmd.Process.Pid); n != 0 {

@@ -38,7 +38,7 @@ func countersCommand(dial clientFactory) *cli.Command {
 					}
 					if c.String("output") == "table" {
 						for _, p := range countersStatusKV(&l.Status) {
-							fmt.Printf("%-29s %s\n", p[0]+":", p[1])
+							fmt.Printf("%-31s %s\n", p[0]+":", p[1])
 						}
 						if len(l.Targets) == 0 {
 							fmt.Println("\nno targets: bpfperf counters enable PROG, or bpfperfd --counters.programs GLOB")
@@ -245,6 +245,9 @@ func countersStatusKV(s *daemon.CountersStatus) [][2]string {
 	targets := fmt.Sprintf("%d of %d (%d counting now", s.Targets, s.Max, s.Counting)
 	if s.Waiting > 0 {
 		targets += fmt.Sprintf(", %d waiting", s.Waiting)
+	}
+	if s.Failed > 0 {
+		targets += fmt.Sprintf(", %d failed", s.Failed)
 	}
 	targets += fmt.Sprintf("), window %s every %s", time.Duration(s.WindowMs)*time.Millisecond, time.Duration(s.EveryMs)*time.Millisecond)
 	kv = append(kv, [2]string{"counters targets", targets})
