@@ -66,6 +66,9 @@ type ProgRow struct {
 	InstructionsPerRun *float64 `json:"instructions_per_run,omitempty"`
 	IPC                *float64 `json:"ipc,omitempty"`
 	LLCMissesPerRun    *float64 `json:"llc_misses_per_run,omitempty"`
+	// The last counting window's per-run figures and the mechanism behind
+	// them (counters.go).
+	PerfCounters *PerfCounters `json:"perf_counters,omitempty"`
 }
 
 // ProgCounters is one program in GET /v1/progs?fields=counters: only what

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -869,18 +868,7 @@ func (d *Daemon) fillCounters(row *ProgRow) {
 	}
 	pc := *tg.last
 	row.CyclesPerRun, row.InstructionsPerRun, row.IPC, row.LLCMissesPerRun = pc.CyclesPerRun, pc.InstructionsPerRun, pc.IPC, pc.LLCMissesPerRun
-	setPerfCounters(row, &pc)
-}
-
-// setPerfCounters sets ProgRow.PerfCounters once api.go has that field
-// (`PerfCounters *PerfCounters `json:"perf_counters,omitempty"“); until
-// then the figures are in /v1/counters only. Replace with a plain
-// assignment when the field lands.
-func setPerfCounters(row *ProgRow, pc *PerfCounters) {
-	f := reflect.ValueOf(row).Elem().FieldByName("PerfCounters")
-	if f.IsValid() && f.CanSet() && f.Type() == reflect.TypeOf(pc) {
-		f.Set(reflect.ValueOf(pc))
-	}
+	row.PerfCounters = &pc
 }
 
 func (c *counting) openWindows() int {

@@ -21,6 +21,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "since", Value: "1h", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
 			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
 			&cli.StringFlag{Name: "step", Usage: "one point per step (10s, 5m); default every sample"},
+			&cli.BoolFlag{Name: "counters", Usage: "one line per perf counter window"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -43,6 +44,9 @@ func historyCommand(dial clientFactory) *cli.Command {
 			client, err := dial(c)
 			if err != nil {
 				return err
+			}
+			if c.Bool("counters") {
+				return countersHistory(c, client, prog, since, until)
 			}
 			h, err := client.History(prog, since, until, step)
 			if err != nil {

@@ -16,6 +16,7 @@ func progsCommand(dial clientFactory) *cli.Command {
 		Flags: []cli.Flag{
 			outputFlag,
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list unloaded programs still in the store"},
+			&cli.BoolFlag{Name: "counters", Usage: "per-run perf counters (cpu-clock, cycles, instructions, IPC, LLC misses) and the mechanism behind them"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -29,6 +30,9 @@ func progsCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if c.Bool("counters") {
+				return progsCounters(c, client, rows)
+			}
 			return render(c, os.Stdout, rows, progsTable(rows, c.Bool("all")))
 		},
 	}
@@ -36,8 +40,10 @@ func progsCommand(dial clientFactory) *cli.Command {
 
 func progsTable(rows []daemon.ProgRow, all bool) table {
 	t := table{
-		header: []string{"ID", "TYPE", "NAME", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "RUN_CNT", "RUN_TIME_NS"},
-		fields: []string{"id", "type", "name", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded"},
+		// SAMPLED% is the share of CPU profile samples: unlike CPU%, it
+		// covers the tail-call targets the kernel charges to the entry.
+		header: []string{"ID", "TYPE", "NAME", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "SAMPLED%", "RUN_CNT", "RUN_TIME_NS"},
+		fields: []string{"id", "type", "name", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded"},
 	}
 	if all {
 		t.header = append(t.header, "STATE")
@@ -47,7 +53,7 @@ func progsTable(rows []daemon.ProgRow, all bool) table {
 		if r.Own {
 			name += " (bpfperfd)"
 		}
-		row := []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, name, r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
+		row := []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, name, r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
 		if all {
 			state := "loaded"
 			if !r.Loaded {
@@ -56,7 +62,7 @@ func progsTable(rows []daemon.ProgRow, all bool) table {
 			row = append(row, state)
 		}
 		t.rows = append(t.rows, row)
-		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded)})
+		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded)})
 	}
 	return t
 }

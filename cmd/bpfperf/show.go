@@ -72,6 +72,10 @@ func showCommand(dial clientFactory) *cli.Command {
 				{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
 				{"cpu", fmtPercent(d.CPUPercent)},
 			}
+			kv = append(kv, showCountersKV(d.PerfCounters)...)
+			if d.SampledCPUPercent != nil {
+				kv = append(kv, [2]string{"sampled cpu", fmtPercent(d.SampledCPUPercent) + " (CPU profile, covers tail calls)"})
+			}
 			if c.String("output") == "table" {
 				for _, p := range kv {
 					fmt.Printf("%-19s %s\n", p[0]+":", p[1])

@@ -43,6 +43,7 @@ func statusCommand(dial clientFactory) *cli.Command {
 				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
 				{"daemon rss", fmtBytes(s.RSSBytes)},
 			}
+			kv = append(kv, countersStatusKV(s.Counters)...)
 			if s.LastError != "" {
 				kv = append(kv, [2]string{"last error", s.LastError})
 			}

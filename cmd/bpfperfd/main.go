@@ -33,7 +33,8 @@ func main() {
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
-			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long minute and hour rollups, events and unloaded programs are kept"},
+			&cli.StringFlag{Name: "retention.minute", Value: "35d", Usage: "how long minute rollups are kept"},
+			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long hour rollups, events and unloaded programs are kept"},
 			&cli.DurationFlag{Name: "profile.every", Value: daemon.DefaultProfileEvery, Usage: "start a continuous CPU profile window this often (0 turns continuous profiling off)"},
 			&cli.DurationFlag{Name: "profile.duration", Usage: "length of each continuous window, at most --profile.every (default: --profile.every)"},
 			&cli.IntFlag{Name: "profile.hz", Value: daemon.DefaultProfileHz, Usage: "CPU samples per second on each CPU (1 to 1000)"},
@@ -76,7 +77,7 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
 	var keep store.Retention
-	for name, dst := range map[string]*time.Duration{"retention.raw": &keep.Raw, "retention.rollup": &keep.Rollup} {
+	for name, dst := range map[string]*time.Duration{"retention.raw": &keep.Raw, "retention.minute": &keep.Minute, "retention.rollup": &keep.Rollup} {
 		d, err := daemon.ParseDuration(c.String(name))
 		if err != nil || d <= 0 {
 			return fmt.Errorf("--%s %q is not a positive duration like 7d or 36h", name, c.String(name))
