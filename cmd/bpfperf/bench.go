@@ -190,7 +190,7 @@ func benchRun(c *cli.Context, dial clientFactory) error {
 	}
 	rep, err := bench.Run(ctx, tests, cfg, bench.Options{
 		WithStats: c.Bool("with-stats"),
-		Env:       bench.Env{Version: version},
+		Env:       bench.Env{Version: version, Commit: commit},
 		Progress:  progress,
 	})
 	if err != nil {

@@ -7,8 +7,13 @@ import (
 	"os"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X main.version=...
+// -X main.commit=..." (the Makefile does): go build's own VCS stamp is off
+// where GOFLAGS has -buildvcs=false.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
 	app := newApp(dialDaemon)
