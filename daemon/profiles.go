@@ -502,7 +502,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := profile.CheckDuration(dur, prof.MaxDuration()); err != nil {
-		profileError(w, fmt.Errorf("%w: capture duration %v is outside %v..%v (the daemon's --profile.limit)", profile.ErrBadDuration, dur, profile.MinDuration, prof.MaxDuration()))
+		profileError(w, fmt.Errorf("%w: %v is outside %v..%v (the daemon's --profile.limit)", profile.ErrBadDuration, dur, profile.MinDuration, prof.MaxDuration()))
 		return
 	}
 	s.d.prof.capturing.Store(true)
