@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/daemon"
@@ -335,4 +337,94 @@ func TestProfileFlagsBadInput(t *testing.T) {
 		stdout, stderr, code := run(bin.daemon, append([]string{"--state-dir", dir, "--socket", filepath.Join(dir, "s")}, c.args...)...)
 		oneLineError(t, "bpfperfd "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
 	}
+}
+
+// A tail-called program gets no bpf_stats of its own (the kernel charges the
+// entry program), but its samples are its own: progs shows its sampled CPU.
+func TestProfileTailCallTarget(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "1s")
+	target, err := privtest.LoadLoop(uniqueName("e2e_tgt"), 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	jump, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jump.Close()
+	if err := jump.Put(uint32(0), uint32(target.FD())); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: uniqueName("e2e_ent"), Type: ebpf.SocketFilter, License: "MIT",
+		Instructions: asm.Instructions{
+			asm.LoadMapPtr(asm.R2, jump.FD()),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnTailCall.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer entry.Close()
+	idOf := func(p *ebpf.Program) uint32 {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		return uint32(id)
+	}
+	entryID, targetID := idOf(entry), idOf(target)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			privtest.Run(entry, 50)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	var tgt, ent daemon.ProgRow
+	eventually(t, "the tail-call target to get a sampled CPU %", func() bool {
+		var rows []daemon.ProgRow
+		if d.query(&rows, "progs") != nil {
+			return false
+		}
+		for _, r := range rows {
+			switch r.ID {
+			case targetID:
+				tgt = r
+			case entryID:
+				ent = r
+			}
+		}
+		return tgt.SampledCPUPercent != nil && *tgt.SampledCPUPercent > 1 && ent.RunCnt > 0
+	})
+	t.Logf("entry: run_cnt %d, sampled %s; target: run_cnt %d, sampled %.2f%%", ent.RunCnt, fmtPct(ent.SampledCPUPercent), tgt.RunCnt, *tgt.SampledCPUPercent)
+	if tgt.RunCnt != 0 {
+		t.Errorf("target run_cnt = %d; the kernel should charge the entry program", tgt.RunCnt)
+	}
+	if ent.SampledCPUPercent != nil && *ent.SampledCPUPercent >= *tgt.SampledCPUPercent {
+		t.Errorf("entry sampled %.2f%% >= target %.2f%%: the target's time went to the entry", *ent.SampledCPUPercent, *tgt.SampledCPUPercent)
+	}
+}
+
+func fmtPct(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", *f)
 }
