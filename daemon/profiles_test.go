@@ -38,6 +38,13 @@ func hotProgram(t testing.TB, name string) (id uint32, tag string) {
 		t.Fatal(err)
 	}
 	pid, _ := info.ID()
+	t.Cleanup(func() { prog.Close() })
+	spin(t, prog)
+	return uint32(pid), info.Tag
+}
+
+// spin runs prog in a loop on a locked OS thread until the test ends.
+func spin(t testing.TB, prog *ebpf.Program) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -60,9 +67,7 @@ func hotProgram(t testing.TB, name string) (id uint32, tag string) {
 	t.Cleanup(func() {
 		close(stop)
 		wg.Wait()
-		prog.Close()
 	})
-	return uint32(pid), info.Tag
 }
 
 // pprofTop runs `go tool pprof -top` on a file and returns its output.
@@ -348,12 +353,12 @@ func TestProfileTailCallTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer target.Close()
+	t.Cleanup(func() { target.Close() })
 	jump, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer jump.Close()
+	t.Cleanup(func() { jump.Close() })
 	if err := jump.Put(uint32(0), uint32(target.FD())); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +375,7 @@ func TestProfileTailCallTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer entry.Close()
+	t.Cleanup(func() { entry.Close() })
 	idOf := func(p *ebpf.Program) uint32 {
 		info, err := p.Info()
 		if err != nil {
@@ -380,22 +385,7 @@ func TestProfileTailCallTarget(t *testing.T) {
 		return uint32(id)
 	}
 	entryID, targetID := idOf(entry), idOf(target)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			privtest.Run(entry, 50)
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	spin(t, entry)
 
 	var tgt, ent daemon.ProgRow
 	eventually(t, "the tail-call target to get a sampled CPU %", func() bool {
