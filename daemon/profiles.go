@@ -38,6 +38,10 @@ type ProfileConfig struct {
 	// Retention is how long profiles are kept; 0 means
 	// DefaultRetentionProfiles.
 	Retention time.Duration
+	// Event is what samples are taken on: "cpu-clock" (the default, every
+	// kernel has it) or "cycles", which needs a hardware PMU and falls back
+	// to cpu-clock, with a warning, where there is none.
+	Event string
 }
 
 // Defaults for the profiling flags.
@@ -59,6 +63,13 @@ const (
 // while parsing flags, so a bad value stops it with one line; the daemon
 // calls it again before profiling.
 func (c *ProfileConfig) Validate() error {
+	switch c.Event {
+	case "":
+		c.Event = profile.CPUClock.String()
+	case profile.CPUClock.String(), profile.Cycles.String():
+	default:
+		return fmt.Errorf("%w: --profile.event %q: want cpu-clock or cycles", ErrBadConfig, c.Event)
+	}
 	if c.Hz == 0 {
 		c.Hz = DefaultProfileHz
 	}
@@ -164,12 +175,25 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	prof, err := profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
-		Event: profile.CPUClock, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: d.cfg.ProcRoot,
-	}})
+	event := profile.CPUClock
+	if cfg.Event == profile.Cycles.String() {
+		event = profile.Cycles
+	}
+	newProfiler := func(e profile.Event) (*profile.Profiler, error) {
+		return profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
+			Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: d.cfg.ProcRoot,
+		}})
+	}
+	prof, err := newProfiler(event)
+	if errors.Is(err, profile.ErrNoPMU) {
+		d.cfg.Logger.Warn("no hardware PMU for cycles: profiling on cpu-clock", "err", err)
+		event = profile.CPUClock
+		prof, err = newProfiler(event)
+	}
 	if err != nil {
 		return fmt.Errorf("start sampler: %w", err)
 	}
+	cfg.Event = event.String()
 	learn := make(chan uint32, 4096)
 	d.prof.mu.Lock()
 	d.prof.cfg, d.prof.prof, d.prof.learn = cfg, prof, learn
@@ -248,7 +272,7 @@ func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
 func (d *Daemon) storeProfile(p *pprof.Profile, kind string) (store.ProfileInfo, string, error) {
 	info := store.ProfileInfo{
 		Start: time.Unix(0, p.TimeNanos), Duration: p.DurationNanos, Kind: kind,
-		Event: profile.CPUClock.String(), Hz: d.prof.cfg.Hz, Samples: sampleCount(p),
+		Event: d.prof.cfg.Event, Hz: d.prof.cfg.Hz, Samples: sampleCount(p),
 	}
 	data, err := profile.Marshal(p)
 	if err != nil {
@@ -558,7 +582,7 @@ func (d *Daemon) profilingStatus() *ProfilingStatus {
 		return nil
 	}
 	st := &ProfilingStatus{
-		Continuous: pr.cfg.Every > 0, Event: profile.CPUClock.String(), Hz: pr.cfg.Hz,
+		Continuous: pr.cfg.Every > 0, Event: pr.cfg.Event, Hz: pr.cfg.Hz,
 		EveryMs: pr.cfg.Every.Milliseconds(), WindowMs: pr.cfg.Duration.Milliseconds(),
 		MaxCaptureMs: pr.cfg.Limit.Milliseconds(), RetentionMs: pr.cfg.Retention.Milliseconds(),
 		LastProfileID: pr.last.ID, LastProfileStart: pr.last.Start, LastProfileSamples: pr.last.Samples,

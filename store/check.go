@@ -88,6 +88,18 @@ func (db *DB) Check() ([]string, error) {
 			checkChunk(k, -1, v, "open chunk")
 			return nil
 		})
+		tx.Bucket(bucketProfiles).ForEach(func(k, v []byte) error {
+			if _, _, err := decodeProfile(k, v); err != nil {
+				report("profile %x: %v", k, err)
+			}
+			return nil
+		})
+		tx.Bucket(bucketBench).ForEach(func(k, v []byte) error {
+			if _, err := decodeBenchRun(k, v); err != nil {
+				report("bench run %x: %v", k, err)
+			}
+			return nil
+		})
 		tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
 			var e Event
 			if len(k) != 16 || json.Unmarshal(v, &e) != nil {

@@ -43,6 +43,14 @@ func statusCommand(dial clientFactory) *cli.Command {
 				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
 				{"daemon rss", fmtBytes(s.RSSBytes)},
 			}
+			if p := s.Profiling; p != nil {
+				line := fmt.Sprintf("on demand only, %d Hz %s", p.Hz, p.Event)
+				if p.Continuous {
+					line = fmt.Sprintf("continuous, %d Hz %s, %v windows every %v", p.Hz, p.Event,
+						time.Duration(p.WindowMs)*time.Millisecond, time.Duration(p.EveryMs)*time.Millisecond)
+				}
+				kv = append(kv, [2]string{"profiling", fmt.Sprintf("%s; %d stored", line, p.StoredProfiles)})
+			}
 			kv = append(kv, countersStatusKV(s.Counters)...)
 			if s.LastError != "" {
 				kv = append(kv, [2]string{"last error", s.LastError})
@@ -53,8 +61,12 @@ func statusCommand(dial clientFactory) *cli.Command {
 			}
 			if c.String("output") == "table" {
 				t.header = nil
+				width := 0
 				for _, p := range kv {
-					fmt.Fprintf(os.Stdout, "%-16s %s\n", p[0]+":", p[1])
+					width = max(width, len(p[0])+1)
+				}
+				for _, p := range kv {
+					fmt.Fprintf(os.Stdout, "%-*s %s\n", width, p[0]+":", p[1])
 				}
 				return nil
 			}
