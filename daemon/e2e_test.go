@@ -87,7 +87,7 @@ func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 }
 
 // stop sends sig and waits for the daemon to exit.
-func (d *daemonProc) stop(t *testing.T, sig syscall.Signal) error {
+func (d *daemonProc) stop(t testing.TB, sig syscall.Signal) error {
 	t.Helper()
 	d.cmd.Process.Signal(sig)
 	select {

@@ -31,6 +31,9 @@ type program struct {
 // many idle programs; rates stay exact because counters are cumulative.
 const heartbeat = time.Minute
 
+// ownersMinGap is the least time between two scans of /proc for owners.
+const ownersMinGap = 5 * time.Second
+
 // sampler sweeps all programs each tick, keeps the current view for the API
 // and writes each tick to the store in one transaction.
 type sampler struct {
@@ -41,17 +44,18 @@ type sampler struct {
 	log     *slog.Logger
 	selfPID int
 
-	mu         sync.RWMutex
-	progs      map[uint32]*program // loaded now, by kernel id
-	lastTick   time.Time
-	lastSweep  time.Duration
-	lastWrite  time.Duration
-	lastErr    error
-	ownersAt   time.Time
-	seenByName map[string]string // name/type -> last tag seen, for new-version events
-	buf        []collectors.Sample
-	ticks      uint64
-	backlog    backlog // ticks not yet stored
+	mu          sync.RWMutex
+	progs       map[uint32]*program // loaded now, by kernel id
+	lastTick    time.Time
+	lastSweep   time.Duration
+	lastWrite   time.Duration
+	lastErr     error
+	ownersAt    time.Time
+	seenByName  map[string]string // name/type -> last tag seen, for new-version events
+	buf         []collectors.Sample
+	ticks       uint64
+	ownersStale bool    // programs appeared since owners were last read
+	backlog     backlog // ticks not yet stored
 	// appeared, if set, is called (under mu) for each program seen for the
 	// first time, after its metadata is read.
 	appeared func(id uint32, name string)
@@ -152,7 +156,12 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	// Map order is random: sort so events and records come out by id.
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].meta.ID < fresh[j].meta.ID })
 	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
-	if len(fresh) > 0 || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
+	// New programs want their owners soon, but a burst of loads (an agent
+	// starting) should not rescan /proc every tick: at most every few
+	// seconds, and at the slow cadence otherwise.
+	s.ownersStale = s.ownersStale || len(fresh) > 0
+	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
+		s.ownersStale = false
 		s.refreshOwners(now)
 	}
 	for _, p := range fresh {
