@@ -58,7 +58,7 @@ func TestUnitIsHardened(t *testing.T) {
 	}
 	t.Logf("systemd-analyze security exposure: %.1f", score)
 	unit, _ := os.ReadFile("bpfperfd.service")
-	for _, want := range []string{"Type=notify", "WatchdogSec=", "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_ADMIN\n", "StateDirectory=bpfperf", "RuntimeDirectory=bpfperf"} {
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_ADMIN CAP_SYSLOG\n", "StateDirectory=bpfperf", "RuntimeDirectory=bpfperf"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("unit lacks %q", want)
 		}
