@@ -35,7 +35,8 @@ type BuildOptions struct {
 }
 
 // Build symbolizes a capture into a pprof profile with the sample types
-// samples/count and cpu/nanoseconds (cycles/count for Cycles), the
+// samples/count and cpu/nanoseconds (cycles/count for Cycles, and so on for
+// the other hardware events), the
 // mappings [bpf] and [kernel.kallsyms], and on each sample the labels
 // prog_id, prog_name and prog_tag of the innermost BPF frame's program (a
 // tail call's target, not the entry program), pid, comm and cpu. A program
@@ -43,13 +44,13 @@ type BuildOptions struct {
 // samples get prog_tag and prog_name (its function's) but no prog_id. The
 // profile passes CheckValid.
 func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, error) {
+	// cpu-clock samples stand for nanoseconds of CPU; hardware events for
+	// counts of the event, each sample its own period.
 	unit := "cpu"
-	if c.Event == Cycles {
-		unit = "cycles"
-	}
 	valueType := &profile.ValueType{Type: unit, Unit: "nanoseconds"}
-	if c.Event == Cycles {
-		valueType.Unit = "count"
+	if c.Event != CPUClock {
+		unit = c.Event.String()
+		valueType = &profile.ValueType{Type: unit, Unit: "count"}
 	}
 	p := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, valueType},
@@ -59,7 +60,7 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		TimeNanos:         c.Start.UnixNano(),
 		DurationNanos:     int64(c.Duration),
 	}
-	if c.Event == Cycles {
+	if c.Event != CPUClock {
 		p.Period = 0 // the kernel varies it to keep Hz
 	}
 	bpfMap := &profile.Mapping{ID: 1, File: MappingBPF, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}

@@ -27,6 +27,9 @@ var (
 	// ErrNoCPUValue means the profile has no cpu/nanoseconds sample type,
 	// so CPU shares cannot be computed from it.
 	ErrNoCPUValue = errors.New("profile has no cpu/nanoseconds values")
+	// ErrNoEventValue means the profile has neither an event value per
+	// sample nor a fixed period, so event totals cannot be estimated.
+	ErrNoEventValue = errors.New("profile has no event values")
 )
 
 // DurationError is a capture duration outside the allowed range. It matches

@@ -116,3 +116,66 @@ func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
 	}
 	return shares, nil
 }
+
+// ProgramEstimate is what one program's samples in a profile stand for.
+type ProgramEstimate struct {
+	// Samples is how many samples landed in the program.
+	Samples int64
+	// Total is the event count those samples stand for: the sum of their
+	// periods, samples × period when the period is fixed. For cpu-clock it
+	// is nanoseconds of CPU.
+	Total float64
+}
+
+// ProgramEstimates returns, for each program id in p's prog_id labels, how
+// many samples landed in it and the event total they stand for, and the
+// profile's event type ("cpu" for cpu-clock, else the hardware event's
+// name). A sample counts for the program of its innermost BPF frame, so a
+// tail-call target gets its own estimate. The total comes from the event
+// value (the sample type that is not samples/count); a profile without one
+// but with a fixed Period counts samples × Period. Without either it fails
+// with ErrNoEventValue.
+func ProgramEstimates(p *profile.Profile) (map[uint32]ProgramEstimate, string, error) {
+	si, vi := -1, -1
+	for i, st := range p.SampleType {
+		switch {
+		case st.Type == "samples" && st.Unit == "count":
+			si = i
+		case vi < 0 || st.Type == p.DefaultSampleType:
+			vi = i
+		}
+	}
+	event := ""
+	switch {
+	case vi >= 0:
+		event = p.SampleType[vi].Type
+	case si >= 0 && p.Period > 0 && p.PeriodType != nil:
+		event = p.PeriodType.Type
+	default:
+		return nil, "", ErrNoEventValue
+	}
+	out := map[uint32]ProgramEstimate{}
+	for _, s := range p.Sample {
+		ids := s.Label[LabelProgID]
+		if len(ids) != 1 {
+			continue
+		}
+		id, err := strconv.ParseUint(ids[0], 10, 32)
+		if err != nil {
+			continue
+		}
+		e := out[uint32(id)]
+		n := int64(1)
+		if si >= 0 && si < len(s.Value) {
+			n = s.Value[si]
+		}
+		e.Samples += n
+		if vi >= 0 && vi < len(s.Value) {
+			e.Total += float64(s.Value[vi])
+		} else {
+			e.Total += float64(n) * float64(p.Period)
+		}
+		out[uint32(id)] = e
+	}
+	return out, event, nil
+}

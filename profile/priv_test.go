@@ -597,3 +597,33 @@ func TestCaptureBusyPrivileged(t *testing.T) {
 	privtest.Root(t)
 	checkBusy(t, newSampler(t, SamplerConfig{}))
 }
+
+// TestHardwareEvents: instructions and LLC misses behave like cycles:
+// sampled where a PMU exists, a *PMUError (ErrNoPMU, ENOENT) where none
+// does.
+func TestHardwareEvents(t *testing.T) {
+	privtest.Root(t)
+	for _, ev := range []Event{Instructions, LLCMisses} {
+		s, err := NewSampler(SamplerConfig{Event: ev})
+		if errors.Is(err, ErrNoPMU) {
+			var pe *PMUError
+			if !errors.As(err, &pe) || pe.Event != ev {
+				t.Errorf("%v: error %v is not a *PMUError for it", ev, err)
+			}
+			t.Logf("no PMU: %v", err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", ev, err)
+		}
+		c, err := s.Capture(context.Background(), 200*time.Millisecond)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Build(c, NewSymbolizer(SymbolizerConfig{}), BuildOptions{All: true})
+		if err != nil || p.SampleType[1].Type != ev.String() {
+			t.Errorf("%v: %v, sample types %v", ev, err, p.SampleType)
+		}
+	}
+}

@@ -20,6 +20,10 @@ type ProfilerConfig struct {
 	Build BuildOptions
 	// Symbolizer is shared with whoever calls Learn; nil makes a new one.
 	Symbolizer *Symbolizer
+	// WindowStarts, if set, is called by Run just before each continuous
+	// window's capture starts, so callers can take readings (run counts,
+	// other events) over the same window. It must not block.
+	WindowStarts func(start time.Time)
 }
 
 // Profiler is what the daemon runs: continuous profiling in bounded
@@ -74,6 +78,9 @@ func (p *Profiler) Run(ctx context.Context, every, window time.Duration, emit fu
 	defer s.Close()
 	for {
 		start := time.Now()
+		if p.cfg.WindowStarts != nil {
+			p.cfg.WindowStarts(start)
+		}
 		c, err := s.Capture(ctx, window)
 		switch {
 		case c != nil && c.Duration >= MinDuration:

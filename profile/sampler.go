@@ -26,6 +26,13 @@ const (
 	// Cycles is the hardware cycles event, sampled Hz times per second on
 	// average. It needs a PMU; without one NewSampler fails with ErrNoPMU.
 	Cycles
+	// Instructions is the hardware instructions-retired event, sampled like
+	// Cycles. It needs a PMU.
+	Instructions
+	// LLCMisses is the hardware cache-misses event, which perf calls
+	// cache-misses (last-level cache misses on most CPUs), sampled like
+	// Cycles. It needs a PMU.
+	LLCMisses
 )
 
 func (e Event) String() string {
@@ -34,6 +41,10 @@ func (e Event) String() string {
 		return "cpu-clock"
 	case Cycles:
 		return "cycles"
+	case Instructions:
+		return "instructions"
+	case LLCMisses:
+		return "llc-misses"
 	}
 	return "event(" + strconv.Itoa(int(e)) + ")"
 }
@@ -182,9 +193,15 @@ func eventAttr(ev Event, hz int) (*unix.PerfEventAttr, uint64, error) {
 		attr.Config = unix.PERF_COUNT_SW_CPU_CLOCK
 		period = uint64(time.Second) / uint64(hz)
 		attr.Sample = period
-	case Cycles:
+	case Cycles, Instructions, LLCMisses:
 		attr.Type = unix.PERF_TYPE_HARDWARE
-		attr.Config = unix.PERF_COUNT_HW_CPU_CYCLES
+		attr.Config = map[Event]uint64{
+			Cycles:       unix.PERF_COUNT_HW_CPU_CYCLES,
+			Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS,
+			LLCMisses:    unix.PERF_COUNT_HW_CACHE_MISSES,
+		}[ev]
+		// The kernel varies the period to keep Hz; each sample records its
+		// own (PERF_SAMPLE_PERIOD).
 		attr.Bits |= unix.PerfBitFreq
 		attr.Sample = uint64(hz)
 	default:
