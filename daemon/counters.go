@@ -25,10 +25,9 @@ import (
 // totals are stored as a counter series (store.CounterSample): a sample
 // when the window opens and one when it closes.
 //
-// The sampled mechanism here is the profiler's cpu-clock share of each
-// program (ProgRow.SampledCPUPercent, tail-call targets included); sampling
-// hardware events needs a PMU, and this file only reports whether one
-// exists.
+// The sampled mechanism (counters_sampled.go) estimates the same per-run
+// figures from the continuous profile windows; a program's row shows the
+// newer of its exact and sampled windows, naming the mechanism.
 
 // CountersConfig configures which programs are counted and how.
 type CountersConfig struct {
@@ -109,6 +108,8 @@ type MechanismStatus struct {
 	// (EPERM)", "no PMU (ENOENT)".
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"` // the full error, or where numbers come from
+	// Produces names the JSON fields the mechanism fills where available.
+	Produces []string `json:"produces,omitempty"`
 }
 
 // CountersStatus is the counters part of GET /v1/status: each mechanism,
@@ -133,15 +134,26 @@ type CountersStatus struct {
 // counting window: per-run figures and the mechanism that produced them.
 // A nil figure cannot be had (event not counted here, no counted run).
 type PerfCounters struct {
-	Mechanism   string    `json:"mechanism"` // "exact": fentry/fexit around every run
+	// Mechanism is "exact" (fentry/fexit around every run) or "sampled"
+	// (samples × period of sampling perf events, per continuous profile
+	// window).
+	Mechanism   string    `json:"mechanism"`
 	Events      []string  `json:"events"`
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end,omitzero"`
 	Stopped     string    `json:"stopped,omitempty"` // why the window ended
 	// CountedRuns are the runs the totals cover; Entries are the runs the
 	// entry probe saw (zero in history, which keeps only counted runs).
+	// For sampled windows, CountedRuns are the runs bpf_stats counted in
+	// the window (0 for a tail-call target: the kernel charges the entry
+	// program).
 	CountedRuns uint64 `json:"counted_runs"`
 	Entries     uint64 `json:"entries,omitempty"`
+	// Sampled only: the cpu-clock samples that landed in the program, and
+	// each sampled event's estimated total in the window (samples × period;
+	// cpu-clock in ns), present even when the program counted no run.
+	Samples uint64             `json:"samples,omitempty"`
+	Totals  map[string]float64 `json:"totals,omitempty"`
 
 	CPUClockNsPerRun           *float64 `json:"cpu_clock_ns_per_run,omitempty"`
 	CyclesPerRun               *float64 `json:"cycles_per_run,omitempty"`
@@ -201,6 +213,8 @@ type counting struct {
 	pending []*counterTarget
 	reqs    chan counterRequest
 	wake    chan struct{}
+	// smp is the sampled mechanism (counters_sampled.go).
+	smp sampling
 }
 
 // counterTarget is the loop's state of one target. Only the loop changes
@@ -431,7 +445,7 @@ func (d *Daemon) openWindow(tg *counterTarget, now time.Time) error {
 		return err
 	}
 	if tg.cum == nil {
-		cum, ok, err := d.store.LastCounters(tg.key)
+		cum, ok, err := d.store.LastCountersOf(tg.key, store.CounterExact)
 		if err != nil {
 			d.cfg.Logger.Warn("read stored perf counters", "id", tg.key.ID, "err", err)
 		}
@@ -819,8 +833,21 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (CounterHist
 		if err != nil {
 			return CounterHistory{}, err
 		}
-		for i := 1; i < len(samples); i++ {
-			if p := windowBetween(samples[i-1], samples[i]); p != nil {
+		// Exact windows lie between consecutive exact samples; a sampled
+		// sample is a window of its own.
+		var prevExact *store.CounterSample
+		for i := range samples {
+			var p *PerfCounters
+			switch s := samples[i]; s.Mechanism {
+			case store.CounterSampled:
+				p = sampledFromStore(s)
+			case store.CounterExact:
+				if prevExact != nil {
+					p = windowBetween(*prevExact, s)
+				}
+				prevExact = &samples[i]
+			}
+			if p != nil {
 				h.Points = append(h.Points, CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
 			}
 			if len(h.Points) > maxHistoryPoints {
@@ -852,7 +879,8 @@ func windowBetween(a, b store.CounterSample) *PerfCounters {
 	return pc
 }
 
-// fillCounters adds the last finished window's per-run figures to a row.
+// fillCounters adds the last finished window's per-run figures to a row:
+// the newer of the exact and the sampled ones.
 // Called with the sampler's lock held. It also marks the exact
 // mechanism's own programs as the daemon's while a window is open.
 func (d *Daemon) fillCounters(row *ProgRow) {
@@ -862,11 +890,18 @@ func (d *Daemon) fillCounters(row *ProgRow) {
 	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
 		row.Own = true
 	}
-	tg := c.targets[row.ID]
-	if tg == nil || tg.last == nil || tg.key.Boot != d.boot {
+	var exact *PerfCounters
+	if tg := c.targets[row.ID]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
+		exact = tg.last
+	}
+	last := exact
+	if s := d.latestSampled(row.ID); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
+		last = s
+	}
+	if last == nil {
 		return
 	}
-	pc := *tg.last
+	pc := *last
 	row.CyclesPerRun, row.InstructionsPerRun, row.IPC, row.LLCMissesPerRun = pc.CyclesPerRun, pc.InstructionsPerRun, pc.IPC, pc.LLCMissesPerRun
 	row.PerfCounters = &pc
 }
@@ -912,24 +947,6 @@ func (d *Daemon) countersStatus() *CountersStatus {
 			st.Targets++
 		}
 	}
-	opened := map[collectors.CounterEvent]bool{}
-	for _, e := range c.support.Events {
-		opened[e] = true
-	}
-	for _, e := range []collectors.CounterEvent{collectors.CPUClock, collectors.Cycles, collectors.Instructions, collectors.LLCMisses} {
-		m := MechanismStatus{Event: e.String()}
-		switch {
-		case e == collectors.CPUClock && opened[e]:
-			m.Available = true
-			m.Detail = "share of sampled CPU time per program, tail-call targets included (sampled_cpu_percent, while profiling runs)"
-		case e == collectors.CPUClock:
-			m.Reason = "cpu-clock does not open"
-		case c.support.PMU != nil:
-			m.Reason, m.Detail = counterReason(c.support.PMU), c.support.PMU.Error()
-		default:
-			m.Reason = "not implemented: sampling hardware events per program is not wired yet (exact counting covers them)"
-		}
-		st.Sampled = append(st.Sampled, m)
-	}
+	st.Sampled = d.sampledStatus(c.support)
 	return st
 }

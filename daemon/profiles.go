@@ -182,7 +182,7 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 	newProfiler := func(e profile.Event) (*profile.Profiler, error) {
 		return profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
 			Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: d.cfg.ProcRoot,
-		}})
+		}, WindowStarts: func(start time.Time) { d.sampledWindowStarts(ctx, start, cfg.Duration) }})
 	}
 	prof, err := newProfiler(event)
 	if errors.Is(err, profile.ErrNoPMU) {
@@ -219,7 +219,12 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 	go d.expireProfiles(ctx)
 	if cfg.Every > 0 {
 		go func() {
-			if err := prof.Run(ctx, cfg.Every, cfg.Duration, d.profileWindow); err != nil {
+			defer d.closeSampled()
+			emit := func(p *pprof.Profile, err error) {
+				d.profileWindow(p, err)
+				d.sampledWindowEnds(ctx, p) // sampled perf counters (counters_sampled.go)
+			}
+			if err := prof.Run(ctx, cfg.Every, cfg.Duration, emit); err != nil {
 				d.setProfileError(err)
 				log.Warn("continuous CPU profiling stopped", "err", err)
 			}

@@ -25,19 +25,40 @@ import (
 //	5  cycles
 //	6  instructions
 //	7  llc-misses
+//	8  window ms   sampled only: the profile window's length
+//	9  samples     sampled only: cpu-clock samples in the program
 //
-// Counting runs in bounded windows; the columns only move while one is
-// open. The daemon writes a sample when a window opens and when it closes,
-// so the difference between two consecutive samples is one window's worth
-// (or nothing, between windows). Per-run figures are derived at read time:
+// Records written before the sampled mechanism have columns 0..7 only and
+// still read (window ms and samples 0); a series' open chunk of the old
+// width is sealed when a sample of the new width comes.
+//
+// The mechanism column tells the two apart. Exact samples are cumulative
+// over exact windows (below). A sampled sample (CounterSampled) is one
+// continuous profile window on its own, written when it ends: the events'
+// estimated totals in the window (samples × period), the runs bpf_stats
+// counted in it, its length and its cpu-clock samples. Sampling has no
+// kernel counter to accumulate, and a window that stands alone survives a
+// daemon restart or a skipped window without bookkeeping.
+//
+// Exact counting runs in bounded windows; the columns only move while one
+// is open. The daemon writes a sample when a window opens and when it
+// closes, so the difference between two consecutive exact samples is one
+// window's worth (or nothing, between windows). Per-run figures are derived at read time:
 // Δevent / Δcounted.
 const (
 	CtrColMechanism = iota
 	CtrColPresent
 	CtrColCounted
 	CtrColEntries
-	CtrColEvents   // first event column
-	counterColumns = CtrColEvents + CounterEvents
+	CtrColEvents // first event column
+)
+
+// The columns after the events, and the widths of a sample.
+const (
+	CtrColWindowMs       = CtrColEvents + CounterEvents
+	CtrColSamples        = CtrColWindowMs + 1
+	counterColumns       = CtrColSamples + 1
+	legacyCounterColumns = CtrColWindowMs
 )
 
 // CounterEvents is how many event columns a counter sample has.
@@ -46,6 +67,10 @@ const CounterEvents = 4
 // CounterExact is the mechanism value of counts taken by fentry/fexit
 // programs around each run.
 const CounterExact = 1
+
+// CounterSampled is the mechanism value of estimates from sampling perf
+// events (continuous profile windows), one window per sample.
+const CounterSampled = 2
 
 // CounterSample is one cumulative reading of an instance's perf counters.
 type CounterSample struct {
@@ -56,6 +81,8 @@ type CounterSample struct {
 	Counted   uint64
 	Entries   uint64
 	Values    [CounterEvents]uint64
+	WindowMs  uint64 // sampled: the window's length
+	Samples   uint64 // sampled: cpu-clock samples in the program
 }
 
 // Has reports whether event i was counted.
@@ -65,16 +92,20 @@ func (s CounterSample) columns() []uint64 {
 	v := make([]uint64, counterColumns)
 	v[CtrColMechanism], v[CtrColPresent], v[CtrColCounted], v[CtrColEntries] = s.Mechanism, s.Present, s.Counted, s.Entries
 	copy(v[CtrColEvents:], s.Values[:])
+	v[CtrColWindowMs], v[CtrColSamples] = s.WindowMs, s.Samples
 	return v
 }
 
 func counterSampleFrom(k InstanceKey, ms int64, v []uint64) CounterSample {
 	s := CounterSample{Key: k, Time: time.UnixMilli(ms)}
-	if len(v) != counterColumns {
+	if len(v) != counterColumns && len(v) != legacyCounterColumns {
 		return s
 	}
 	s.Mechanism, s.Present, s.Counted, s.Entries = v[CtrColMechanism], v[CtrColPresent], v[CtrColCounted], v[CtrColEntries]
-	copy(s.Values[:], v[CtrColEvents:])
+	copy(s.Values[:], v[CtrColEvents:CtrColEvents+CounterEvents])
+	if len(v) == counterColumns {
+		s.WindowMs, s.Samples = v[CtrColWindowMs], v[CtrColSamples]
+	}
 	return s
 }
 
@@ -92,6 +123,16 @@ func (db *DB) WriteCounters(samples ...CounterSample) error {
 		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
 		chunks.FillPercent = 1.0
 		for _, s := range samples {
+			key := seriesKey(s.Key, groupCounters)
+			// An open chunk of the old width is sealed; the new width
+			// starts a chunk of its own.
+			if c, err := db.openHead(head, key); err != nil {
+				return err
+			} else if c != nil && c.columns != counterColumns {
+				if err := db.seal(head, chunks, key); err != nil {
+					return err
+				}
+			}
 			if err := db.appendSample(head, chunks, seriesKey(s.Key, groupCounters), s.Time.UnixMilli(), s.columns()); err != nil {
 				return err
 			}
@@ -147,6 +188,48 @@ func (db *DB) LastCounters(k InstanceKey) (CounterSample, bool, error) {
 		}
 		start := int64(binary.BigEndian.Uint64(ck[len(key):]))
 		return readSeries(tx, key, start, math.MaxInt64, keep)
+	})
+	return last, found, err
+}
+
+// LastCountersOf returns the instance's newest counter sample of one
+// mechanism, and false when it has none. It reads chunks newest first and
+// stops at the first that has one.
+func (db *DB) LastCountersOf(k InstanceKey, mechanism uint64) (CounterSample, bool, error) {
+	var last CounterSample
+	found := false
+	keep := func(t int64, v []uint64) {
+		if s := counterSampleFrom(k, t, v); s.Mechanism == mechanism {
+			last, found = s, true
+		}
+	}
+	key := seriesKey(k, groupCounters)
+	err := db.view(func(tx *bolt.Tx) error {
+		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
+			if _, err := decodeChunk(hv, keep); err != nil {
+				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
+			}
+			if found {
+				return nil
+			}
+		}
+		c := tx.Bucket(bucketChunks).Cursor()
+		end := append(append([]byte(nil), key...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		ck, cv := c.Seek(end)
+		if ck == nil {
+			ck, cv = c.Last()
+		} else {
+			ck, cv = c.Prev()
+		}
+		for ; ck != nil && hasPrefix(ck, key) && len(ck) == len(key)+8; ck, cv = c.Prev() {
+			if _, _, err := decodeSealed(cv, keep); err != nil {
+				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
+			}
+			if found {
+				return nil
+			}
+		}
+		return nil
 	})
 	return last, found, err
 }

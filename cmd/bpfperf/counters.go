@@ -151,23 +151,16 @@ func countersHistory(c *cli.Context, client *daemon.Client, prog string, since, 
 }
 
 // progsCounters renders `progs --counters`: every program with its per-run
-// counters and the mechanism behind them.
+// counters and the mechanism behind them (the newer of its exact and
+// sampled windows, as the daemon fills the row).
 func progsCounters(c *cli.Context, client *daemon.Client, rows []daemon.ProgRow) error {
-	l, err := client.Counters()
-	if err != nil {
-		return err
-	}
-	last := map[uint32]*daemon.PerfCounters{}
-	for _, t := range l.Targets {
-		last[t.ID] = t.Last
-	}
 	t := table{
 		header: append([]string{"ID", "TYPE", "NAME", "SAMPLED CPU%"}, perRunHeader...),
 		fields: append([]string{"id", "type", "name", "sampled_cpu_percent"}, perRunFields...),
 	}
 	for _, r := range rows {
 		id := strconv.FormatUint(uint64(r.ID), 10)
-		pc := last[r.ID]
+		pc := r.PerfCounters
 		t.rows = append(t.rows, append([]string{id, r.Type, r.Name, fmtPercent(r.SampledCPUPercent)}, perRunCells(pc)...))
 		t.raw = append(t.raw, append([]string{id, r.Type, r.Name, raw(r.SampledCPUPercent)}, perRunRaw(pc)...))
 	}
@@ -175,22 +168,45 @@ func progsCounters(c *cli.Context, client *daemon.Client, rows []daemon.ProgRow)
 }
 
 var (
-	perRunHeader = []string{"MECHANISM", "COUNTED", "CPU-CLOCK/RUN", "CYCLES/RUN", "INSNS/RUN", "IPC", "LLC-MISS/RUN", "LLC-MISS/1K-INSNS"}
-	perRunFields = []string{"mechanism", "counted_runs", "cpu_clock_ns_per_run", "cycles_per_run", "instructions_per_run", "ipc", "llc_misses_per_run", "llc_misses_per_1k_instructions"}
+	perRunHeader = []string{"MECHANISM", "COUNTED", "SAMPLES", "CPU-CLOCK", "CPU-CLOCK/RUN", "CYCLES/RUN", "INSNS/RUN", "IPC", "LLC-MISS/RUN", "LLC-MISS/1K-INSNS"}
+	perRunFields = []string{"mechanism", "counted_runs", "samples", "cpu_clock_ns", "cpu_clock_ns_per_run", "cycles_per_run", "instructions_per_run", "ipc", "llc_misses_per_run", "llc_misses_per_1k_instructions"}
 )
 
 func perRunCells(pc *daemon.PerfCounters) []string {
 	if pc == nil {
-		return []string{"-", "-", "-", "-", "-", "-", "-", "-"}
+		return []string{"-", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 	}
-	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), fmtNs(pc.CPUClockNsPerRun), fmtRate(pc.CyclesPerRun), fmtRate(pc.InstructionsPerRun), fmtFixed(pc.IPC, 2), fmtRate(pc.LLCMissesPerRun), fmtFixed(pc.LLCMissesPer1kInstructions, 2)}
+	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), fmtSamples(pc), fmtNs(sampledNs(pc)), fmtNs(pc.CPUClockNsPerRun), fmtRate(pc.CyclesPerRun), fmtRate(pc.InstructionsPerRun), fmtFixed(pc.IPC, 2), fmtRate(pc.LLCMissesPerRun), fmtFixed(pc.LLCMissesPer1kInstructions, 2)}
 }
 
 func perRunRaw(pc *daemon.PerfCounters) []string {
 	if pc == nil {
 		return make([]string, len(perRunFields))
 	}
-	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), raw(pc.CPUClockNsPerRun), raw(pc.CyclesPerRun), raw(pc.InstructionsPerRun), raw(pc.IPC), raw(pc.LLCMissesPerRun), raw(pc.LLCMissesPer1kInstructions)}
+	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), rawSamples(pc), raw(sampledNs(pc)), raw(pc.CPUClockNsPerRun), raw(pc.CyclesPerRun), raw(pc.InstructionsPerRun), raw(pc.IPC), raw(pc.LLCMissesPerRun), raw(pc.LLCMissesPer1kInstructions)}
+}
+
+// sampledNs is a sampled window's estimated cpu-clock ns, nil for exact
+// windows (which give per-run figures only).
+func sampledNs(pc *daemon.PerfCounters) *float64 {
+	if v, ok := pc.Totals["cpu-clock"]; ok && pc.Mechanism == daemon.MechanismSampled {
+		return &v
+	}
+	return nil
+}
+
+func fmtSamples(pc *daemon.PerfCounters) string {
+	if pc.Mechanism != daemon.MechanismSampled {
+		return "-"
+	}
+	return fmtCount(pc.Samples)
+}
+
+func rawSamples(pc *daemon.PerfCounters) string {
+	if pc.Mechanism != daemon.MechanismSampled {
+		return ""
+	}
+	return fmtCount(pc.Samples)
 }
 
 func fmtFixed(f *float64, prec int) string {
@@ -204,23 +220,32 @@ func fmtFixed(f *float64, prec int) string {
 // per-run figures and the mechanism, or why there are none.
 func showCountersKV(pc *daemon.PerfCounters) [][2]string {
 	if pc == nil {
-		return [][2]string{{"counters", "- (not counted: bpfperf counters enable PROG)"}}
+		return [][2]string{{"counters", "- (no recent window: bpfperf counters enable PROG, or no samples landed in it)"}}
 	}
 	window := fmt.Sprintf("%s .. %s (%s)", fmtTime(pc.WindowStart), fmtTime(pc.WindowEnd), pc.WindowEnd.Sub(pc.WindowStart).Round(time.Millisecond))
 	if pc.Stopped != "" {
 		window += ", " + pc.Stopped
 	}
-	return [][2]string{
+	kv := [][2]string{
 		{"counters", pc.Mechanism + " (" + strings.Join(pc.Events, ", ") + ")"},
 		{"counters window", window},
 		{"counted runs", fmtCount(pc.CountedRuns)},
+	}
+	if pc.Mechanism == daemon.MechanismSampled {
+		ns := fmtNs(sampledNs(pc))
+		if pc.CountedRuns == 0 {
+			ns += " (no runs counted: per-run figures absent; a tail-call target's runs are the entry program's)"
+		}
+		kv = append(kv, [2]string{"samples", fmtCount(pc.Samples)}, [2]string{"cpu-clock in window", ns})
+	}
+	return append(kv, [][2]string{
 		{"cpu-clock/run", fmtNs(pc.CPUClockNsPerRun)},
 		{"cycles/run", fmtRate(pc.CyclesPerRun)},
 		{"instructions/run", fmtRate(pc.InstructionsPerRun)},
 		{"ipc", fmtFixed(pc.IPC, 2)},
 		{"llc misses/run", fmtRate(pc.LLCMissesPerRun)},
 		{"llc misses/1k insns", fmtFixed(pc.LLCMissesPer1kInstructions, 2)},
-	}
+	}...)
 }
 
 // countersStatusKV is the perf counters part of `status`.
@@ -230,6 +255,9 @@ func countersStatusKV(s *daemon.CountersStatus) [][2]string {
 	}
 	avail := func(m daemon.MechanismStatus) string {
 		if m.Available {
+			if len(m.Produces) > 0 {
+				return "available (" + strings.Join(m.Produces, ", ") + ")"
+			}
 			return "available"
 		}
 		return "unavailable: " + m.Reason

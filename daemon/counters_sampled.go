@@ -1,0 +1,393 @@
+package daemon
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// The sampled perf counter mechanism (issue 5): each continuous profile
+// window (cpu-clock, the profiler that already runs) gives every program
+// its samples × period, the CPU time it spent in the window; divided by the
+// runs bpf_stats counted over the same window that is ns per run. Where a
+// PMU exists, samplers for cycles, instructions and LLC misses run over
+// the same windows and give those per run. A sample belongs to the program
+// of its innermost BPF frame, so tail-call targets get their own time;
+// bpf_stats counts no runs for them, so their per-run figures are absent.
+//
+// Runs over a window come from the sampler's view: at each window edge the
+// counter loop waits for the first sweep after it and interpolates run_cnt
+// between the sweeps on either side, so the runs cover the window the
+// samples do.
+
+// MechanismSampled names numbers estimated from sampling perf events.
+const MechanismSampled = "sampled"
+
+// sampledEvents are the events of the sampled mechanism, in store column
+// order.
+var sampledEvents = []profile.Event{profile.CPUClock, profile.Cycles, profile.Instructions, profile.LLCMisses}
+
+// sampling is the sampled mechanism's state, inside counting.
+type sampling struct {
+	mu sync.Mutex
+	// hw are the hardware event samplers, opened at the first window where
+	// the probe found a PMU; hwErr says why one could not open.
+	hw       []*profile.Sampler
+	hwOpened bool
+	hwErr    map[profile.Event]error
+	// pending is the window the profiler is capturing now.
+	pending *sampledWindow
+	// last is each program's latest window.
+	last    map[uint32]*PerfCounters
+	lastEnd time.Time
+	windows int64
+}
+
+// sampledWindow is what is gathered over one profile window besides the
+// cpu-clock profile: run counts at its start and hardware event profiles.
+type sampledWindow struct {
+	start     time.Time
+	runsStart chan map[uint32]float64 // run_cnt at start, interpolated
+	hw        []chan *pprof.Profile   // one per hardware sampler; nil on failure
+}
+
+// sampledWindowStarts is the profiler's WindowStarts hook: it starts
+// reading run counts at the window's start and the hardware samplers for
+// the window's length. It does not block.
+func (d *Daemon) sampledWindowStarts(ctx context.Context, start time.Time, window time.Duration) {
+	s := &d.ctr.smp
+	w := &sampledWindow{start: start, runsStart: make(chan map[uint32]float64, 1)}
+	go func() { w.runsStart <- d.runsAt(ctx, start) }()
+	for _, hs := range d.hwSamplers() {
+		ch := make(chan *pprof.Profile, 1)
+		w.hw = append(w.hw, ch)
+		go func() {
+			c, err := hs.Capture(ctx, window)
+			if err != nil || c == nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.Warn("sampled counters: capture", "event", hs.Event(), "err", err)
+				}
+				ch <- nil
+				return
+			}
+			p, err := profile.Build(c, d.prof.prof.Symbolizer(), profile.BuildOptions{})
+			if err != nil {
+				d.cfg.Logger.Warn("sampled counters: build", "event", hs.Event(), "err", err)
+			}
+			ch <- p
+		}()
+	}
+	s.mu.Lock()
+	s.pending = w
+	s.mu.Unlock()
+}
+
+// hwSamplers opens the hardware event samplers once, where the counters
+// probe found a PMU, and returns them.
+func (d *Daemon) hwSamplers() []*profile.Sampler {
+	c := &d.ctr
+	c.mu.Lock()
+	started, pmu := c.started, c.support.PMU
+	c.mu.Unlock()
+	s := &c.smp
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hwOpened || !started {
+		return s.hw
+	}
+	s.hwOpened = true
+	if pmu != nil {
+		return nil
+	}
+	s.hwErr = map[profile.Event]error{}
+	for _, ev := range sampledEvents[1:] {
+		hs, err := profile.NewSampler(profile.SamplerConfig{
+			Event: ev, Hz: d.prof.cfg.Hz, MaxDuration: max(d.prof.cfg.Duration, profile.MinDuration),
+			ProcRoot: d.cfg.ProcRoot, Symbolizer: d.prof.prof.Symbolizer(),
+		})
+		if err != nil {
+			s.hwErr[ev] = err
+			d.cfg.Logger.Warn("sampled counters: cannot sample", "event", ev, "err", err)
+			continue
+		}
+		s.hw = append(s.hw, hs)
+	}
+	return s.hw
+}
+
+// closeSampled closes the hardware samplers when the daemon stops.
+func (d *Daemon) closeSampled() {
+	s := &d.ctr.smp
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, hs := range s.hw {
+		hs.Close()
+	}
+	s.hw = nil
+}
+
+// sampledWindowEnds is called with each continuous cpu-clock profile: it
+// finishes the window started last off the profiler's goroutine.
+func (d *Daemon) sampledWindowEnds(ctx context.Context, p *pprof.Profile) {
+	s := &d.ctr.smp
+	s.mu.Lock()
+	w := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if w == nil || p == nil {
+		return
+	}
+	go d.finishSampled(ctx, w, p)
+}
+
+// finishSampled derives and stores one window's sampled counters.
+func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, cpu *pprof.Profile) {
+	start := time.Unix(0, cpu.TimeNanos)
+	end := start.Add(time.Duration(cpu.DurationNanos))
+	var runsStart map[uint32]float64
+	select {
+	case runsStart = <-w.runsStart:
+	case <-ctx.Done():
+		return
+	}
+	runsEnd := d.runsAt(ctx, end)
+	est := map[profile.Event]map[uint32]profile.ProgramEstimate{}
+	add := func(p *pprof.Profile) {
+		e, name, err := profile.ProgramEstimates(p)
+		if err != nil {
+			return
+		}
+		for _, ev := range sampledEvents {
+			if ev.String() == name || (ev == profile.CPUClock && name == "cpu") {
+				est[ev] = e
+			}
+		}
+	}
+	add(cpu)
+	for _, ch := range w.hw {
+		select {
+		case p := <-ch:
+			if p != nil {
+				add(p)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+	runs := map[uint32]float64{}
+	for id, b := range runsEnd {
+		if a, ok := runsStart[id]; ok && b >= a {
+			runs[id] = b - a
+		}
+	}
+	windows := sampledCounters(est, runs, start, end)
+
+	// Only programs the sampler knows get a series (their record exists).
+	d.sampler.mu.RLock()
+	var samples []store.CounterSample
+	for id, pc := range windows {
+		p := d.sampler.progs[id]
+		if p == nil {
+			delete(windows, id)
+			continue
+		}
+		samples = append(samples, sampledSample(p.key, pc))
+	}
+	d.sampler.mu.RUnlock()
+	if err := d.store.WriteCounters(samples...); err != nil {
+		d.cfg.Logger.Warn("store sampled perf counters", "err", err)
+	}
+	s := &d.ctr.smp
+	s.mu.Lock()
+	s.last, s.lastEnd = windows, end
+	s.windows++
+	s.mu.Unlock()
+}
+
+// sampledCounters derives each program's window from the event estimates
+// (samples × period per program, by event) and the runs bpf_stats counted
+// in the window. A program gets a window when samples of any event landed
+// in it; its per-run figures need runs (a tail-call target has none) and
+// are absent otherwise. An event sampled here whose samples all missed the
+// program estimates 0 for it; an event not sampled here is absent.
+func sampledCounters(est map[profile.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) map[uint32]*PerfCounters {
+	out := map[uint32]*PerfCounters{}
+	for _, byProg := range est {
+		for id, e := range byProg {
+			if e.Samples > 0 && out[id] == nil {
+				out[id] = sampledWindowOf(id, est, runs, start, end)
+			}
+		}
+	}
+	return out
+}
+
+func sampledWindowOf(id uint32, est map[profile.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) *PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	pcTotals := map[string]float64{}
+	for i, ev := range sampledEvents {
+		e, ok := est[ev]
+		if !ok {
+			continue // not sampled here: absent
+		}
+		totals[i] = ptr(e[id].Total) // sampled, but no sample in the program: 0
+		names = append(names, ev.String())
+		pcTotals[ev.String()] = e[id].Total
+	}
+	// Runs are interpolated; rounded, they are what the store keeps, so
+	// the live figures and history agree.
+	pc := perRun(uint64(math.Round(runs[id])), totals)
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = MechanismSampled, names, start, end
+	pc.Samples, pc.Totals = uint64(est[profile.CPUClock][id].Samples), pcTotals
+	return pc
+}
+
+// sampledSample is one program's window as stored.
+func sampledSample(k store.InstanceKey, pc *PerfCounters) store.CounterSample {
+	s := store.CounterSample{Key: k, Time: pc.WindowEnd, Mechanism: store.CounterSampled, Counted: pc.CountedRuns,
+		WindowMs: uint64(pc.WindowEnd.Sub(pc.WindowStart).Milliseconds()), Samples: pc.Samples}
+	for i, ev := range sampledEvents {
+		if v, ok := pc.Totals[ev.String()]; ok {
+			s.Present |= 1 << i
+			s.Values[i] = uint64(math.Round(v))
+		}
+	}
+	return s
+}
+
+// sampledFromStore is a stored sampled window as the API shows it.
+func sampledFromStore(s store.CounterSample) *PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	pcTotals := map[string]float64{}
+	for i := range store.CounterEvents {
+		if s.Has(i) {
+			totals[i] = ptr(float64(s.Values[i]))
+			names = append(names, sampledEvents[i].String())
+			pcTotals[sampledEvents[i].String()] = float64(s.Values[i])
+		}
+	}
+	pc := perRun(s.Counted, totals)
+	pc.Mechanism, pc.Events, pc.Totals, pc.Samples = MechanismSampled, names, pcTotals, s.Samples
+	pc.WindowEnd = s.Time
+	pc.WindowStart = s.Time.Add(-time.Duration(s.WindowMs) * time.Millisecond)
+	return pc
+}
+
+// runsAt returns each loaded program's run_cnt at t, interpolated between
+// the sweeps before and after t. It waits for the first sweep after t (at
+// most two intervals and a second). A program loaded after t ran 0 times
+// by then; one whose count at t cannot be told is left out.
+func (d *Daemon) runsAt(ctx context.Context, t time.Time) map[uint32]float64 {
+	deadline := time.Now().Add(2*d.cfg.Interval + time.Second)
+	for {
+		d.sampler.mu.RLock()
+		last := d.sampler.lastTick
+		d.sampler.mu.RUnlock()
+		if last.After(t) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	d.sampler.mu.RLock()
+	defer d.sampler.mu.RUnlock()
+	out := make(map[uint32]float64, len(d.sampler.progs))
+	for id, p := range d.sampler.progs {
+		if v, ok := interpolateRuns(p, t); ok {
+			out[id] = v
+		}
+	}
+	return out
+}
+
+// interpolateRuns is p's run_cnt at t from the sampler's last two sweeps.
+func interpolateRuns(p *program, t time.Time) (float64, bool) {
+	cur := float64(p.cur.RunCnt)
+	switch {
+	case !p.curAt.After(t):
+		return cur, true // no sweep after t yet: the latest count
+	case p.havePrev && !p.prevAt.After(t):
+		prev := float64(p.prev.RunCnt)
+		span := p.curAt.Sub(p.prevAt)
+		if span <= 0 {
+			return cur, true
+		}
+		return prev + (cur-prev)*float64(t.Sub(p.prevAt))/float64(span), true
+	case !p.meta.LoadedAt.IsZero() && p.meta.LoadedAt.After(t):
+		return 0, true
+	}
+	return 0, false
+}
+
+// latestSampled is the program's latest sampled window, nil when none is
+// recent (no continuous window covered it lately).
+func (d *Daemon) latestSampled(id uint32) *PerfCounters {
+	s := &d.ctr.smp
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pc := s.last[id]
+	if pc == nil || time.Since(s.lastEnd) > 2*d.prof.cfg.Every+10*time.Second {
+		return nil
+	}
+	return pc
+}
+
+// sampledStatus lists the sampled mechanism per event: available or why
+// not, and what it produces.
+func (d *Daemon) sampledStatus(support collectors.CounterSupport) []MechanismStatus {
+	d.prof.mu.Lock()
+	profOn, every := d.prof.prof != nil, d.prof.cfg.Every
+	d.prof.mu.Unlock()
+	s := &d.ctr.smp
+	s.mu.Lock()
+	hwOpened, hwErr := s.hwOpened, s.hwErr
+	s.mu.Unlock()
+	opened := map[collectors.CounterEvent]bool{}
+	for _, e := range support.Events {
+		opened[e] = true
+	}
+	var out []MechanismStatus
+	for i, ev := range sampledEvents {
+		m := MechanismStatus{Event: ev.String()}
+		switch {
+		case !profOn:
+			m.Reason = "CPU profiling is off"
+		case every <= 0:
+			m.Reason = "continuous profiling is off (--profile.every 0)"
+		case ev == profile.CPUClock && !opened[collectors.CPUClock]:
+			m.Reason = "cpu-clock does not open"
+		case ev == profile.CPUClock:
+			m.Available = true
+			m.Produces = []string{"cpu_clock_ns", "cpu_clock_ns_per_run", "sampled_cpu_percent"}
+			m.Detail = "each continuous profile window: samples × period per program (innermost BPF frame, tail-call targets included), divided by the runs bpf_stats counted in the window"
+		case support.PMU != nil:
+			m.Reason, m.Detail = counterReason(support.PMU), support.PMU.Error()
+		case hwErr[ev] != nil:
+			m.Reason, m.Detail = counterReason(hwErr[ev]), hwErr[ev].Error()
+		default:
+			m.Available = true
+			m.Produces = [][]string{nil,
+				{"cycles", "cycles_per_run", "ipc"},
+				{"instructions", "instructions_per_run", "ipc", "llc_misses_per_1k_instructions"},
+				{"llc-misses", "llc_misses_per_run", "llc_misses_per_1k_instructions"}}[i]
+			m.Detail = "sampled over the continuous profile windows"
+			if !hwOpened {
+				m.Detail += " (from the first window on)"
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
