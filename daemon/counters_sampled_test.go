@@ -1,0 +1,178 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// progsCountersRow returns the row of id in `progs --counters -o json`, and
+// the row as raw JSON keys.
+func progsCountersRow(t *testing.T, d *daemonProc, id uint32) (daemon.ProgRow, map[string]json.RawMessage) {
+	t.Helper()
+	out := d.cli(t, "progs", "--counters", "-o", "json")
+	var rows []daemon.ProgRow
+	var raws []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("progs --counters -o json: %v\n%.300s", err, out)
+	}
+	json.Unmarshal([]byte(out), &raws)
+	for i, r := range rows {
+		if r.ID == id {
+			return r, raws[i]
+		}
+	}
+	return daemon.ProgRow{}, nil
+}
+
+// TestSampledCountersEndToEnd: a busy program run in a loop gets, from each
+// 1 s continuous profile window, a sampled cpu-clock ns/run that agrees
+// with bpf_stats' ns/run; an idle program gets no per-run figure at all.
+//
+// Tolerance: samples landing in a program are close to Poisson, so an
+// estimate from n samples has a relative standard error of about 1/√n.
+// The test waits for a window with at least 200 samples (1000 Hz, so one
+// core spinning a third of the time gives ~300): 1/√200 = 7%, and 30% is
+// over 4σ, leaving room for the runs being interpolated between 200 ms
+// sweeps.
+func TestSampledCountersEndToEnd(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--profile.hz", "1000")
+	hot := uniqueName("e2e_shot")
+	hotID, _ := hotProgram(t, hot)
+	idle, err := privtest.LoadSocketFilter(uniqueName("e2e_sidle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	info, _ := idle.Info()
+	idleID, _ := info.ID()
+
+	var row daemon.ProgRow
+	eventually(t, "a sampled window with 200 samples", func() bool {
+		row, _ = progsCountersRow(t, d, hotID)
+		pc := row.PerfCounters
+		return pc != nil && pc.Mechanism == "sampled" && pc.CPUClockNsPerRun != nil && pc.Samples >= 200
+	})
+	pc := row.PerfCounters
+	// bpf_stats over the same stretch: the stored series across the
+	// window's edges.
+	var h struct{ Points []daemon.HistoryPoint }
+	d.json(t, &h.Points, "history", hot, "--since", pc.WindowStart.Add(-300*1e6).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(300*1e6).Format("2006-01-02T15:04:05.000Z07:00"))
+	var ns, runs float64
+	for i := 1; i < len(h.Points); i++ {
+		a, b := h.Points[i-1], h.Points[i]
+		ns += float64(b.RunTimeNs - a.RunTimeNs)
+		runs += float64(b.RunCnt - a.RunCnt)
+	}
+	if runs == 0 {
+		t.Fatalf("no runs in the stored series around the window: %+v", h.Points)
+	}
+	statsNs := ns / runs
+	got := *pc.CPUClockNsPerRun
+	t.Logf("window %s..%s: %d samples, %d runs, sampled %.0f ns/run (%.2f ms in window), bpf_stats %.0f ns/run (since load %.0f): %+.1f%%",
+		pc.WindowStart.Format("15:04:05.000"), pc.WindowEnd.Format("15:04:05.000"), pc.Samples, pc.CountedRuns, got, pc.Totals["cpu-clock"]/1e6, statsNs, *row.AvgNsSinceLoad, 100*(got-statsNs)/statsNs)
+	if math.Abs(got-statsNs) > 0.3*statsNs {
+		t.Errorf("sampled %.0f ns/run vs bpf_stats %.0f ns/run: more than 30%% apart with %d samples", got, statsNs, pc.Samples)
+	}
+	if row.RunCnt == 0 || pc.CountedRuns == 0 || pc.CountedRuns > row.RunCnt {
+		t.Errorf("counted runs %d of run_cnt %d", pc.CountedRuns, row.RunCnt)
+	}
+
+	// show names the mechanism too.
+	var det daemon.ProgDetail
+	d.json(t, &det, "show", hot, "-o", "json")
+	if det.PerfCounters == nil || det.PerfCounters.Mechanism != "sampled" || det.PerfCounters.CPUClockNsPerRun == nil {
+		t.Errorf("show -o json: perf_counters %+v", det.PerfCounters)
+	}
+	// history --counters lists the windows, mechanism sampled.
+	var pts []daemon.CounterHistoryPoint
+	d.json(t, &pts, "history", hot, "--counters")
+	if len(pts) == 0 || pts[len(pts)-1].Mechanism != "sampled" || pts[len(pts)-1].CPUClockNsPerRun == nil {
+		t.Errorf("history --counters: %+v", pts)
+	}
+	table := d.cli(t, "progs", "--counters")
+	if !strings.Contains(table, "sampled") || !strings.Contains(table, "CPU-CLOCK/RUN") {
+		t.Errorf("progs --counters:\n%s", table)
+	}
+
+	// The idle program: absent, not zero.
+	r, raw := progsCountersRow(t, d, uint32(idleID))
+	if raw == nil {
+		t.Fatalf("idle program %d not listed", idleID)
+	}
+	if r.PerfCounters != nil {
+		t.Errorf("idle program has perf counters %+v", r.PerfCounters)
+	}
+	for k := range raw {
+		if strings.Contains(k, "per_run") && k != "avg_ns_per_run_since_load" {
+			t.Errorf("idle program's row has %q: %s", k, raw[k])
+		}
+	}
+}
+
+// TestSampledCountersTailCall: a tail-call target's samples are its own, so
+// it gets sampled cpu-clock ns while bpf_stats counts no run of it: the
+// per-run figures stay absent.
+func TestSampledCountersTailCall(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--profile.hz", "1000")
+	target, err := privtest.LoadLoop(uniqueName("e2e_stgt"), 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Close() })
+	jump, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jump.Close() })
+	if err := jump.Put(uint32(0), uint32(target.FD())); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: uniqueName("e2e_sent"), Type: ebpf.SocketFilter, License: "MIT",
+		Instructions: asm.Instructions{
+			asm.LoadMapPtr(asm.R2, jump.FD()),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnTailCall.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { entry.Close() })
+	info, _ := target.Info()
+	tid, _ := info.ID()
+	spin(t, entry)
+
+	var row daemon.ProgRow
+	var raw map[string]json.RawMessage
+	eventually(t, "the tail-call target's sampled window", func() bool {
+		row, raw = progsCountersRow(t, d, uint32(tid))
+		return row.PerfCounters != nil && row.PerfCounters.Samples >= 50
+	})
+	pc := row.PerfCounters
+	t.Logf("target: run_cnt %d, %d samples, %.2f ms sampled in the window, per-run %v", row.RunCnt, pc.Samples, pc.Totals["cpu-clock"]/1e6, pc.CPUClockNsPerRun)
+	if row.RunCnt != 0 || pc.CountedRuns != 0 {
+		t.Errorf("target run_cnt %d, counted %d: the kernel should charge the entry program", row.RunCnt, pc.CountedRuns)
+	}
+	if pc.Mechanism != "sampled" || pc.Totals["cpu-clock"] <= 0 {
+		t.Errorf("target: %+v, want sampled ns", pc)
+	}
+	if pc.CPUClockNsPerRun != nil || strings.Contains(string(raw["perf_counters"]), "per_run") {
+		t.Errorf("target has a per-run figure: %s", raw["perf_counters"])
+	}
+	if out := d.cli(t, "show", row.Name); !strings.Contains(out, "no runs counted") {
+		t.Errorf("show does not say why per-run is absent:\n%s", out)
+	}
+}
