@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -157,21 +156,6 @@ func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		runs = []store.BenchRun{}
 	}
 	reply(w, BenchRuns{Since: since, Until: until, Runs: runs}, err)
-}
-
-// queryRange reads the since and until parameters (default: back from now
-// and now) and checks that they make a range.
-func queryRange(q url.Values, back time.Duration, now time.Time) (since, until time.Time, err error) {
-	if since, err = timeParam(q.Get("since"), now.Add(-back), now); err != nil {
-		return since, until, fmt.Errorf("%w: since: %v", ErrBadRequest, err)
-	}
-	if until, err = timeParam(q.Get("until"), now, now); err != nil {
-		return since, until, fmt.Errorf("%w: until: %v", ErrBadRequest, err)
-	}
-	if !until.After(since) {
-		return since, until, fmt.Errorf("%w: until must be after since", ErrBadRequest)
-	}
-	return since, until, nil
 }
 
 // getBenchRun answers with the report as it was stored. {id} is a run id,

@@ -801,15 +801,9 @@ func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
 		return
 	}
-	now := time.Now()
-	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
+	since, until, err := queryRange(q, time.Hour, time.Now())
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
-		return
-	}
-	until, err := timeParam(q.Get("until"), now, now)
-	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
+		reply(w, nil, err)
 		return
 	}
 	h, err := s.d.counterHistory(ref, since, until)

@@ -379,20 +379,7 @@ func writeProfile(w http.ResponseWriter, data []byte) {
 
 // profileRange reads since (default 1h back) and until (default now).
 func profileRange(r *http.Request) (time.Time, time.Time, error) {
-	q := r.URL.Query()
-	now := time.Now()
-	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
-	if err != nil {
-		return since, now, fmt.Errorf("%w: since: %v", ErrBadRequest, err)
-	}
-	until, err := timeParam(q.Get("until"), now, now)
-	if err != nil {
-		return since, until, fmt.Errorf("%w: until: %v", ErrBadRequest, err)
-	}
-	if !until.After(since) {
-		return since, until, fmt.Errorf("%w: until %s is not after since %s", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
-	}
-	return since, until, nil
+	return queryRange(r.URL.Query(), time.Hour, time.Now())
 }
 
 // kindFilter keeps profiles of the kind asked for: continuous, on-demand or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,15 +122,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
 		return
 	}
-	now := time.Now()
-	since, err := timeParam(q.Get("since"), now.Add(-time.Hour), now)
+	since, until, err := queryRange(q, time.Hour, time.Now())
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
-		return
-	}
-	until, err := timeParam(q.Get("until"), now, now)
-	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
+		reply(w, nil, err)
 		return
 	}
 	var step time.Duration
@@ -145,19 +140,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	now := time.Now()
-	since, err := timeParam(q.Get("since"), now.Add(-24*time.Hour), now)
+	since, until, err := queryRange(q, 24*time.Hour, time.Now())
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
-		return
-	}
-	until, err := timeParam(q.Get("until"), now, now)
-	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: until: %v", ErrBadRequest, err))
-		return
-	}
-	if !until.After(since) {
-		reply(w, nil, fmt.Errorf("%w: until must be after since", ErrBadRequest))
+		reply(w, nil, err)
 		return
 	}
 	events, err := s.d.store.Events(since, until)
@@ -197,6 +182,21 @@ func timeParam(v string, def, now time.Time) (time.Time, error) {
 		return def, nil
 	}
 	return ParseTime(v, now)
+}
+
+// queryRange reads the since and until parameters (default: back from now
+// and now) and checks that they make a range.
+func queryRange(q url.Values, back time.Duration, now time.Time) (since, until time.Time, err error) {
+	if since, err = timeParam(q.Get("since"), now.Add(-back), now); err != nil {
+		return since, until, fmt.Errorf("%w: since: %v", ErrBadRequest, err)
+	}
+	if until, err = timeParam(q.Get("until"), now, now); err != nil {
+		return since, until, fmt.Errorf("%w: until: %v", ErrBadRequest, err)
+	}
+	if !until.After(since) {
+		return since, until, fmt.Errorf("%w: until must be after since", ErrBadRequest)
+	}
+	return since, until, nil
 }
 
 // ParseTime reads a point in time as RFC 3339, a duration back from now

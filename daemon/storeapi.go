@@ -50,15 +50,9 @@ type exportRecord struct {
 // neither side holds more than one program's window in memory.
 func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	now := time.Now()
-	since, err := timeParam(q.Get("since"), now.Add(-24*time.Hour), now)
+	since, until, err := queryRange(q, 24*time.Hour, time.Now())
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: since: %v", ErrBadRequest, err))
-		return
-	}
-	until, err := timeParam(q.Get("until"), now, now)
-	if err != nil || !until.After(since) {
-		reply(w, nil, fmt.Errorf("%w: until must be a time after since", ErrBadRequest))
+		reply(w, nil, err)
 		return
 	}
 	format := q.Get("format")
