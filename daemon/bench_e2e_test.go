@@ -67,6 +67,25 @@ func TestBenchStore(t *testing.T) {
 		t.Errorf("stored report differs from the saved one:\n%+v\n%+v", got, want)
 	}
 
+	// bench get writes the stored report back out, as the CLI saw it.
+	fetched := filepath.Join(t.TempDir(), "got.json")
+	if out, errOut, code := run(bin.cli, "--socket", d.socket, "bench", "get", "last", "--file", fetched); code != 0 {
+		t.Fatalf("bench get: exit %d %s %s", code, out, errOut)
+	}
+	gf, err := os.Open(fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := bench.ReadJSON(gf)
+	gf.Close()
+	if err != nil || !reflect.DeepEqual(back, want) {
+		t.Errorf("bench get last: %v, report differs from the saved one", err)
+	}
+	for _, c := range [][2]string{{"99", "unknown bench run 99"}, {"soon", "is not a run"}} {
+		stdout, stderr, code := run(bin.cli, "--socket", d.socket, "bench", "get", c[0])
+		oneLineError(t, "bench get "+c[0], stdout, stderr, code, c[1])
+	}
+
 	// Stored run against the file of the same run: the same samples, so
 	// no change. Every way of naming the run gives the same answer.
 	for _, base := range []string{"run:1", "1", "last", "run:last"} {
