@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -129,28 +126,11 @@ func TestSampledCountersTailCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { target.Close() })
-	jump, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	entry, jump, err := privtest.LoadTailCallEntry(uniqueName("e2e_sent"), target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { jump.Close() })
-	if err := jump.Put(uint32(0), uint32(target.FD())); err != nil {
-		t.Fatal(err)
-	}
-	entry, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: uniqueName("e2e_sent"), Type: ebpf.SocketFilter, License: "MIT",
-		Instructions: asm.Instructions{
-			asm.LoadMapPtr(asm.R2, jump.FD()),
-			asm.Mov.Imm(asm.R3, 0),
-			asm.FnTailCall.Call(),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { entry.Close() })
+	t.Cleanup(func() { entry.Close(); jump.Close() })
 	info, _ := target.Info()
 	tid, _ := info.ID()
 	spin(t, entry)

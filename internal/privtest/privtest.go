@@ -152,3 +152,32 @@ func StatsCounting() (bool, error) {
 	}
 	return st.RunCount > 0, nil
 }
+
+// LoadTailCallEntry loads a socket filter named name that tail-calls
+// target through a one-slot program array, so the kernel charges target's
+// runs to it. The caller owns both returned objects and must close them.
+func LoadTailCallEntry(name string, target *ebpf.Program) (*ebpf.Program, *ebpf.Map, error) {
+	jump, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ProgramArray, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("program array: %w", err)
+	}
+	if err := jump.Put(uint32(0), uint32(target.FD())); err != nil {
+		jump.Close()
+		return nil, nil, fmt.Errorf("put tail-call target: %w", err)
+	}
+	entry, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: name, Type: ebpf.SocketFilter, License: "MIT",
+		Instructions: asm.Instructions{
+			asm.LoadMapPtr(asm.R2, jump.FD()),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnTailCall.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		jump.Close()
+		return nil, nil, fmt.Errorf("load tail-call entry: %w", err)
+	}
+	return entry, jump, nil
+}
