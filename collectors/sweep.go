@@ -2,6 +2,7 @@ package collectors
 
 import (
 	"errors"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,34 +23,49 @@ type Sample struct {
 // (BPF_PROG_GET_FD_BY_ID), reads one small BPF_OBJ_GET_INFO_BY_FD (info_len
 // covering the struct bpf_prog_info prefix up to and including
 // recursion_misses, all array pointers zero, so the kernel copies no arrays)
-// and closes the fd before moving on. It appends to buf and returns it,
-// including the samples read before an error. Holds no fd when it returns.
-// Programs that vanish between next-id and get-fd (ENOENT) are skipped
-// silently.
+// and closes the fd before moving on. It appends to buf and returns it.
+// Holds no fd when it returns. Programs that vanish between next-id and
+// get-fd (ENOENT) are skipped silently; programs the kernel refuses to open
+// or describe are skipped and reported as a *SkippedError beside the good
+// samples, unless none could be read, when the first refusal is returned.
 //
 // Counters only move while run-time stats are on (see EnableStats).
 // Requires CAP_SYS_ADMIN, and Linux 5.12 for recursion_misses.
 func Sweep(buf []Sample) ([]Sample, error) {
 	var info progInfo
+	start, skipped := len(buf), 0
+	var first error
+	skip := func(err error) {
+		if skipped++; first == nil {
+			first = err
+		}
+	}
 	for id := uint32(0); ; {
 		next, ok, err := nextID(unix.BPF_PROG_GET_NEXT_ID, id)
-		if err != nil || !ok {
+		if err != nil {
 			return buf, err
+		}
+		if !ok {
+			break
 		}
 		id = next
 
-		fd, err := fdByID(unix.BPF_PROG_GET_FD_BY_ID, id)
+		fd, err := openProgram(unix.BPF_PROG_GET_FD_BY_ID, id)
 		if errors.Is(err, ErrGone) {
 			continue
 		}
 		if err != nil {
-			return buf, err
+			// One program the kernel will not open (a security module can
+			// deny single programs) must not blind us to all the others.
+			skip(err)
+			continue
 		}
 		info = progInfo{}
 		err = objInfo(fd, unsafe.Pointer(&info), statsInfoLen)
 		unix.Close(fd)
 		if err != nil {
-			return buf, err
+			skip(err)
+			continue
 		}
 		buf = append(buf, Sample{
 			ID:              info.id,
@@ -61,4 +77,29 @@ func Sweep(buf []Sample) ([]Sample, error) {
 			RecursionMisses: info.recursionMisses,
 		})
 	}
+	switch {
+	case skipped == 0:
+		return buf, nil
+	case len(buf) == start:
+		return buf, first // nothing could be read: not a partial sweep
+	default:
+		return buf, &SkippedError{Skipped: skipped, First: first}
+	}
 }
+
+// openProgram is fdByID; tests replace it to make the kernel refuse one
+// program.
+var openProgram = fdByID
+
+// SkippedError says a sweep read every program it could but had to skip
+// some; the samples it returned are good.
+type SkippedError struct {
+	Skipped int
+	First   error // why the first was skipped
+}
+
+func (e *SkippedError) Error() string {
+	return fmt.Sprintf("skipped %d programs: %v", e.Skipped, e.First)
+}
+
+func (e *SkippedError) Unwrap() error { return e.First }

@@ -28,6 +28,10 @@ type Status struct {
 	LastSweepMs    float64   `json:"last_sweep_ms"`
 	LastWriteMs    float64   `json:"last_write_ms"`
 	LastError      string    `json:"last_error,omitempty"`
+	// Programs the last sweep skipped because the kernel refused to open
+	// them (a security module can deny single programs), and why.
+	SkippedPrograms int    `json:"skipped_programs,omitempty"`
+	SkipReason      string `json:"skip_reason,omitempty"`
 	// The daemon's own cost: CPU over the last minute, relative to one CPU.
 	CPUPercent float64 `json:"cpu_percent"`
 	RSSBytes   int64   `json:"rss_bytes"`

@@ -48,7 +48,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	log := cfg.Logger
-	if _, err := collectors.Sweep(nil); err != nil {
+	// A first sweep proves we may read programs; one that skipped a few
+	// (a partial refusal) read the rest, which is enough.
+	var skipped *collectors.SkippedError
+	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
 		if errors.Is(err, collectors.ErrNotPermitted) {
 			return fmt.Errorf("%w: %v", ErrNotPrivileged, err)
 		}
@@ -269,6 +272,7 @@ func (d *Daemon) status() Status {
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
+	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
 	s.mu.RUnlock()
 	st.ProgramsSeen, _ = d.store.CountPrograms()
 	st.CPUPercent, st.RSSBytes = d.cost.read()

@@ -54,8 +54,11 @@ type sampler struct {
 	seenByName  map[string]string // name/type -> last tag seen, for new-version events
 	buf         []collectors.Sample
 	ticks       uint64
-	ownersStale bool    // programs appeared since owners were last read
-	backlog     backlog // ticks not yet stored
+	ownersStale bool // programs appeared since owners were last read
+	// skipped programs the last sweep could not read, and why the first.
+	skipped    int
+	skipReason string
+	backlog    backlog // ticks not yet stored
 	// appeared, if set, is called (under mu) for each program seen for the
 	// first time, after its metadata is read.
 	appeared func(id uint32, name string)
@@ -104,9 +107,23 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	samples, err := collectors.Sweep(s.buf[:0])
 	s.buf = samples
 	sweep := time.Since(start)
-	if err != nil {
+	var skipped *collectors.SkippedError
+	switch {
+	case errors.As(err, &skipped):
+		// Programs the kernel refused to open are left out; the rest is
+		// good. Say so when the number changes, not every tick.
+		if skipped.Skipped != s.skipped {
+			s.log.Warn("sweep skipped programs the kernel refused to open", "skipped", skipped.Skipped, "first", skipped.First)
+		}
+	case err != nil:
 		return fmt.Errorf("sweep: %w", err)
 	}
+	s.mu.Lock()
+	s.skipped, s.skipReason = 0, ""
+	if skipped != nil {
+		s.skipped, s.skipReason = skipped.Skipped, skipped.First.Error()
+	}
+	s.mu.Unlock()
 
 	t := store.Tick{Time: now}
 	seen := make(map[uint32]bool, len(samples))

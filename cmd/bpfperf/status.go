@@ -52,6 +52,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 				kv = append(kv, [2]string{"profiling", fmt.Sprintf("%s; %d stored", line, p.StoredProfiles)})
 			}
 			kv = append(kv, countersStatusKV(s.Counters)...)
+			if s.SkippedPrograms > 0 {
+				kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
+			}
 			if s.LastError != "" {
 				kv = append(kv, [2]string{"last error", s.LastError})
 			}
