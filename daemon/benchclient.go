@@ -3,9 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -28,7 +26,7 @@ func (c *Client) StoreBenchRun(report []byte, label string) (store.BenchRun, err
 		return run, fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
 	defer resp.Body.Close()
-	body, err := readAnswer(resp, http.StatusCreated)
+	body, err := readAnswer(resp, http.StatusCreated, MaxBenchReport+1<<20)
 	if err != nil {
 		return run, err
 	}
@@ -50,7 +48,7 @@ func (c *Client) BenchReport(ref string) (*bench.Report, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
 	defer resp.Body.Close()
-	body, err := readAnswer(resp, http.StatusOK)
+	body, err := readAnswer(resp, http.StatusOK, MaxBenchReport+1<<20)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -61,21 +59,4 @@ func (c *Client) BenchReport(ref string) (*bench.Report, uint64, error) {
 		return nil, 0, fmt.Errorf("stored bench run %s: %w", ref, err)
 	}
 	return rep, id, nil
-}
-
-// readAnswer reads a body the daemon answered with want, or turns any
-// other answer into an error carrying the daemon's message.
-func readAnswer(resp *http.Response, want int) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBenchReport+1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != want {
-		var e apiError
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return nil, errors.New(e.Error)
-		}
-		return nil, fmt.Errorf("daemon answered %s", resp.Status)
-	}
-	return body, nil
 }

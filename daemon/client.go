@@ -54,27 +54,62 @@ func Dial(socket string, timeout time.Duration) (*Client, error) {
 // get fetches /v1/path?query into out. An API error comes back as an error
 // carrying the daemon's one-line message.
 func (c *Client) get(path string, query url.Values, out any) error {
+	return c.call(http.MethodGet, path, query, maxJSONAnswer, out)
+}
+
+// post sends POST /v1/path?query and decodes the answer into out, like get.
+func (c *Client) post(path string, query url.Values, out any) error {
+	return c.call(http.MethodPost, path, query, maxPostAnswer, out)
+}
+
+// Bounds on the answers read from the daemon: listings can be large, the
+// answers to state changes are small.
+const (
+	maxJSONAnswer = 256 << 20
+	maxPostAnswer = 16 << 20
+)
+
+func (c *Client) call(method, path string, query url.Values, limit int64, out any) error {
 	u := "http://bpfperfd/v1/" + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	resp, err := c.http.Get(u)
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	body, err := readAnswer(resp, http.StatusOK, limit)
 	if err != nil {
-		return fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e apiError
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("daemon answered %s", resp.Status)
+		return err
 	}
 	return json.Unmarshal(body, out)
+}
+
+// readAnswer reads at most limit bytes of an answer the daemon gave with
+// status want, or turns any other answer into an error carrying the
+// daemon's one-line message.
+func readAnswer(resp *http.Response, want int, limit int64) ([]byte, error) {
+	if resp.StatusCode != want {
+		// Error bodies are one short JSON line.
+		limit = 1 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != want {
+		var e apiError
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return nil, errors.New(e.Error)
+		}
+		return nil, fmt.Errorf("daemon answered %s", resp.Status)
+	}
+	return body, nil
 }
 
 // Status returns the daemon's status.
@@ -152,11 +187,8 @@ func (c *Client) Export(w io.Writer, since, until time.Time, format string) erro
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e apiError
-		if json.NewDecoder(resp.Body).Decode(&e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("daemon answered %s", resp.Status)
+		_, err := readAnswer(resp, http.StatusOK, 0)
+		return err
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("export: %w", err)

@@ -1,11 +1,6 @@
 package daemon
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"time"
 )
@@ -41,25 +36,4 @@ func (c *Client) CountersHistory(prog string, since, until time.Time) (CounterHi
 	q := url.Values{"prog": {prog}, "since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
 	var h CounterHistory
 	return h, c.get("counters/history", q, &h)
-}
-
-// post sends POST /v1/path?query and decodes the answer into out, like get.
-func (c *Client) post(path string, query url.Values, out any) error {
-	resp, err := c.http.Post("http://bpfperfd/v1/"+path+"?"+query.Encode(), "", nil)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e apiError
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("daemon answered %s", resp.Status)
-	}
-	return json.Unmarshal(body, out)
 }

@@ -1,10 +1,7 @@
 package daemon
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -91,16 +88,9 @@ func (c *Client) raw(method, path string, query url.Values, timeout time.Duratio
 		return nil, nil, fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProfileAnswer))
+	body, err := readAnswer(resp, http.StatusOK, maxProfileAnswer)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e apiError
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return nil, nil, errors.New(e.Error)
-		}
-		return nil, nil, fmt.Errorf("daemon answered %s", resp.Status)
+		return nil, nil, err
 	}
 	return body, resp.Header, nil
 }
