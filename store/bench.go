@@ -227,16 +227,11 @@ func (db *DB) ExpireBench(now time.Time, keep Retention) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("expire bench runs: %w", err)
 	}
-	n := 0
-	for len(keys) > 0 {
-		// Reports can be megabytes each: fewer per transaction than
-		// chunks, so a tick never waits long.
-		batch := min(len(keys), 50)
-		if err := db.deleteKeys(bucketBench, keys[:batch]); err != nil {
-			return n, fmt.Errorf("expire bench runs: %w", err)
-		}
-		n += batch
-		keys = keys[batch:]
+	// Reports can be megabytes each: fewer per transaction than chunks, so
+	// a tick never waits long.
+	n, err := db.deleteInBatches(bucketBench, keys, 50)
+	if err != nil {
+		return n, fmt.Errorf("expire bench runs: %w", err)
 	}
 	return n, nil
 }

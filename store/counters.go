@@ -1,9 +1,7 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -156,40 +154,6 @@ func (db *DB) CounterSeries(k InstanceKey, from, to time.Time) ([]CounterSample,
 		})
 	})
 	return out, err
-}
-
-// LastCounters returns the instance's newest counter sample, and false
-// when it has none. It decodes one chunk: the open one, or the newest
-// sealed one.
-func (db *DB) LastCounters(k InstanceKey) (CounterSample, bool, error) {
-	var last CounterSample
-	found := false
-	keep := func(t int64, v []uint64) { last, found = counterSampleFrom(k, t, v), true }
-	key := seriesKey(k, groupCounters)
-	err := db.view(func(tx *bolt.Tx) error {
-		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
-			if _, err := decodeChunk(hv, keep); err != nil {
-				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
-			}
-			return nil
-		}
-		// Sealed chunk keys are the series key plus a big-endian start:
-		// the series' newest sorts just before the series key plus 0xff...
-		c := tx.Bucket(bucketChunks).Cursor()
-		end := append(append([]byte(nil), key...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
-		ck, _ := c.Seek(end)
-		if ck == nil {
-			ck, _ = c.Last()
-		} else {
-			ck, _ = c.Prev()
-		}
-		if ck == nil || !hasPrefix(ck, key) || len(ck) != len(key)+8 {
-			return nil
-		}
-		start := int64(binary.BigEndian.Uint64(ck[len(key):]))
-		return readSeries(tx, key, start, math.MaxInt64, keep)
-	})
-	return last, found, err
 }
 
 // LastCountersOf returns the instance's newest counter sample of one

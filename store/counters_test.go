@@ -68,9 +68,9 @@ func TestCountersRoundTrip(t *testing.T) {
 		if !got[1].Has(0) || got[1].Has(1) || got[1].Has(9) {
 			t.Errorf("Has: present %b", got[1].Present)
 		}
-		last, ok, err := db.LastCounters(key)
+		last, ok, err := db.LastCountersOf(key, CounterExact)
 		if err != nil || !ok || last.Counted != cum.Counted || !last.Time.Equal(cum.Time) {
-			t.Errorf("LastCounters = %+v, %v, %v; want counted %d at %v", last, ok, err, cum.Counted, cum.Time)
+			t.Errorf("LastCountersOf(exact) = %+v, %v, %v; want counted %d at %v", last, ok, err, cum.Counted, cum.Time)
 		}
 		o, err := db.CounterSeries(other, start, start)
 		if err != nil || len(o) != 1 || o[0].Values != [CounterEvents]uint64{1, 2, 3, 4} {
@@ -99,8 +99,8 @@ func TestCountersRoundTrip(t *testing.T) {
 	}
 	check(db)
 
-	if _, ok, err := db.LastCounters(InstanceKey{Boot: key.Boot, ID: 99}); ok || err != nil {
-		t.Errorf("LastCounters of an instance without counters: %v, %v", ok, err)
+	if _, ok, err := db.LastCountersOf(InstanceKey{Boot: key.Boot, ID: 99}, CounterExact); ok || err != nil {
+		t.Errorf("LastCountersOf of an instance without counters: %v, %v", ok, err)
 	}
 	// A sample whose every event is absent stays absent.
 	got, _ := db.CounterSeries(other, start, start)

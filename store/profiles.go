@@ -210,14 +210,9 @@ func (db *DB) ExpireProfiles(now time.Time, keep time.Duration) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("expire profiles: %w", err)
 	}
-	n := 0
-	for len(keys) > 0 {
-		batch := keys[:min(len(keys), expireBatch)]
-		if err := db.deleteKeys(bucketProfiles, batch); err != nil {
-			return n, fmt.Errorf("expire profiles: %w", err)
-		}
-		n += len(batch)
-		keys = keys[len(batch):]
+	n, err := db.deleteInBatches(bucketProfiles, keys, expireBatch)
+	if err != nil {
+		return n, fmt.Errorf("expire profiles: %w", err)
 	}
 	return n, nil
 }

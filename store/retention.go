@@ -138,16 +138,28 @@ func (db *DB) Expire(now time.Time, keep Retention) (Expired, error) {
 		{bucketPrograms, progs, &out.Programs},
 		{bucketEvents, events, &out.Events},
 	} {
-		for len(job.keys) > 0 {
-			n := min(len(job.keys), expireBatch)
-			if err := db.deleteKeys(job.bucket, job.keys[:n]); err != nil {
-				return out, fmt.Errorf("expire: %w", err)
-			}
-			*job.count += n
-			job.keys = job.keys[n:]
+		n, err := db.deleteInBatches(job.bucket, job.keys, expireBatch)
+		*job.count += n
+		if err != nil {
+			return out, fmt.Errorf("expire: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// deleteInBatches deletes keys from bucket, batch keys per transaction, and
+// returns how many it deleted.
+func (db *DB) deleteInBatches(bucket []byte, keys [][]byte, batch int) (int, error) {
+	n := 0
+	for len(keys) > 0 {
+		k := min(len(keys), batch)
+		if err := db.deleteKeys(bucket, keys[:k]); err != nil {
+			return n, err
+		}
+		n += k
+		keys = keys[k:]
+	}
+	return n, nil
 }
 
 func (db *DB) deleteKeys(bucket []byte, keys [][]byte) error {
