@@ -2,9 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,26 +125,6 @@ func (d *daemonProc) query(v any, args ...string) error {
 	return nil
 }
 
-// run runs a binary and returns stdout, stderr and the exit code. A binary
-// still running after a minute is killed, so a daemon that should have
-// refused to start cannot hang the test (or outlive it).
-func run(name string, args ...string) (string, string, int) {
-	var out, errOut bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		return out.String(), errOut.String(), exit.ExitCode()
-	case err != nil:
-		return out.String(), err.Error(), -1
-	}
-	return out.String(), errOut.String(), 0
-}
-
 // eventually polls cond every 50 ms for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -264,3 +242,6 @@ func TestRunCountMatchesKernelExactly(t *testing.T) {
 		t.Errorf("progs -o csv lacks the program's row:\n%s", csv)
 	}
 }
+
+// run runs a binary: privtest.Exec.
+func run(name string, args ...string) (string, string, int) { return privtest.Exec(name, args...) }

@@ -514,22 +514,6 @@ func waitAPI(t *testing.T, c *daemon.Client, what string, ok func([]daemon.ProgR
 	}
 }
 
-// runCLI runs the built CLI and returns stdout, stderr and the exit code.
-func runCLI(args ...string) (string, string, int) {
-	var out, errOut bytes.Buffer
-	cmd := exec.Command(topBin.cli, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		return out.String(), errOut.String(), exit.ExitCode()
-	case err != nil:
-		return out.String(), err.Error(), -1
-	}
-	return out.String(), errOut.String(), 0
-}
-
 // TestTopBadInput runs the real binary: each bad input is one line naming
 // the problem, and exit status 1, before any daemon is needed.
 func TestTopBadInput(t *testing.T) {
@@ -640,3 +624,6 @@ func cpuTicks(tb testing.TB, pid int) uint64 {
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	return utime + stime
 }
+
+// runCLI runs the built CLI and returns stdout, stderr and the exit code.
+func runCLI(args ...string) (string, string, int) { return privtest.Exec(topBin.cli, args...) }

@@ -5,11 +5,16 @@
 package privtest
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -180,4 +185,25 @@ func LoadTailCallEntry(name string, target *ebpf.Program) (*ebpf.Program, *ebpf.
 		return nil, nil, fmt.Errorf("load tail-call entry: %w", err)
 	}
 	return entry, jump, nil
+}
+
+// Exec runs a binary and returns its stdout, stderr and exit code (-1 when
+// it could not run). One still running after a minute is killed, so a
+// daemon that should have refused to start cannot hang a test or outlive
+// it.
+func Exec(name string, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return out.String(), errOut.String(), exit.ExitCode()
+	case err != nil:
+		return out.String(), err.Error(), -1
+	}
+	return out.String(), errOut.String(), 0
 }
