@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
 // prebuiltDir is where Commands puts binaries inside the VM.
@@ -75,15 +73,7 @@ func Commands(dir string, pkgDirs ...string) ([]File, error) {
 // before building anything.
 func RunTestsWithCommands(tb testing.TB, cfg Config, pkgDirs []string, args ...string) *Result {
 	tb.Helper()
-	if InVM() {
-		tb.Skip("already inside the VM")
-	}
-	if testing.Short() {
-		tb.Skip("boots a VM; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		privtest.Skip(tb, "booting the test VM needs root (apt-get, kernel cache)")
-	}
+	skipUnlessHost(tb)
 	files, err := Commands(tb.TempDir(), pkgDirs...)
 	if err != nil {
 		tb.Fatal(err)

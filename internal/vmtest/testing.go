@@ -11,13 +11,10 @@ import (
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
-// RunTests builds the tests of the package in the current directory (the
-// calling test's own package), boots the VM, runs them there with args
-// (e.g. "-test.run", "^TestCountersExact"), logs their output and fails tb
-// when they fail. The package's testdata, if any, goes along. It skips when
-// already inside the VM and under -short, and needs root on the host
-// (a skip that fails when BPFPERF_REQUIRE_PRIVILEGED=1).
-func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
+// skipUnlessHost skips where a VM cannot or need not boot: inside the VM,
+// under -short, and without root (a skip that fails when
+// BPFPERF_REQUIRE_PRIVILEGED=1).
+func skipUnlessHost(tb testing.TB) {
 	tb.Helper()
 	if InVM() {
 		tb.Skip("already inside the VM")
@@ -28,6 +25,17 @@ func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
 	if os.Geteuid() != 0 {
 		privtest.Skip(tb, "booting the test VM needs root (apt-get, kernel cache)")
 	}
+}
+
+// RunTests builds the tests of the package in the current directory (the
+// calling test's own package), boots the VM, runs them there with args
+// (e.g. "-test.run", "^TestCountersExact"), logs their output and fails tb
+// when they fail. The package's testdata, if any, goes along. It skips when
+// already inside the VM and under -short, and needs root on the host
+// (a skip that fails when BPFPERF_REQUIRE_PRIVILEGED=1).
+func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
+	tb.Helper()
+	skipUnlessHost(tb)
 	dir := tb.TempDir()
 	bin := filepath.Join(dir, "pkg.test")
 	if err := BuildTestBinary(".", bin); err != nil {
