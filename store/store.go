@@ -165,10 +165,6 @@ func Open(path string, opts Options) (db *DB, err error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db = &DB{bolt: b, path: path, heads: map[string]*chunk{}, touched: map[string]int64{}}
-	if err := db.checkSize(); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
 	if opts.ReadOnly {
 		err = db.checkSchema()
 	} else {
@@ -229,18 +225,6 @@ func (db *DB) UsedBytes() int64 {
 		return nil
 	})
 	return n
-}
-
-// checkSize refuses a file shorter than the pages its meta page claims: a
-// truncated copy would otherwise open and fault on first read of a missing
-// page.
-func (db *DB) checkSize() error {
-	return db.view(func(tx *bolt.Tx) error {
-		if have, need := db.Size(), tx.Size(); have < need {
-			return fmt.Errorf("%w: file is truncated: %d bytes, its pages need %d", ErrCorrupt, have, need)
-		}
-		return nil
-	})
 }
 
 // checkSchema refuses a file this code cannot read, without changing it.
