@@ -285,9 +285,6 @@ func (d *Daemon) storeProfile(p *pprof.Profile, kind string) (store.ProfileInfo,
 	}
 	info.Bytes = len(data)
 	id, err := d.store.PutProfile(info, data)
-	if err == nil {
-		_, err = d.store.ExpireProfiles(time.Now(), d.prof.cfg.Retention)
-	}
 	return info, id, err
 }
 
@@ -307,8 +304,7 @@ func (d *Daemon) setProfileError(err error) {
 	d.prof.mu.Unlock()
 }
 
-// expireProfiles deletes profiles past their retention once a minute
-// (stored profiles also expire older ones as they are written).
+// expireProfiles deletes profiles past their retention once a minute.
 func (d *Daemon) expireProfiles(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
