@@ -3,101 +3,26 @@ package collectors
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
-// CounterEvent is a perf counter the exact mechanism reads around each run
-// of a target program.
-type CounterEvent uint8
-
-const (
-	CPUClock     CounterEvent = iota // software cpu-clock, in ns; works without a PMU
-	Cycles                           // hardware CPU cycles
-	Instructions                     // hardware instructions retired
-	LLCMisses                        // hardware last-level cache read misses
-)
-
-var counterEventNames = [...]string{
-	CPUClock:     "cpu-clock",
-	Cycles:       "cycles",
-	Instructions: "instructions",
-	LLCMisses:    "llc-misses",
-}
-
-func (e CounterEvent) String() string {
-	if int(e) < len(counterEventNames) {
-		return counterEventNames[e]
-	}
-	return fmt.Sprintf("event(%d)", e)
-}
-
-// ParseCounterEvent parses a name as printed by String.
-func ParseCounterEvent(name string) (CounterEvent, error) {
-	for e, n := range counterEventNames {
-		if strings.EqualFold(name, n) {
-			return CounterEvent(e), nil
-		}
-	}
-	return 0, fmt.Errorf("counter event %q: want one of %s", name, strings.Join(counterEventNames[:], ", "))
-}
-
-// Hardware reports whether the event needs a hardware PMU.
-func (e CounterEvent) Hardware() bool { return e != CPUClock }
-
-// attr is the counting-mode perf_event_attr for the event.
-func (e CounterEvent) attr() (*unix.PerfEventAttr, error) {
-	a := &unix.PerfEventAttr{Size: uint32(unix.PERF_ATTR_SIZE_VER0)}
-	switch e {
-	case CPUClock:
-		a.Type, a.Config = unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK
-	case Cycles:
-		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
-	case Instructions:
-		a.Type, a.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_INSTRUCTIONS
-	case LLCMisses:
-		a.Type = unix.PERF_TYPE_HW_CACHE
-		a.Config = unix.PERF_COUNT_HW_CACHE_LL |
-			unix.PERF_COUNT_HW_CACHE_OP_READ<<8 |
-			unix.PERF_COUNT_HW_CACHE_RESULT_MISS<<16
-	default:
-		return nil, fmt.Errorf("unknown counter event %d", e)
-	}
-	return a, nil
-}
-
-// openCounter opens e in counting mode on one CPU, for all tasks.
-func openCounter(e CounterEvent, cpu int) (int, error) {
-	a, err := e.attr()
+// openCounter opens e in counting mode on one CPU, for all tasks. A
+// failure is a *perfevent.OpenError saying why in words.
+func openCounter(e perfevent.Event, cpu int) (int, error) {
+	a, err := e.CountingAttr()
 	if err != nil {
 		return -1, err
 	}
-	fd, err := unix.PerfEventOpen(a, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err != nil {
-		return -1, counterOpenError(e, cpu, err)
-	}
-	return fd, nil
-}
-
-func counterOpenError(e CounterEvent, cpu int, err error) error {
-	op := fmt.Sprintf("perf_event_open %s on cpu %d", e, cpu)
-	switch {
-	case e.Hardware() && (err == unix.ENOENT || err == unix.EOPNOTSUPP || err == unix.ENODEV):
-		return &CounterError{Op: op, Reason: ErrNoPMU, Err: err}
-	case err == unix.EACCES || err == unix.EPERM:
-		return &CounterError{Op: op, Reason: ErrNotPermitted, Err: err}
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return perfevent.Open(e, a, cpu)
 }
 
 var (
-	// ErrNoPMU: the machine has no hardware PMU (perf_event_open of a
-	// hardware event fails with ENOENT), so only cpu-clock can be counted.
-	ErrNoPMU = fmt.Errorf("no hardware PMU: %w", ebpf.ErrNotSupported)
 	// ErrTracingRefused: the kernel does not load fentry/fexit programs
 	// against a BPF program, so exact counting is off.
 	ErrTracingRefused = fmt.Errorf("kernel refuses tracing programs (fentry/fexit): %w", ebpf.ErrNotSupported)
@@ -109,7 +34,7 @@ var (
 )
 
 // CounterError says why a counter mechanism, event or target is not
-// available. It matches its Reason (one of ErrNoPMU, ErrTracingRefused,
+// available. It matches its Reason (one of perfevent.ErrNoPMU, ErrTracingRefused,
 // ErrNoBTF, ErrTooManyTargets, ErrNotPermitted) and the underlying error
 // (often an errno) with errors.Is.
 type CounterError struct {
@@ -136,8 +61,8 @@ func (e *CounterError) Unwrap() []error {
 type CounterSupport struct {
 	// Events lists the events that open on this machine: cpu-clock, plus
 	// cycles, instructions and LLC misses where a PMU exists.
-	Events []CounterEvent
-	// PMU is nil when hardware events open; otherwise it matches ErrNoPMU
+	Events []perfevent.Event
+	// PMU is nil when hardware events open; otherwise it matches perfevent.ErrNoPMU
 	// and carries the errno.
 	PMU error
 	// Exact is nil when the kernel loads fentry/fexit programs against a
@@ -148,8 +73,8 @@ type CounterSupport struct {
 
 // DefaultEvents returns the events worth counting here: the hardware ones
 // where a PMU exists, cpu-clock where none does.
-func (s CounterSupport) DefaultEvents() []CounterEvent {
-	var hw []CounterEvent
+func (s CounterSupport) DefaultEvents() []perfevent.Event {
+	var hw []perfevent.Event
 	for _, e := range s.Events {
 		if e.Hardware() {
 			hw = append(hw, e)
@@ -158,7 +83,7 @@ func (s CounterSupport) DefaultEvents() []CounterEvent {
 	if len(hw) > 0 {
 		return hw
 	}
-	return []CounterEvent{CPUClock}
+	return []perfevent.Event{perfevent.CPUClock}
 }
 
 // ProbeCounters finds out which events open and whether the exact mechanism
@@ -168,10 +93,10 @@ func (s CounterSupport) DefaultEvents() []CounterEvent {
 // Linux 5.5 and a kernel that allows tracing programs.
 func ProbeCounters() CounterSupport {
 	var s CounterSupport
-	for _, e := range []CounterEvent{CPUClock, Cycles, Instructions, LLCMisses} {
+	for _, e := range perfevent.All {
 		fd, err := openCounter(e, 0)
 		if err != nil {
-			if e == Cycles {
+			if e == perfevent.Cycles {
 				s.PMU = err
 			}
 			continue

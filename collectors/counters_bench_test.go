@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -74,7 +75,7 @@ func BenchmarkCountersExactCost(b *testing.B) {
 				least[i] = min(least[i], cost())
 				if w != nil {
 					r, _ := w.Read()
-					if n, ok := r.PerRun(CPUClock); ok {
+					if n, ok := r.PerRun(perfevent.CPUClock); ok {
 						perRun = append(perRun, n)
 					}
 					w.Close()

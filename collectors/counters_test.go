@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -19,21 +20,6 @@ import (
 // Tests named TestCountersExact* need a kernel that allows fentry/fexit:
 // they run inside the test VM (TestCountersInVM boots it) and skip on the
 // host. The others run on the host and in the VM.
-
-func TestCounterEventNames(t *testing.T) {
-	for _, e := range []CounterEvent{CPUClock, Cycles, Instructions, LLCMisses} {
-		got, err := ParseCounterEvent(e.String())
-		if err != nil || got != e {
-			t.Errorf("ParseCounterEvent(%q) = %v, %v", e, got, err)
-		}
-	}
-	if _, err := ParseCounterEvent("bogus"); err == nil {
-		t.Error("ParseCounterEvent(bogus): want an error")
-	}
-	if CPUClock.Hardware() || !Cycles.Hardware() {
-		t.Error("only cpu-clock is a software event")
-	}
-}
 
 func TestCounterValueScaled(t *testing.T) {
 	for _, c := range []struct {
@@ -51,21 +37,21 @@ func TestCounterValueScaled(t *testing.T) {
 			t.Errorf("%+v.Scaled() = %v, %v; want %v, %v", c.v, got, ok, c.want, c.wantOK)
 		}
 	}
-	r := CounterReading{Exits: 5, Counted: 4, Values: []CounterValue{{Event: CPUClock, Counter: 100, Enabled: 1, Running: 1}}}
-	if n, ok := r.PerRun(CPUClock); !ok || n != 25 {
+	r := CounterReading{Exits: 5, Counted: 4, Values: []CounterValue{{Event: perfevent.CPUClock, Counter: 100, Enabled: 1, Running: 1}}}
+	if n, ok := r.PerRun(perfevent.CPUClock); !ok || n != 25 {
 		t.Errorf("PerRun(cpu-clock) = %v, %v; want 25, true", n, ok)
 	}
-	if _, ok := r.PerRun(Cycles); ok {
+	if _, ok := r.PerRun(perfevent.Cycles); ok {
 		t.Error("PerRun(cycles) of a reading without cycles: want absent")
 	}
-	if _, ok := (CounterReading{}).PerRun(CPUClock); ok {
+	if _, ok := (CounterReading{}).PerRun(perfevent.CPUClock); ok {
 		t.Error("PerRun with no runs: want absent")
 	}
 }
 
 func TestCounterErrorMatches(t *testing.T) {
-	err := error(&CounterError{Op: "open", Reason: ErrNoPMU, Err: unix.ENOENT})
-	for _, target := range []error{ErrNoPMU, ebpf.ErrNotSupported, unix.ENOENT} {
+	err := error(&CounterError{Op: "open", Reason: perfevent.ErrNoPMU, Err: unix.ENOENT})
+	for _, target := range []error{perfevent.ErrNoPMU, ebpf.ErrNotSupported, unix.ENOENT} {
 		if !errors.Is(err, target) {
 			t.Errorf("%v does not match %v", err, target)
 		}
@@ -80,9 +66,9 @@ func TestCounterErrorMatches(t *testing.T) {
 
 func TestNewExactCountersChecksConfig(t *testing.T) {
 	for _, cfg := range []ExactConfig{
-		{Events: []CounterEvent{CPUClock, CPUClock}},
-		{Events: []CounterEvent{CPUClock, Cycles, Instructions, LLCMisses, CPUClock}},
-		{Events: []CounterEvent{42}},
+		{Events: []perfevent.Event{perfevent.CPUClock, perfevent.CPUClock}},
+		{Events: []perfevent.Event{perfevent.CPUClock, perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses, perfevent.CPUClock}},
+		{Events: []perfevent.Event{42}},
 		{MaxTargets: -1},
 	} {
 		if _, err := NewExactCounters(cfg); err == nil {
@@ -93,7 +79,7 @@ func TestNewExactCountersChecksConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := c.Events(); len(ev) != 1 || ev[0] != CPUClock {
+	if ev := c.Events(); len(ev) != 1 || ev[0] != perfevent.CPUClock {
 		t.Errorf("default events %v, want [cpu-clock]", ev)
 	}
 	if _, err := c.Start(1, 0); err == nil {
@@ -108,11 +94,11 @@ func TestProbeCounters(t *testing.T) {
 	privtest.Root(t)
 	s := ProbeCounters()
 	t.Logf("events %v; PMU: %v; exact: %v", s.Events, orOK(s.PMU), orOK(s.Exact))
-	if len(s.Events) == 0 || s.Events[0] != CPUClock {
+	if len(s.Events) == 0 || s.Events[0] != perfevent.CPUClock {
 		t.Errorf("events %v: cpu-clock must always open", s.Events)
 	}
-	if s.PMU != nil && !(errors.Is(s.PMU, ErrNoPMU) && errors.Is(s.PMU, ebpf.ErrNotSupported)) {
-		t.Errorf("PMU: %v does not match ErrNoPMU", s.PMU)
+	if s.PMU != nil && !(errors.Is(s.PMU, perfevent.ErrNoPMU) && errors.Is(s.PMU, ebpf.ErrNotSupported)) {
+		t.Errorf("PMU: %v does not match perfevent.ErrNoPMU", s.PMU)
 	}
 	if s.PMU != nil && len(s.DefaultEvents()) != 1 {
 		t.Errorf("without a PMU the default events are %v, want [cpu-clock]", s.DefaultEvents())
@@ -206,10 +192,10 @@ func TestCountersExactCountsEachRun(t *testing.T) {
 		t.Errorf("%d runs counted of %d", r.Counted, runs)
 	}
 	v := r.Values[0]
-	if v.Event != CPUClock || v.Counter == 0 || v.Enabled == 0 || v.Running == 0 {
+	if v.Event != perfevent.CPUClock || v.Counter == 0 || v.Enabled == 0 || v.Running == 0 {
 		t.Errorf("cpu-clock total %+v: want all non-zero", v)
 	}
-	perRun, _ := r.PerRun(CPUClock)
+	perRun, _ := r.PerRun(perfevent.CPUClock)
 	t.Logf("%d runs, %d counted: cpu-clock %.0f ns/run", runs, r.Counted, perRun)
 }
 

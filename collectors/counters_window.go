@@ -10,13 +10,15 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // ExactConfig configures exact counting.
 type ExactConfig struct {
-	Events     []CounterEvent // read around each run; default cpu-clock; at most 4
-	MaxTargets int            // targets counted at once; default 4
-	ProcRoot   string         // for the owner check; default /proc
+	Events     []perfevent.Event // read around each run; default cpu-clock; at most 4
+	MaxTargets int               // targets counted at once; default 4
+	ProcRoot   string            // for the owner check; default /proc
 	// OwnerPoll is how often a window checks that something besides itself
 	// still holds its target; default 1s.
 	OwnerPoll time.Duration
@@ -40,13 +42,13 @@ type ExactCounters struct {
 // NewExactCounters checks cfg and fills in defaults. It opens nothing.
 func NewExactCounters(cfg ExactConfig) (*ExactCounters, error) {
 	if len(cfg.Events) == 0 {
-		cfg.Events = []CounterEvent{CPUClock}
+		cfg.Events = []perfevent.Event{perfevent.CPUClock}
 	}
 	if len(cfg.Events) > maxCounterEvents {
 		return nil, fmt.Errorf("exact counters: %d events, at most %d", len(cfg.Events), maxCounterEvents)
 	}
 	for i, e := range cfg.Events {
-		if _, err := e.attr(); err != nil {
+		if _, err := e.CountingAttr(); err != nil {
 			return nil, err
 		}
 		for _, f := range cfg.Events[:i] {
@@ -75,7 +77,7 @@ func NewExactCounters(cfg ExactConfig) (*ExactCounters, error) {
 }
 
 // Events returns the events each window counts.
-func (c *ExactCounters) Events() []CounterEvent { return c.cfg.Events }
+func (c *ExactCounters) Events() []perfevent.Event { return c.cfg.Events }
 
 // Active returns the ids of the targets being counted now.
 func (c *ExactCounters) Active() []uint32 {
@@ -103,7 +105,7 @@ const (
 // it holds nothing of the target, and only Read and Close remain useful.
 type CounterWindow struct {
 	target  uint32
-	events  []CounterEvent
+	events  []perfevent.Event
 	tracked bool
 	parent  *ExactCounters
 
@@ -120,7 +122,7 @@ type CounterWindow struct {
 // Start attaches counting to the target program with the given id for at
 // most window, then detaches by itself. It fails with a *CounterError
 // matching ErrTooManyTargets when MaxTargets windows are counting,
-// ErrNoBTF when the target has no BTF, ErrNoPMU for hardware events
+// ErrNoBTF when the target has no BTF, perfevent.ErrNoPMU for hardware events
 // without a PMU, and ErrTracingRefused when the kernel refuses fentry or
 // fexit; with ErrGone when the target is not loaded. It holds nothing when
 // it fails. Requires Linux 5.5, CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN.
@@ -371,7 +373,7 @@ func (w *CounterWindow) Close() error {
 
 // CounterValue is one event's total over the counted runs, summed over CPUs.
 type CounterValue struct {
-	Event   CounterEvent
+	Event   perfevent.Event
 	Counter uint64 // raw count while the event was on the PMU
 	Enabled uint64 // ns the event was enabled during the runs
 	Running uint64 // ns it was actually counting (less when multiplexed)
@@ -404,7 +406,7 @@ type CounterReading struct {
 
 // PerRun returns the scaled count of e per counted run, or ok false when
 // e is not counted or no run was.
-func (r CounterReading) PerRun(e CounterEvent) (float64, bool) {
+func (r CounterReading) PerRun(e perfevent.Event) (float64, bool) {
 	if r.Counted == 0 {
 		return 0, false
 	}

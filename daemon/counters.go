@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -110,6 +111,16 @@ type MechanismStatus struct {
 	Detail string `json:"detail,omitempty"` // the full error, or where numbers come from
 	// Produces names the JSON fields the mechanism fills where available.
 	Produces []string `json:"produces,omitempty"`
+	// Sampled events: the latest window's rate in force (hardware events
+	// are bounded and back off when the kernel throttles them), samples
+	// taken, samples lost, throttle records, and the share of the window
+	// the event was on the PMU when it was multiplexed (values are scaled
+	// by its inverse).
+	Hz           int      `json:"hz,omitempty"`
+	Samples      int      `json:"samples,omitempty"`
+	Lost         uint64   `json:"lost,omitempty"`
+	Throttled    uint64   `json:"throttled,omitempty"`
+	RunningShare *float64 `json:"running_share,omitempty"`
 }
 
 // CountersStatus is the counters part of GET /v1/status: each mechanism,
@@ -207,7 +218,7 @@ type counting struct {
 	started bool
 	support collectors.CounterSupport
 	exact   *collectors.ExactCounters // nil when exact counting cannot run
-	events  []collectors.CounterEvent
+	events  []perfevent.Event
 	targets map[uint32]*counterTarget
 	// pending are programs the sampler matched, for the loop to pick up.
 	pending []*counterTarget
@@ -266,7 +277,7 @@ func (d *Daemon) startCounters(ctx context.Context) error {
 	support := collectors.ProbeCounters()
 	events := support.Events
 	if len(events) == 0 {
-		events = []collectors.CounterEvent{collectors.CPUClock}
+		events = []perfevent.Event{perfevent.CPUClock}
 	}
 	var exact *collectors.ExactCounters
 	if support.Exact == nil {
@@ -632,7 +643,7 @@ func windowCounters(r collectors.CounterReading, start, end time.Time, reason co
 	return pc
 }
 
-// perRun divides event totals (indexed by collectors.CounterEvent; nil
+// perRun divides event totals (indexed by perfevent.Event; nil
 // when not counted) by the counted runs. Everything is absent without a
 // counted run.
 func perRun(counted uint64, totals [store.CounterEvents]*float64) *PerfCounters {
@@ -640,20 +651,20 @@ func perRun(counted uint64, totals [store.CounterEvents]*float64) *PerfCounters 
 	if counted == 0 {
 		return pc
 	}
-	per := func(e collectors.CounterEvent) *float64 {
+	per := func(e perfevent.Event) *float64 {
 		if t := totals[e]; t != nil {
 			return ptr(*t / float64(counted))
 		}
 		return nil
 	}
-	pc.CPUClockNsPerRun = per(collectors.CPUClock)
-	pc.CyclesPerRun = per(collectors.Cycles)
-	pc.InstructionsPerRun = per(collectors.Instructions)
-	pc.LLCMissesPerRun = per(collectors.LLCMisses)
-	if cy, in := totals[collectors.Cycles], totals[collectors.Instructions]; cy != nil && in != nil && *cy > 0 {
+	pc.CPUClockNsPerRun = per(perfevent.CPUClock)
+	pc.CyclesPerRun = per(perfevent.Cycles)
+	pc.InstructionsPerRun = per(perfevent.Instructions)
+	pc.LLCMissesPerRun = per(perfevent.LLCMisses)
+	if cy, in := totals[perfevent.Cycles], totals[perfevent.Instructions]; cy != nil && in != nil && *cy > 0 {
 		pc.IPC = ptr(*in / *cy)
 	}
-	if m, in := totals[collectors.LLCMisses], totals[collectors.Instructions]; m != nil && in != nil && *in > 0 {
+	if m, in := totals[perfevent.LLCMisses], totals[perfevent.Instructions]; m != nil && in != nil && *in > 0 {
 		pc.LLCMissesPer1kInstructions = ptr(*m / *in * 1000)
 	}
 	return pc
@@ -673,8 +684,14 @@ func counterReason(err error) string {
 	switch {
 	case errors.Is(err, collectors.ErrTracingRefused):
 		return "tracing programs refused" + suffix
-	case errors.Is(err, collectors.ErrNoPMU):
+	case errors.Is(err, perfevent.ErrNoPMU):
 		return "no PMU" + suffix
+	case errors.Is(err, perfevent.ErrPMURefused):
+		return "the PMU refused this configuration" + suffix
+	case errors.Is(err, perfevent.ErrCountersBusy):
+		return "counters busy with another tool" + suffix
+	case errors.Is(err, perfevent.ErrNotPermitted):
+		return "not permitted: CAP_PERFMON or perf_event_paranoid" + suffix
 	case errors.Is(err, collectors.ErrNoBTF):
 		return "target has no BTF"
 	case errors.Is(err, collectors.ErrTooManyTargets):
@@ -865,7 +882,7 @@ func windowBetween(a, b store.CounterSample) *PerfCounters {
 	for i := range store.CounterEvents {
 		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
 			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
-			names = append(names, collectors.CounterEvent(i).String())
+			names = append(names, perfevent.Event(i).String())
 		}
 	}
 	pc := perRun(b.Counted-a.Counted, totals)
@@ -941,6 +958,6 @@ func (d *Daemon) countersStatus() *CountersStatus {
 			st.Targets++
 		}
 	}
-	st.Sampled = d.sampledStatus(c.support)
+	st.Sampled = d.sampledStatus()
 	return st
 }

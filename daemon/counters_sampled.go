@@ -3,12 +3,13 @@ package daemon
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
 
-	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -32,125 +33,62 @@ const MechanismSampled = "sampled"
 
 // sampledEvents are the events of the sampled mechanism, in store column
 // order.
-var sampledEvents = []profile.Event{profile.CPUClock, profile.Cycles, profile.Instructions, profile.LLCMisses}
+var sampledEvents = perfevent.All
 
 // sampling is the sampled mechanism's state, inside counting.
 type sampling struct {
 	mu sync.Mutex
-	// hw are the hardware event samplers, opened at the first window where
-	// the probe found a PMU; hwErr says why one could not open.
-	hw       []*profile.Sampler
-	hwOpened bool
-	hwErr    map[profile.Event]error
 	// pending is the window the profiler is capturing now.
 	pending *sampledWindow
 	// last is each program's latest window.
 	last    map[uint32]*PerfCounters
 	lastEnd time.Time
 	windows int64
+	// stats are the latest window's capture figures and errors, by event.
+	stats map[perfevent.Event]profile.CaptureStats
+	errs  map[perfevent.Event]error
 }
 
 // sampledWindow is what is gathered over one profile window besides the
-// cpu-clock profile: run counts at its start and hardware event profiles.
+// profiles: run counts at its start.
 type sampledWindow struct {
 	start     time.Time
 	runsStart chan map[uint32]float64 // run_cnt at start, interpolated
-	hw        []chan *pprof.Profile   // one per hardware sampler; nil on failure
 }
 
 // sampledWindowStarts is the profiler's WindowStarts hook: it starts
-// reading run counts at the window's start and the hardware samplers for
-// the window's length. It does not block.
-func (d *Daemon) sampledWindowStarts(ctx context.Context, start time.Time, window time.Duration) {
+// reading run counts at the window's start. It does not block.
+func (d *Daemon) sampledWindowStarts(ctx context.Context, start time.Time) {
 	s := &d.ctr.smp
 	w := &sampledWindow{start: start, runsStart: make(chan map[uint32]float64, 1)}
 	go func() { w.runsStart <- d.runsAt(ctx, start) }()
-	for _, hs := range d.hwSamplers() {
-		ch := make(chan *pprof.Profile, 1)
-		w.hw = append(w.hw, ch)
-		go func() {
-			c, err := hs.Capture(ctx, window)
-			if err != nil || c == nil {
-				if ctx.Err() == nil {
-					d.cfg.Logger.Warn("sampled counters: capture", "event", hs.Event(), "err", err)
-				}
-				ch <- nil
-				return
-			}
-			p, err := profile.Build(c, d.prof.prof.Symbolizer(), profile.BuildOptions{})
-			if err != nil {
-				d.cfg.Logger.Warn("sampled counters: build", "event", hs.Event(), "err", err)
-			}
-			ch <- p
-		}()
-	}
 	s.mu.Lock()
 	s.pending = w
 	s.mu.Unlock()
 }
 
-// hwSamplers opens the hardware event samplers once, where the counters
-// probe found a PMU, and returns them.
-func (d *Daemon) hwSamplers() []*profile.Sampler {
-	c := &d.ctr
-	c.mu.Lock()
-	started, pmu := c.started, c.support.PMU
-	c.mu.Unlock()
-	s := &c.smp
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hwOpened || !started {
-		return s.hw
-	}
-	s.hwOpened = true
-	if pmu != nil {
-		return nil
-	}
-	s.hwErr = map[profile.Event]error{}
-	for _, ev := range sampledEvents[1:] {
-		hs, err := profile.NewSampler(profile.SamplerConfig{
-			Event: ev, Hz: d.prof.cfg.Hz, MaxDuration: max(d.prof.cfg.Duration, profile.MinDuration),
-			ProcRoot: d.cfg.ProcRoot, Symbolizer: d.prof.prof.Symbolizer(),
-		})
-		if err != nil {
-			s.hwErr[ev] = err
-			d.cfg.Logger.Warn("sampled counters: cannot sample", "event", ev, "err", err)
-			continue
-		}
-		s.hw = append(s.hw, hs)
-	}
-	return s.hw
-}
-
-// closeSampled closes the hardware samplers when the daemon stops.
-func (d *Daemon) closeSampled() {
-	s := &d.ctr.smp
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, hs := range s.hw {
-		hs.Close()
-	}
-	s.hw = nil
-}
-
-// sampledWindowEnds is called with each continuous cpu-clock profile: it
+// sampledWindowEnds is called with each continuous window (the main
+// event's profile and every other event's over the same time): it
 // finishes the window started last off the profiler's goroutine.
-func (d *Daemon) sampledWindowEnds(ctx context.Context, p *pprof.Profile) {
+func (d *Daemon) sampledWindowEnds(ctx context.Context, pw *profile.Window) {
 	s := &d.ctr.smp
 	s.mu.Lock()
 	w := s.pending
 	s.pending = nil
+	if pw != nil {
+		s.stats, s.errs = pw.Stats, pw.Errs
+	}
 	s.mu.Unlock()
-	if w == nil || p == nil {
+	if w == nil || pw == nil || pw.Profile == nil {
 		return
 	}
-	go d.finishSampled(ctx, w, p)
+	go d.finishSampled(ctx, w, pw)
 }
 
 // finishSampled derives and stores one window's sampled counters.
-func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, cpu *pprof.Profile) {
-	start := time.Unix(0, cpu.TimeNanos)
-	end := start.Add(time.Duration(cpu.DurationNanos))
+func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profile.Window) {
+	start := time.Unix(0, pw.Profile.TimeNanos)
+	end := start.Add(time.Duration(pw.Profile.DurationNanos))
 	var runsStart map[uint32]float64
 	select {
 	case runsStart = <-w.runsStart:
@@ -158,28 +96,21 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, cpu *pprof
 		return
 	}
 	runsEnd := d.runsAt(ctx, end)
-	est := map[profile.Event]map[uint32]profile.ProgramEstimate{}
+	est := map[perfevent.Event]map[uint32]profile.ProgramEstimate{}
 	add := func(p *pprof.Profile) {
 		e, name, err := profile.ProgramEstimates(p)
 		if err != nil {
 			return
 		}
 		for _, ev := range sampledEvents {
-			if ev.String() == name || (ev == profile.CPUClock && name == "cpu") {
+			if ev.String() == name || (ev == perfevent.CPUClock && name == "cpu") {
 				est[ev] = e
 			}
 		}
 	}
-	add(cpu)
-	for _, ch := range w.hw {
-		select {
-		case p := <-ch:
-			if p != nil {
-				add(p)
-			}
-		case <-ctx.Done():
-			return
-		}
+	add(pw.Profile)
+	for _, p := range pw.Events {
+		add(p)
 	}
 	runs := map[uint32]float64{}
 	for id, b := range runsEnd {
@@ -217,7 +148,7 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, cpu *pprof
 // in it; its per-run figures need runs (a tail-call target has none) and
 // are absent otherwise. An event sampled here whose samples all missed the
 // program estimates 0 for it; an event not sampled here is absent.
-func sampledCounters(est map[profile.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) map[uint32]*PerfCounters {
+func sampledCounters(est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) map[uint32]*PerfCounters {
 	out := map[uint32]*PerfCounters{}
 	for _, byProg := range est {
 		for id, e := range byProg {
@@ -229,7 +160,7 @@ func sampledCounters(est map[profile.Event]map[uint32]profile.ProgramEstimate, r
 	return out
 }
 
-func sampledWindowOf(id uint32, est map[profile.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) *PerfCounters {
+func sampledWindowOf(id uint32, est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) *PerfCounters {
 	var totals [store.CounterEvents]*float64
 	var names []string
 	pcTotals := map[string]float64{}
@@ -246,7 +177,7 @@ func sampledWindowOf(id uint32, est map[profile.Event]map[uint32]profile.Program
 	// the live figures and history agree.
 	pc := perRun(uint64(math.Round(runs[id])), totals)
 	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = MechanismSampled, names, start, end
-	pc.Samples, pc.Totals = uint64(est[profile.CPUClock][id].Samples), pcTotals
+	pc.Samples, pc.Totals = uint64(est[perfevent.CPUClock][id].Samples), pcTotals
 	return pc
 }
 
@@ -345,46 +276,48 @@ func (d *Daemon) latestSampled(id uint32) *PerfCounters {
 }
 
 // sampledStatus lists the sampled mechanism per event: available or why
-// not, and what it produces.
-func (d *Daemon) sampledStatus(support collectors.CounterSupport) []MechanismStatus {
+// not, what it produces, and the latest window's rate, samples, losses,
+// throttling and share of time on the PMU. An event is available only once
+// the profiler has opened it.
+func (d *Daemon) sampledStatus() []MechanismStatus {
 	d.prof.mu.Lock()
-	profOn, every := d.prof.prof != nil, d.prof.cfg.Every
+	prof, every := d.prof.prof, d.prof.cfg.Every
 	d.prof.mu.Unlock()
 	s := &d.ctr.smp
 	s.mu.Lock()
-	hwOpened, hwErr := s.hwOpened, s.hwErr
+	stats, errs := s.stats, s.errs
 	s.mu.Unlock()
-	opened := map[collectors.CounterEvent]bool{}
-	for _, e := range support.Events {
-		opened[e] = true
-	}
 	var out []MechanismStatus
 	for i, ev := range sampledEvents {
 		m := MechanismStatus{Event: ev.String()}
 		switch {
-		case !profOn:
+		case prof == nil:
 			m.Reason = "CPU profiling is off"
 		case every <= 0:
 			m.Reason = "continuous profiling is off (--profile.every 0)"
-		case ev == profile.CPUClock && !opened[collectors.CPUClock]:
-			m.Reason = "cpu-clock does not open"
-		case ev == profile.CPUClock:
-			m.Available = true
-			m.Produces = []string{"cpu_clock_ns", "cpu_clock_ns_per_run", "sampled_cpu_percent"}
-			m.Detail = "each continuous profile window: samples × period per program (innermost BPF frame, tail-call targets included), divided by the runs bpf_stats counted in the window"
-		case support.PMU != nil:
-			m.Reason, m.Detail = counterReason(support.PMU), support.PMU.Error()
-		case hwErr[ev] != nil:
-			m.Reason, m.Detail = counterReason(hwErr[ev]), hwErr[ev].Error()
+		case prof.EventErrors()[ev] != nil:
+			err := prof.EventErrors()[ev]
+			m.Reason, m.Detail = counterReason(err), err.Error()
+		case errs[ev] != nil:
+			m.Reason, m.Detail = counterReason(errs[ev]), errs[ev].Error()
+		case prof.Event() != ev && !slices.Contains(prof.Events(), ev):
+			m.Reason = "not sampled"
 		default:
 			m.Available = true
-			m.Produces = [][]string{nil,
+			m.Produces = [][]string{
+				{"cpu_clock_ns", "cpu_clock_ns_per_run", "sampled_cpu_percent"},
 				{"cycles", "cycles_per_run", "ipc"},
 				{"instructions", "instructions_per_run", "ipc", "llc_misses_per_1k_instructions"},
 				{"llc-misses", "llc_misses_per_run", "llc_misses_per_1k_instructions"}}[i]
 			m.Detail = "sampled over the continuous profile windows"
-			if !hwOpened {
-				m.Detail += " (from the first window on)"
+			if ev == perfevent.CPUClock {
+				m.Detail = "each continuous profile window: samples × period per program (innermost BPF frame, tail-call targets included), divided by the runs bpf_stats counted in the window"
+			}
+			if st, ok := stats[ev]; ok {
+				m.Hz, m.Samples, m.Lost, m.Throttled = st.Hz, st.Samples, st.Lost, st.Throttled
+				if st.RunningShare > 0 && st.RunningShare < 1 {
+					m.RunningShare = ptr(st.RunningShare)
+				}
 			}
 		}
 		out = append(out, m)

@@ -7,6 +7,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -30,9 +31,9 @@ func windowProfile(vt *pprof.ValueType, period int64, progs map[uint32][2]int64)
 
 func itoa(id uint32) string { return string(rune('0'+id/10)) + string(rune('0'+id%10)) }
 
-func estimates(t *testing.T, ps ...*pprof.Profile) map[profile.Event]map[uint32]profile.ProgramEstimate {
+func estimates(t *testing.T, ps ...*pprof.Profile) map[perfevent.Event]map[uint32]profile.ProgramEstimate {
 	t.Helper()
-	out := map[profile.Event]map[uint32]profile.ProgramEstimate{}
+	out := map[perfevent.Event]map[uint32]profile.ProgramEstimate{}
 	for _, p := range ps {
 		if err := p.CheckValid(); err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func estimates(t *testing.T, ps ...*pprof.Profile) map[profile.Event]map[uint32]
 			t.Fatal(err)
 		}
 		for _, ev := range sampledEvents {
-			if ev.String() == name || (ev == profile.CPUClock && name == "cpu") {
+			if ev.String() == name || (ev == perfevent.CPUClock && name == "cpu") {
 				out[ev] = e
 			}
 		}

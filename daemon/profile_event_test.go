@@ -8,8 +8,9 @@ import (
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
-// Profiling on cycles needs a PMU; without one the daemon says so once and
-// profiles on cpu-clock. A bad event name stops it with one line.
+// Profiling on cycles needs a PMU; without one the daemon says why once and
+// profiles on cpu-clock (and status says so at once, never "available"
+// before the event was tried). A bad event name stops it with one line.
 func TestProfileEvent(t *testing.T) {
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir(), "--profile.event", "cycles", "--profile.every", "1s")
@@ -28,6 +29,21 @@ func TestProfileEvent(t *testing.T) {
 		t.Errorf("with a PMU profiling runs on %q, want cycles", st.Profiling.Event)
 	}
 
-	stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--profile.event", "instructions")
-	oneLineError(t, "--profile.event instructions", stdout, stderr, code, "--profile.event")
+	var cycles *daemon.MechanismStatus
+	for i, m := range st.Counters.Sampled {
+		if m.Event == "cycles" {
+			cycles = &st.Counters.Sampled[i]
+		}
+	}
+	switch {
+	case cycles == nil:
+		t.Error("status lists no sampled cycles")
+	case st.Profiling.Event == "cycles" && !cycles.Available:
+		t.Errorf("profiling on cycles, but status says sampled cycles are not available: %+v", cycles)
+	case st.Profiling.Event == "cpu-clock" && (cycles.Available || cycles.Reason == ""):
+		t.Errorf("cycles did not open, but status says %+v", cycles)
+	}
+
+	stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--profile.event", "bogus")
+	oneLineError(t, "--profile.event bogus", stdout, stderr, code, "--profile.event")
 }

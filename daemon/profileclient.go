@@ -60,8 +60,12 @@ type Capture struct {
 
 // CaptureProfile has the daemon profile every CPU for d and returns the
 // profile, which the daemon also stores.
-func (c *Client) CaptureProfile(d time.Duration) (Capture, error) {
-	data, h, err := c.raw(http.MethodPost, "profiles/capture", url.Values{"duration": {d.String()}}, d+c.http.Timeout)
+func (c *Client) CaptureProfile(d time.Duration, event string) (Capture, error) {
+	q := url.Values{"duration": {d.String()}}
+	if event != "" {
+		q.Set("event", event)
+	}
+	data, h, err := c.raw(http.MethodPost, "profiles/capture", q, d+c.http.Timeout)
 	if err != nil {
 		return Capture{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -39,8 +41,9 @@ type ProfileConfig struct {
 	// DefaultRetentionProfiles.
 	Retention time.Duration
 	// Event is what samples are taken on: "cpu-clock" (the default, every
-	// kernel has it) or "cycles", which needs a hardware PMU and falls back
-	// to cpu-clock, with a warning, where there is none.
+	// kernel has it), or "cycles", "instructions" or "llc-misses", which
+	// need a hardware PMU and fall back to cpu-clock, with a warning that
+	// says why, where they do not open.
 	Event string
 }
 
@@ -63,13 +66,14 @@ const (
 // while parsing flags, so a bad value stops it with one line; the daemon
 // calls it again before profiling.
 func (c *ProfileConfig) Validate() error {
-	switch c.Event {
-	case "":
-		c.Event = profile.CPUClock.String()
-	case profile.CPUClock.String(), profile.Cycles.String():
-	default:
-		return fmt.Errorf("%w: --profile.event %q: want cpu-clock or cycles", ErrBadConfig, c.Event)
+	if c.Event == "" {
+		c.Event = perfevent.CPUClock.String()
 	}
+	ev, err := perfevent.Parse(c.Event)
+	if err != nil {
+		return fmt.Errorf("%w: --profile.event: %w", ErrBadConfig, err)
+	}
+	c.Event = ev.String()
 	if c.Hz == 0 {
 		c.Hz = DefaultProfileHz
 	}
@@ -175,19 +179,21 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	event := profile.CPUClock
-	if cfg.Event == profile.Cycles.String() {
-		event = profile.Cycles
-	}
-	newProfiler := func(e profile.Event) (*profile.Profiler, error) {
+	event, _ := perfevent.Parse(cfg.Event) // Validate parsed it
+	newProfiler := func(e perfevent.Event) (*profile.Profiler, error) {
+		// The sampled counters mechanism samples every other event over
+		// the same windows (counters_sampled.go).
+		others := slices.DeleteFunc(slices.Clone(perfevent.All), func(o perfevent.Event) bool { return o == e })
 		return profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
 			Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: d.cfg.ProcRoot,
-		}, WindowStarts: func(start time.Time) { d.sampledWindowStarts(ctx, start, cfg.Duration) }})
+		}, Events: others, WindowStarts: func(start time.Time) { d.sampledWindowStarts(ctx, start) }})
 	}
 	prof, err := newProfiler(event)
-	if errors.Is(err, profile.ErrNoPMU) {
-		d.cfg.Logger.Warn("no hardware PMU for cycles: profiling on cpu-clock", "err", err)
-		event = profile.CPUClock
+	if err != nil && event.Hardware() {
+		// Whatever refused the hardware event (no PMU, a PMU that cannot
+		// sample it, counters busy), cpu-clock profiles still work.
+		d.cfg.Logger.Warn("profiling on cpu-clock instead", "event", event, "reason", err)
+		event = perfevent.CPUClock
 		prof, err = newProfiler(event)
 	}
 	if err != nil {
@@ -219,10 +225,13 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 	go d.expireProfiles(ctx)
 	if cfg.Every > 0 {
 		go func() {
-			defer d.closeSampled()
-			emit := func(p *pprof.Profile, err error) {
+			emit := func(w *profile.Window, err error) {
+				var p *pprof.Profile
+				if w != nil {
+					p = w.Profile
+				}
 				d.profileWindow(p, err)
-				d.sampledWindowEnds(ctx, p) // sampled perf counters (counters_sampled.go)
+				d.sampledWindowEnds(ctx, w) // sampled perf counters (counters_sampled.go)
 			}
 			if err := prof.Run(ctx, cfg.Every, cfg.Duration, emit); err != nil {
 				d.setProfileError(err)
@@ -230,7 +239,7 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 			}
 		}()
 	}
-	log.Info("CPU profiling on", "event", profile.CPUClock, "hz", cfg.Hz, "every", cfg.Every, "window", cfg.Duration, "limit", cfg.Limit)
+	log.Info("CPU profiling on", "event", event, "hz", cfg.Hz, "every", cfg.Every, "window", cfg.Duration, "limit", cfg.Limit)
 	return nil
 }
 
@@ -277,7 +286,7 @@ func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
 func (d *Daemon) storeProfile(p *pprof.Profile, kind string) (store.ProfileInfo, string, error) {
 	info := store.ProfileInfo{
 		Start: time.Unix(0, p.TimeNanos), Duration: p.DurationNanos, Kind: kind,
-		Event: d.prof.cfg.Event, Hz: d.prof.cfg.Hz, Samples: sampleCount(p),
+		Event: profileEvent(p), Hz: d.prof.cfg.Hz, Samples: sampleCount(p),
 	}
 	data, err := profile.Marshal(p)
 	if err != nil {
@@ -286,6 +295,15 @@ func (d *Daemon) storeProfile(p *pprof.Profile, kind string) (store.ProfileInfo,
 	info.Bytes = len(data)
 	id, err := d.store.PutProfile(info, data)
 	return info, id, err
+}
+
+// profileEvent names the event p sampled: its value type, "cpu" being
+// cpu-clock's.
+func profileEvent(p *pprof.Profile) string {
+	if p.DefaultSampleType == "" || p.DefaultSampleType == "cpu" {
+		return perfevent.CPUClock.String()
+	}
+	return p.DefaultSampleType
 }
 
 func sampleCount(p *pprof.Profile) int64 {
@@ -361,6 +379,10 @@ func profileError(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, ErrProfilingOff):
 		code = http.StatusServiceUnavailable
+	case errors.Is(err, perfevent.ErrNoPMU), errors.Is(err, perfevent.ErrPMURefused):
+		code = http.StatusNotImplemented // this host cannot sample the event
+	case errors.Is(err, perfevent.ErrCountersBusy):
+		code = http.StatusConflict
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -517,8 +539,15 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 		profileError(w, fmt.Errorf("%w: %v is outside %v..%v (the daemon's --profile.limit)", profile.ErrBadDuration, dur, profile.MinDuration, prof.MaxDuration()))
 		return
 	}
+	ev := prof.Event()
+	if v := r.URL.Query().Get("event"); v != "" {
+		if ev, err = perfevent.Parse(v); err != nil {
+			profileError(w, fmt.Errorf("%w: %w", ErrBadRequest, err))
+			return
+		}
+	}
 	s.d.prof.capturing.Store(true)
-	p, err := prof.Capture(r.Context(), dur)
+	p, err := prof.Capture(r.Context(), ev, dur)
 	if !errors.Is(err, profile.ErrBusy) {
 		s.d.prof.capturing.Store(false)
 	}

@@ -2,10 +2,13 @@ package profile
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // Label keys Build puts on samples. All are string labels: numeric labels
@@ -47,11 +50,10 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 	// cpu-clock samples stand for nanoseconds of CPU; hardware events for
 	// counts of the event, each sample its own period.
 	unit := "cpu"
-	valueType := &profile.ValueType{Type: unit, Unit: "nanoseconds"}
-	if c.Event != CPUClock {
+	if c.Event != perfevent.CPUClock {
 		unit = c.Event.String()
-		valueType = &profile.ValueType{Type: unit, Unit: "count"}
 	}
+	valueType := &profile.ValueType{Type: unit, Unit: c.Event.Unit()}
 	p := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "samples", Unit: "count"}, valueType},
 		DefaultSampleType: unit,
@@ -60,8 +62,15 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		TimeNanos:         c.Start.UnixNano(),
 		DurationNanos:     int64(c.Duration),
 	}
-	if c.Event != CPUClock {
+	if c.Event != perfevent.CPUClock {
 		p.Period = 0 // the kernel varies it to keep Hz
+	}
+	// A multiplexed event sampled only while it was on the PMU: its values
+	// stand for the whole window once scaled by time enabled / running, as
+	// perf stat scales counts.
+	scale := 1.0
+	if c.RunningShare > 0 && c.RunningShare < 1 {
+		scale = 1 / c.RunningShare
 	}
 	bpfMap := &profile.Mapping{ID: 1, File: MappingBPF, HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
 	kernMap := &profile.Mapping{ID: 2, File: MappingKernel, HasFunctions: true}
@@ -90,10 +99,13 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		} else if !opts.All {
 			continue
 		}
-		b.add(s, st)
+		b.add(s, st, scale)
 	}
-	p.Comments = []string{fmt.Sprintf("bpfperf: %s at %d Hz on %d CPUs; %d samples, %d with BPF frames, %d in user mode, %d lost",
-		c.Event, c.Hz, c.CPUs, len(c.Samples), bpfSamples, userSamples, c.Lost)}
+	p.Comments = []string{fmt.Sprintf("bpfperf: %s at %d Hz on %d CPUs; %d samples, %d with BPF frames, %d in user mode, %d lost, %d throttled",
+		c.Event, c.Hz, c.CPUs, len(c.Samples), bpfSamples, userSamples, c.Lost, c.Throttled)}
+	if scale != 1 {
+		p.Comments = append(p.Comments, fmt.Sprintf("bpfperf: multiplexed: %s was on the PMU %.0f%% of the window; values scaled by %.3g", c.Event, 100*c.RunningShare, scale))
+	}
 	if err := p.CheckValid(); err != nil {
 		return nil, fmt.Errorf("build profile: %w", err)
 	}
@@ -218,16 +230,20 @@ func (b *builder) function(f Frame) *profile.Function {
 	return fn
 }
 
-func (b *builder) add(s *Sample, st *stackInfo) {
+func (b *builder) add(s *Sample, st *stackInfo, scale float64) {
+	v := int64(s.Period)
+	if scale != 1 {
+		v = int64(math.Round(float64(s.Period) * scale))
+	}
 	k := sampleKey{stack: st.key, pid: s.PID, cpu: s.CPU, comm: s.Comm}
 	if ps, ok := b.samples[k]; ok {
 		ps.Value[0]++
-		ps.Value[1] += int64(s.Period)
+		ps.Value[1] += v
 		return
 	}
 	ps := &profile.Sample{
 		Location: st.locs,
-		Value:    []int64{1, int64(s.Period)},
+		Value:    []int64{1, v},
 		Label: map[string][]string{
 			LabelPID:  {itoa(b.pids, s.PID)},
 			LabelComm: {s.Comm},

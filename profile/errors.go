@@ -7,10 +7,6 @@ import (
 )
 
 var (
-	// ErrNoPMU means the kernel has no hardware PMU for the event asked for
-	// (PERF_TYPE_HARDWARE gives ENOENT). It is a normal state on virtual
-	// machines: fall back to CPUClock.
-	ErrNoPMU = errors.New("no hardware PMU")
 	// ErrBusy means a capture is already running on the sampler.
 	ErrBusy = errors.New("a capture is already running")
 	// ErrBadDuration means a capture duration outside [MinDuration, the
@@ -44,19 +40,3 @@ func (e *DurationError) Error() string {
 
 // Is makes errors.Is(err, ErrBadDuration) true.
 func (e *DurationError) Is(target error) bool { return target == ErrBadDuration }
-
-// PMUError says that the kernel refused a hardware event because there is
-// no PMU. It matches ErrNoPMU and unwraps to the kernel's errno.
-type PMUError struct {
-	Event Event
-	Err   error // the errno from perf_event_open
-}
-
-func (e *PMUError) Error() string {
-	return fmt.Sprintf("open %s event: %s (%v)", e.Event, ErrNoPMU, e.Err)
-}
-
-// Is makes errors.Is(err, ErrNoPMU) true.
-func (e *PMUError) Is(target error) bool { return target == ErrNoPMU }
-
-func (e *PMUError) Unwrap() error { return e.Err }

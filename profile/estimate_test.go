@@ -2,11 +2,14 @@ package profile
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // estimateProfile is a profile as Build makes it, as a literal: value type
@@ -103,7 +106,7 @@ func TestProgramEstimatesCycles(t *testing.T) {
 // are the sums of the samples' periods.
 func TestBuildHardwareEvents(t *testing.T) {
 	sym := NewSymbolizer(SymbolizerConfig{})
-	for _, ev := range []Event{Cycles, Instructions, LLCMisses} {
+	for _, ev := range []perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses} {
 		stack := []uint64{0xffffffff81000000}
 		c := &Capture{Event: ev, Hz: 99, CPUs: 1, Start: time.Unix(100, 0), Duration: time.Second,
 			Samples: []Sample{{Period: 1000, Stack: stack}, {Period: 3000, Stack: stack}}}
@@ -124,20 +127,44 @@ func TestBuildHardwareEvents(t *testing.T) {
 	}
 }
 
+// TestBuildMultiplexed: a hardware event on the PMU for only part of the
+// window (another tool's events took turns with it) has its values scaled
+// by time enabled / running, and the profile says so.
+func TestBuildMultiplexed(t *testing.T) {
+	stack := []uint64{0xffffffff81000000}
+	c := &Capture{Event: perfevent.Cycles, Hz: 99, CPUs: 1, Start: time.Unix(100, 0), Duration: time.Second,
+		Samples: []Sample{{Period: 1000, Stack: stack}, {Period: 3000, Stack: stack}}, RunningShare: 0.25}
+	p, err := Build(c, NewSymbolizer(SymbolizerConfig{}), BuildOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, s := range p.Sample {
+		total += s.Value[1]
+	}
+	if total != 16000 {
+		t.Errorf("value total %d, want 4000 / 0.25 = 16000", total)
+	}
+	if len(p.Comments) != 2 || !strings.Contains(p.Comments[1], "multiplexed: cycles was on the PMU 25% of the window") {
+		t.Errorf("comments %q", p.Comments)
+	}
+	c.RunningShare = 1 // never scaled when the event ran the whole window
+	if p, _ := Build(c, NewSymbolizer(SymbolizerConfig{}), BuildOptions{All: true}); len(p.Comments) != 1 {
+		t.Errorf("not multiplexed: comments %q", p.Comments)
+	}
+}
+
 // TestHardwareEventAttrs: each hardware event asks for its
 // PERF_TYPE_HARDWARE config in frequency mode.
 func TestHardwareEventAttrs(t *testing.T) {
-	for ev, cfg := range map[Event]uint64{
-		Cycles:       unix.PERF_COUNT_HW_CPU_CYCLES,
-		Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS,
-		LLCMisses:    unix.PERF_COUNT_HW_CACHE_MISSES,
+	for ev, cfg := range map[perfevent.Event]uint64{
+		perfevent.Cycles:       unix.PERF_COUNT_HW_CPU_CYCLES,
+		perfevent.Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS,
+		perfevent.LLCMisses:    unix.PERF_COUNT_HW_CACHE_MISSES,
 	} {
-		attr, period, err := eventAttr(ev, 99)
-		if err != nil || attr.Type != unix.PERF_TYPE_HARDWARE || attr.Config != cfg || attr.Bits&unix.PerfBitFreq == 0 || attr.Sample != 99 || period != 0 {
-			t.Errorf("%v: %+v, period %d, %v", ev, attr, period, err)
+		attr, err := ev.SamplingAttr(99, sampleType)
+		if err != nil || attr.Type != unix.PERF_TYPE_HARDWARE || attr.Config != cfg || attr.Bits&unix.PerfBitFreq == 0 || attr.Sample != 99 || attr.Sample_type != sampleType {
+			t.Errorf("%v: %+v, %v", ev, attr, err)
 		}
-	}
-	if Instructions.String() != "instructions" || LLCMisses.String() != "llc-misses" {
-		t.Errorf("names %q %q", Instructions, LLCMisses)
 	}
 }

@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/cilium/ebpf"
 	"github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
 // hotLine is the line of bpf/profile/hot.c marked HOT.
@@ -565,11 +567,11 @@ func TestPprofTool(t *testing.T) {
 // (these VMs) NewSampler says so with ErrNoPMU.
 func TestCycles(t *testing.T) {
 	privtest.Root(t)
-	s, err := NewSampler(SamplerConfig{Event: Cycles})
-	if errors.Is(err, ErrNoPMU) {
-		var pe *PMUError
-		if !errors.As(err, &pe) || pe.Event != Cycles {
-			t.Errorf("error %v is not a *PMUError for cycles", err)
+	s, err := NewSampler(SamplerConfig{Event: perfevent.Cycles})
+	if errors.Is(err, perfevent.ErrNoPMU) {
+		var pe *perfevent.OpenError
+		if !errors.As(err, &pe) || pe.Event != perfevent.Cycles {
+			t.Errorf("error %v is not a *perfevent.OpenError for cycles", err)
 		}
 		t.Logf("no PMU: %v", err)
 		return
@@ -603,12 +605,12 @@ func TestCaptureBusyPrivileged(t *testing.T) {
 // does.
 func TestHardwareEvents(t *testing.T) {
 	privtest.Root(t)
-	for _, ev := range []Event{Instructions, LLCMisses} {
+	for _, ev := range []perfevent.Event{perfevent.Instructions, perfevent.LLCMisses} {
 		s, err := NewSampler(SamplerConfig{Event: ev})
-		if errors.Is(err, ErrNoPMU) {
-			var pe *PMUError
+		if errors.Is(err, perfevent.ErrNoPMU) {
+			var pe *perfevent.OpenError
 			if !errors.As(err, &pe) || pe.Event != ev {
-				t.Errorf("%v: error %v is not a *PMUError for it", ev, err)
+				t.Errorf("%v: error %v is not a *perfevent.OpenError for it", ev, err)
 			}
 			t.Logf("no PMU: %v", err)
 			continue

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
 // TestProfiler: continuous windows come out at the right times and
@@ -31,7 +33,7 @@ func TestProfiler(t *testing.T) {
 		t.Errorf("Run with window > every: %v", err)
 	}
 	for _, d := range []time.Duration{0, 5*time.Second + 1} {
-		if _, err := prof.Capture(context.Background(), d); !errors.Is(err, ErrBadDuration) {
+		if _, err := prof.Capture(context.Background(), perfevent.CPUClock, d); !errors.Is(err, ErrBadDuration) {
 			t.Errorf("Capture(%v): %v", d, err)
 		}
 	}
@@ -44,19 +46,23 @@ func TestProfiler(t *testing.T) {
 	windows := make(chan window, 10)
 	ran := make(chan error)
 	go func() {
-		ran <- prof.Run(ctx, 700*time.Millisecond, 500*time.Millisecond, func(p *profile.Profile, err error) {
-			windows <- window{p, err}
+		ran <- prof.Run(ctx, 700*time.Millisecond, 500*time.Millisecond, func(w *Window, err error) {
+			if err != nil {
+				windows <- window{nil, err}
+				return
+			}
+			windows <- window{w.Profile, nil}
 		})
 	}()
 
 	// On demand, beside the continuous windows.
 	demand := make(chan window)
 	go func() {
-		p, err := prof.Capture(context.Background(), time.Second)
+		p, err := prof.Capture(context.Background(), perfevent.CPUClock, time.Second)
 		demand <- window{p, err}
 	}()
 	waitFor(t, "on-demand capture to start", prof.onDemand.Load)
-	if _, err := prof.Capture(context.Background(), time.Second); !errors.Is(err, ErrBusy) {
+	if _, err := prof.Capture(context.Background(), perfevent.CPUClock, time.Second); !errors.Is(err, ErrBusy) {
 		t.Errorf("second on-demand capture: %v, want ErrBusy", err)
 	}
 	d := <-demand
@@ -90,5 +96,57 @@ func TestProfiler(t *testing.T) {
 	}
 	if gap := time.Duration(got[1].TimeNanos - got[0].TimeNanos); gap < 650*time.Millisecond || gap > 850*time.Millisecond {
 		t.Errorf("windows start %v apart, want 700ms", gap)
+	}
+}
+
+// TestProfilerWindowsCarryEveryEvent: with windows back to back (window ==
+// every, the daemon's default), every window carries the profile of each
+// other event too; a capture still closing never costs the next window its
+// event. Hardware events work the same way where a PMU exists; cpu-clock,
+// which every host has, stands in for them here.
+func TestProfilerWindowsCarryEveryEvent(t *testing.T) {
+	privtest.Root(t)
+	prof, err := NewProfiler(ProfilerConfig{
+		Sampler: SamplerConfig{Hz: 999, MaxDuration: 5 * time.Second},
+		Events:  []perfevent.Event{perfevent.CPUClock, perfevent.Cycles},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prof.Events(); len(got) == 0 || got[0] != perfevent.CPUClock {
+		t.Fatalf("events %v, want cpu-clock first", got)
+	}
+	if err := prof.EventErrors()[perfevent.Cycles]; err != nil && !errors.Is(err, perfevent.ErrNoPMU) {
+		t.Fatalf("cycles: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	windows := make(chan *Window, 10)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- prof.Run(ctx, 300*time.Millisecond, 300*time.Millisecond, func(w *Window, err error) {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			windows <- w
+		})
+	}()
+	for i := range 5 {
+		w := <-windows
+		for _, ev := range prof.Events() {
+			p := w.Events[ev]
+			if p == nil {
+				t.Errorf("window %d has no %v profile (err %v)", i, ev, w.Errs[ev])
+				continue
+			}
+			if d := time.Duration(p.DurationNanos); d < 250*time.Millisecond {
+				t.Errorf("window %d: %v profile lasted %v, want 300ms", i, ev, d)
+			}
+		}
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

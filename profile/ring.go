@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // ring is one CPU's sampling event and its mmap'ed ring buffer.
@@ -22,8 +24,8 @@ type ring struct {
 	buf  []byte // a record that wraps around the end of data
 }
 
-func openRing(attr *unix.PerfEventAttr, cpu, pages int) (*ring, error) {
-	fd, err := unix.PerfEventOpen(attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+func openRing(e perfevent.Event, attr *unix.PerfEventAttr, cpu, pages int) (*ring, error) {
+	fd, err := perfevent.Open(e, attr, cpu)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +55,28 @@ func (r *ring) disable() {
 	unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_DISABLE, 0)
 }
 
+// setFrequency changes a frequency-mode event's samples per second.
+func (r *ring) setFrequency(hz int) error {
+	v := uint64(hz)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.fd), unix.PERF_EVENT_IOC_PERIOD, uintptr(unsafe.Pointer(&v)))
+	if errno != 0 {
+		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, errno)
+	}
+	return nil
+}
+
+// times are the event's total time enabled and time running on the PMU
+// (perfevent.ReadFormat), in ns.
+type times struct{ enabled, running uint64 }
+
+func (r *ring) times() times {
+	var b [24]byte // value, time enabled, time running
+	if n, err := unix.Read(r.fd, b[:]); err != nil || n != len(b) {
+		return times{}
+	}
+	return times{enabled: binary.NativeEndian.Uint64(b[8:]), running: binary.NativeEndian.Uint64(b[16:])}
+}
+
 func (r *ring) close() error {
 	err := unix.Munmap(r.mem)
 	if cerr := unix.Close(r.fd); err == nil {
@@ -79,8 +103,9 @@ const (
 	offIPs    = 56
 )
 
-// read decodes every record between tail and head and frees their room.
-func (r *ring) read(d *decoder, samples []Sample, lost uint64) ([]Sample, uint64) {
+// read decodes every record between tail and head into c and frees their
+// room.
+func (r *ring) read(d *decoder, c *Capture) {
 	head := atomic.LoadUint64(&r.meta.Data_head)
 	tail := atomic.LoadUint64(&r.meta.Data_tail)
 	size := uint64(len(r.data))
@@ -95,17 +120,18 @@ func (r *ring) read(d *decoder, samples []Sample, lost uint64) ([]Sample, uint64
 		switch typ {
 		case unix.PERF_RECORD_SAMPLE:
 			if s, ok := d.sample(rec); ok {
-				samples = append(samples, s)
+				c.Samples = append(c.Samples, s)
 			}
 		case unix.PERF_RECORD_LOST:
 			if len(rec) >= 24 {
-				lost += binary.NativeEndian.Uint64(rec[16:])
+				c.Lost += binary.NativeEndian.Uint64(rec[16:])
 			}
+		case unix.PERF_RECORD_THROTTLE:
+			c.Throttled++
 		}
 		tail += n
 	}
 	atomic.StoreUint64(&r.meta.Data_tail, head)
-	return samples, lost
 }
 
 // bytes returns n bytes at offset off of the ring, copied into r.buf when
@@ -128,6 +154,7 @@ func (r *ring) bytes(off, n, size uint64) []byte {
 // looking each thread's name up once.
 type decoder struct {
 	procRoot string
+	toBoot   uint64 // added to sample times: see bootOffset
 	stacks   map[string][]uint64
 	fresh    [][]uint64 // stacks in the order first seen
 	comms    map[uint32]string
@@ -147,7 +174,7 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 		return Sample{}, false
 	}
 	s := Sample{
-		Time:   ne.Uint64(rec[offTime:]),
+		Time:   ne.Uint64(rec[offTime:]) + d.toBoot,
 		CPU:    ne.Uint32(rec[offCPU:]),
 		PID:    ne.Uint32(rec[offPID:]),
 		TID:    ne.Uint32(rec[offTID:]),

@@ -11,43 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
-
-// Event is what the sampler counts to decide when to take a sample.
-type Event int
-
-const (
-	// CPUClock is the software cpu-clock event: a sample every 1/Hz
-	// seconds of CPU time. Every kernel has it.
-	CPUClock Event = iota
-	// Cycles is the hardware cycles event, sampled Hz times per second on
-	// average. It needs a PMU; without one NewSampler fails with ErrNoPMU.
-	Cycles
-	// Instructions is the hardware instructions-retired event, sampled like
-	// Cycles. It needs a PMU.
-	Instructions
-	// LLCMisses is the hardware cache-misses event, which perf calls
-	// cache-misses (last-level cache misses on most CPUs), sampled like
-	// Cycles. It needs a PMU.
-	LLCMisses
-)
-
-func (e Event) String() string {
-	switch e {
-	case CPUClock:
-		return "cpu-clock"
-	case Cycles:
-		return "cycles"
-	case Instructions:
-		return "instructions"
-	case LLCMisses:
-		return "llc-misses"
-	}
-	return "event(" + strconv.Itoa(int(e)) + ")"
-}
 
 const (
 	// DefaultHz is the sampling frequency when SamplerConfig.Hz is 0: 99
@@ -55,6 +23,12 @@ const (
 	DefaultHz = 99
 	// MaxHz is the highest sampling frequency a Sampler accepts.
 	MaxHz = 1000
+	// MaxHardwareHz bounds hardware events whatever Hz asks, per event and
+	// CPU. Each hardware sample is an NMI, and in a VM a VM exit: at 999 Hz
+	// with three hardware events and a busy program our VM logged "perf:
+	// interrupt took too long", a soft lockup of the busy CPU, and a cut of
+	// perf_event_max_sample_rate; at 99 Hz the cost was not measurable.
+	MaxHardwareHz = 100
 	// MinDuration is the shortest capture.
 	MinDuration = 100 * time.Millisecond
 	// DefaultMaxDuration is the longest capture when
@@ -66,8 +40,9 @@ const (
 
 // SamplerConfig says what to sample and how.
 type SamplerConfig struct {
-	Event Event
+	Event perfevent.Event
 	// Hz is the number of samples per second and CPU; 0 means DefaultHz.
+	// Hardware events sample at most MaxHardwareHz.
 	Hz int
 	// MaxDuration caps Capture's duration; 0 means DefaultMaxDuration.
 	MaxDuration time.Duration
@@ -93,6 +68,9 @@ type Sampler struct {
 	period uint64 // ns between samples for CPUClock; 0 in frequency mode
 	rings  []*ring
 	busy   atomic.Bool
+	// hz is the frequency in force: cfg.Hz, bounded for hardware events,
+	// halved after a capture the kernel throttled (see backOff).
+	hz atomic.Int64
 
 	mu     sync.Mutex // guards closed against Close during Capture
 	closed bool
@@ -113,14 +91,22 @@ type Sample struct {
 
 // Capture is what one capture window collected.
 type Capture struct {
-	Event    Event
-	Hz       int
+	Event    perfevent.Event
+	Hz       int    // the frequency in force during the capture
 	Period   uint64 // ns per sample for CPUClock; 0 when the kernel varies it
 	CPUs     int
 	Start    time.Time
 	Duration time.Duration
 	Samples  []Sample
 	Lost     uint64 // samples the kernel dropped because a ring was full
+	// Throttled counts the times the kernel stopped the event for a while
+	// because its interrupts took too long (PERF_RECORD_THROTTLE).
+	Throttled uint64
+	// RunningShare is the part of the capture the event was on the PMU,
+	// summed over CPUs (time running / time enabled): below 1 when another
+	// tool's events multiplexed with it. Build scales values by its
+	// inverse. 0 when the kernel did not say.
+	RunningShare float64
 }
 
 // NewSampler opens one disabled sampling event per CPU and maps its ring
@@ -154,61 +140,33 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		}
 		cfg.CPUs = cpus
 	}
-	attr, period, err := eventAttr(cfg.Event, cfg.Hz)
+	hz := cfg.Hz
+	if cfg.Event.Hardware() {
+		hz = min(hz, MaxHardwareHz)
+	}
+	attr, err := cfg.Event.SamplingAttr(hz, sampleType)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sampler{cfg: cfg, period: period}
+	s := &Sampler{cfg: cfg}
+	s.hz.Store(int64(hz))
+	if attr.Bits&unix.PerfBitFreq == 0 {
+		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
+	}
 	for _, cpu := range cfg.CPUs {
-		r, err := openRing(attr, cpu, cfg.RingPages)
+		r, err := openRing(cfg.Event, attr, cpu, cfg.RingPages)
 		if err != nil {
 			s.closeRings()
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
-				if cfg.Event != CPUClock {
-					return nil, &PMUError{Event: cfg.Event, Err: err}
-				}
-			}
-			return nil, fmt.Errorf("open %s event on cpu %d: %w", cfg.Event, cpu, err)
+			return nil, err
 		}
 		s.rings = append(s.rings, r)
 	}
 	return s, nil
 }
 
-func eventAttr(ev Event, hz int) (*unix.PerfEventAttr, uint64, error) {
-	attr := &unix.PerfEventAttr{
-		Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Sample_type: unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME |
-			unix.PERF_SAMPLE_CPU | unix.PERF_SAMPLE_PERIOD | unix.PERF_SAMPLE_CALLCHAIN,
-		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeHv |
-			unix.PerfBitExcludeCallchainUser | unix.PerfBitUseClockID,
-		Clockid: unix.CLOCK_BOOTTIME,
-	}
-	var period uint64
-	switch ev {
-	case CPUClock:
-		// cpu-clock counts nanoseconds; a fixed period keeps every sample
-		// worth the same time.
-		attr.Type = unix.PERF_TYPE_SOFTWARE
-		attr.Config = unix.PERF_COUNT_SW_CPU_CLOCK
-		period = uint64(time.Second) / uint64(hz)
-		attr.Sample = period
-	case Cycles, Instructions, LLCMisses:
-		attr.Type = unix.PERF_TYPE_HARDWARE
-		attr.Config = map[Event]uint64{
-			Cycles:       unix.PERF_COUNT_HW_CPU_CYCLES,
-			Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS,
-			LLCMisses:    unix.PERF_COUNT_HW_CACHE_MISSES,
-		}[ev]
-		// The kernel varies the period to keep Hz; each sample records its
-		// own (PERF_SAMPLE_PERIOD).
-		attr.Bits |= unix.PerfBitFreq
-		attr.Sample = uint64(hz)
-	default:
-		return nil, 0, fmt.Errorf("unknown event %v", ev)
-	}
-	return attr, period, nil
-}
+// sampleType is what each sample records; ring.go decodes this layout.
+const sampleType = unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME |
+	unix.PERF_SAMPLE_CPU | unix.PERF_SAMPLE_PERIOD | unix.PERF_SAMPLE_CALLCHAIN
 
 // onlineCPUs parses sys/devices/system/cpu/online ("0-3,6").
 func onlineCPUs(sysRoot string) ([]int, error) {
@@ -239,11 +197,12 @@ func onlineCPUs(sysRoot string) ([]int, error) {
 	return cpus, nil
 }
 
-// Hz is the sampling frequency per CPU.
-func (s *Sampler) Hz() int { return s.cfg.Hz }
+// Hz is the sampling frequency per CPU in force: the configured one,
+// bounded for hardware events and lowered after throttling.
+func (s *Sampler) Hz() int { return int(s.hz.Load()) }
 
 // Event is the event the sampler counts.
-func (s *Sampler) Event() Event { return s.cfg.Event }
+func (s *Sampler) Event() perfevent.Event { return s.cfg.Event }
 
 // MaxDuration is the longest capture the sampler accepts.
 func (s *Sampler) MaxDuration() time.Duration { return s.cfg.MaxDuration }
@@ -275,10 +234,13 @@ func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error
 		return nil, fmt.Errorf("capture: %w", ErrClosed)
 	}
 
-	c := &Capture{Event: s.cfg.Event, Hz: s.cfg.Hz, Period: s.period, CPUs: len(s.rings)}
+	c := &Capture{Event: s.cfg.Event, Hz: s.Hz(), Period: s.period, CPUs: len(s.rings)}
 	d2 := newDecoder(s.cfg.ProcRoot)
+	d2.toBoot = bootOffset()
+	var before []times
 	for _, r := range s.rings {
 		r.skip() // whatever a cancelled capture left behind
+		before = append(before, r.times())
 	}
 	c.Start = time.Now()
 	for _, r := range s.rings {
@@ -290,7 +252,7 @@ func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error
 	drain := func() {
 		before := len(d2.stacks)
 		for _, r := range s.rings {
-			c.Samples, c.Lost = r.read(d2, c.Samples, c.Lost)
+			r.read(d2, c)
 		}
 		if sym := s.cfg.Symbolizer; sym != nil && len(d2.stacks) > before {
 			sym.Observe(d2.fresh[before:])
@@ -317,7 +279,47 @@ loop:
 	s.disable()
 	c.Duration = time.Since(c.Start)
 	drain()
+	var enabled, running uint64
+	for i, r := range s.rings {
+		t := r.times()
+		enabled += t.enabled - before[i].enabled
+		running += t.running - before[i].running
+	}
+	if enabled > 0 {
+		c.RunningShare = float64(running) / float64(enabled)
+	}
+	if c.Throttled > 0 {
+		s.backOff()
+	}
 	return c, err
+}
+
+// backOff halves the frequency after a capture the kernel throttled: its
+// interrupts took too long, and the daemon must not be what slows the
+// host. The next captures sample at the lower rate (Hz says which).
+func (s *Sampler) backOff() {
+	hz := s.Hz() / 2
+	if s.period != 0 || hz < 1 {
+		return // cpu-clock has a fixed period, not a frequency
+	}
+	for _, r := range s.rings {
+		if err := r.setFrequency(hz); err != nil {
+			return
+		}
+	}
+	s.hz.Store(int64(hz))
+}
+
+// bootOffset is CLOCK_BOOTTIME minus CLOCK_MONOTONIC now: what maps a
+// sample's time (perfevent.SampleClock) onto the clock of programs' load
+// times. The two differ by the time the machine was suspended, which does
+// not change during a capture.
+func bootOffset() uint64 {
+	var mono, boot unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono) != nil || unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) != nil {
+		return 0
+	}
+	return uint64(max(boot.Nano()-mono.Nano(), 0))
 }
 
 func (s *Sampler) disable() {

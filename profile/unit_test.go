@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 func TestOnlineCPUs(t *testing.T) {
@@ -104,18 +106,9 @@ func TestClosed(t *testing.T) {
 	}
 }
 
-func TestErrorsMatch(t *testing.T) {
-	err := error(&PMUError{Event: Cycles, Err: unix.ENOENT})
-	if !errors.Is(err, ErrNoPMU) || !errors.Is(err, unix.ENOENT) {
-		t.Errorf("%v does not match ErrNoPMU and ENOENT", err)
-	}
-	if got := err.Error(); got != "open cycles event: no hardware PMU (no such file or directory)" {
-		t.Errorf("message %q", got)
-	}
-}
-
 // TestRingRead decodes records written into a fake ring, one of them
-// wrapping around its end, and a lost record.
+// wrapping around its end, a lost and a throttle record, and maps sample
+// times onto CLOCK_BOOTTIME.
 func TestRingRead(t *testing.T) {
 	var meta unix.PerfEventMmapPage
 	r := &ring{meta: &meta, data: make([]byte, 512)}
@@ -140,10 +133,14 @@ func TestRingRead(t *testing.T) {
 	ne.PutUint32(lost, unix.PERF_RECORD_LOST)
 	ne.PutUint16(lost[6:], 24)
 	ne.PutUint64(lost[16:], 7)
+	throttle := make([]byte, 24)
+	ne.PutUint32(throttle, unix.PERF_RECORD_THROTTLE)
+	ne.PutUint16(throttle[6:], 24)
 	kernel := uint64(1<<64 + unix.PERF_CONTEXT_KERNEL)
 	recs := [][]byte{
 		sample(0, 0, 1, 100, kernel, 0xffffffff81000105, 0xffffffff81000205),
 		lost,
+		throttle,
 		sample(42, 43, 0, 200, kernel, 0xffffffffc0003010, 0xffffffff81000205),
 		sample(42, 43, 0, 300, kernel, 0xffffffffc0003010, 0xffffffff81000205),
 		sample(42, 44, 1, 400), // user mode: no kernel frames
@@ -159,15 +156,18 @@ func TestRingRead(t *testing.T) {
 	}
 	meta.Data_tail, meta.Data_head = start, pos
 	d := newDecoder(t.TempDir())
-	got, nlost := r.read(d, nil, 0)
-	if nlost != 7 || meta.Data_tail != pos {
-		t.Errorf("lost %d, tail %d; want 7, %d", nlost, meta.Data_tail, pos)
+	d.toBoot = 5000 // boottime ran 5 µs ahead of the monotonic sample clock
+	var c Capture
+	r.read(d, &c)
+	got := c.Samples
+	if c.Lost != 7 || c.Throttled != 1 || meta.Data_tail != pos {
+		t.Errorf("lost %d, throttled %d, tail %d; want 7, 1, %d", c.Lost, c.Throttled, meta.Data_tail, pos)
 	}
 	want := []Sample{
-		{Time: 100, CPU: 1, Comm: "swapper", Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},
-		{Time: 200, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
-		{Time: 300, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
-		{Time: 400, CPU: 1, PID: 42, TID: 44, Comm: "[exited]", Period: 10101010},
+		{Time: 5100, CPU: 1, Comm: "swapper", Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},
+		{Time: 5200, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 5300, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 5400, CPU: 1, PID: 42, TID: 44, Comm: "[exited]", Period: 10101010},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("samples:\n got %+v\nwant %+v", got, want)
@@ -268,7 +268,7 @@ func fixtureCapture() *Capture {
 	kernStack := []uint64{0xffffffff81000305, 0xffffffff81000105}
 	const period = 10101010
 	return &Capture{
-		Event: CPUClock, Hz: 99, Period: period, CPUs: 2,
+		Event: perfevent.CPUClock, Hz: 99, Period: period, CPUs: 2,
 		Start: time.Unix(1700000000, 0), Duration: 10 * time.Second,
 		Samples: []Sample{
 			{Time: 100, CPU: 0, PID: 10, TID: 10, Comm: "curl", Period: period, Stack: bpfStack},
@@ -342,7 +342,7 @@ func TestBuild(t *testing.T) {
 		m[0].Start != 0xffffffffc0010010 || m[0].Limit != 0xffffffffc0010126 {
 		t.Errorf("mappings %v", m)
 	}
-	if want := "bpfperf: cpu-clock at 99 Hz on 2 CPUs; 6 samples, 4 with BPF frames, 1 in user mode, 0 lost"; len(p.Comments) != 1 || p.Comments[0] != want {
+	if want := "bpfperf: cpu-clock at 99 Hz on 2 CPUs; 6 samples, 4 with BPF frames, 1 in user mode, 0 lost, 0 throttled"; len(p.Comments) != 1 || p.Comments[0] != want {
 		t.Errorf("comments %q", p.Comments)
 	}
 	for _, f := range p.Function {

@@ -19,6 +19,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/profile/webui"
 	"github.com/bpfperf/bpfperf/store"
@@ -44,6 +45,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 				Usage: "profile every CPU for --duration now, store the profile and write it to -o",
 				Flags: []cli.Flag{
 					&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Value: 10 * time.Second, Usage: "how long to sample (at most the daemon's --profile.limit)"},
+					&cli.StringFlag{Name: "event", Usage: "what to sample on: cpu-clock, cycles, instructions or llc-misses (the last three need a PMU); default the daemon's --profile.event"},
 					fileFlag("write the profile (gzipped pprof) to FILE; - for stdout"),
 				},
 				Action: func(c *cli.Context) error {
@@ -54,11 +56,16 @@ func profileCommand(dial clientFactory) *cli.Command {
 					if d < profile.MinDuration {
 						return fmt.Errorf("--duration %v: must be at least %v", d, profile.MinDuration)
 					}
+					if ev := c.String("event"); ev != "" {
+						if _, err := perfevent.Parse(ev); err != nil {
+							return fmt.Errorf("--event: %w", err)
+						}
+					}
 					client, err := dial(c)
 					if err != nil {
 						return err
 					}
-					res, err := client.CaptureProfile(d)
+					res, err := client.CaptureProfile(d, c.String("event"))
 					if err != nil {
 						return err
 					}

@@ -38,7 +38,7 @@ func main() {
 			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long hour rollups, events and unloaded programs are kept"},
 			&cli.DurationFlag{Name: "profile.every", Value: daemon.DefaultProfileEvery, Usage: "start a continuous CPU profile window this often (0 turns continuous profiling off)"},
 			&cli.DurationFlag{Name: "profile.duration", Usage: "length of each continuous window, at most --profile.every (default: --profile.every)"},
-			&cli.StringFlag{Name: "profile.event", Value: "cpu-clock", Usage: "what CPU profiles sample on: cpu-clock, or cycles (needs a hardware PMU; falls back to cpu-clock)"},
+			&cli.StringFlag{Name: "profile.event", Value: "cpu-clock", Usage: "what CPU profiles sample on: cpu-clock, or cycles, instructions, llc-misses (need a hardware PMU; fall back to cpu-clock)"},
 			&cli.IntFlag{Name: "profile.hz", Value: daemon.DefaultProfileHz, Usage: "CPU samples per second on each CPU (1 to 1000)"},
 			&cli.DurationFlag{Name: "profile.limit", Value: daemon.DefaultProfileLimit, Usage: "longest on-demand capture (bpfperf profile capture)"},
 			&cli.StringFlag{Name: "retention.profiles", Value: "7d", Usage: "how long CPU profiles are kept"},
