@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/store"
@@ -174,7 +173,7 @@ func benchRun(c *cli.Context, dial clientFactory) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
 	defer stop()
 	var progress func(bench.Result)
-	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err == nil {
+	if isTerminal(os.Stderr) {
 		// Progress on a terminal only; logs and pipes get the result alone.
 		done := 0
 		progress = func(r bench.Result) {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,8 +23,8 @@ func benchCompareCommand(dial clientFactory) *cli.Command {
 			if c.NArg() != 2 {
 				return fmt.Errorf("bench compare: takes BASE and NEW, got %d arguments", c.NArg())
 			}
-			if f := c.String("output"); f != "table" && f != "json" {
-				return fmt.Errorf("-o %q: want table or json", f)
+			if err := checkFormat(c, "table", "json"); err != nil {
+				return err
 			}
 			if c.IsSet("fail-on-regression") && c.Float64("fail-on-regression") < 0 {
 				return fmt.Errorf("--fail-on-regression must be 0 or more")
@@ -77,10 +75,4 @@ func worst(ds []bench.Delta) bench.Delta {
 		}
 	}
 	return w
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

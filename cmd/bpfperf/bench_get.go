@@ -30,11 +30,8 @@ func benchGetCommand(dial clientFactory) *cli.Command {
 			if !runRefPattern.MatchString(ref) {
 				return fmt.Errorf("bench get: %q is not a run: ID, last or last~N", ref)
 			}
-			format := c.String("output")
-			switch format {
-			case "table", "json", "csv", "bmf", "gobench":
-			default:
-				return fmt.Errorf("-o %q: want table, json, csv, bmf or gobench", format)
+			if err := checkFormat(c, "table", "json", "csv", "bmf", "gobench"); err != nil {
+				return err
 			}
 			client, err := dial(c)
 			if err != nil {
@@ -45,7 +42,7 @@ func benchGetCommand(dial clientFactory) *cli.Command {
 				return err
 			}
 			var buf bytes.Buffer
-			if err := bench.Write(&buf, rep, format); err != nil {
+			if err := bench.Write(&buf, rep, c.String("output")); err != nil {
 				return err
 			}
 			if path := c.String("file"); path != "" {

@@ -14,11 +14,7 @@ func benchRunsCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "runs",
 		Usage: "list the runs stored with bench --store (ids for compare and plot: run:ID, last, last~N)",
-		Flags: []cli.Flag{
-			outputFlag,
-			&cli.StringFlag{Name: "since", Value: "30d", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
-		},
+		Flags: append([]cli.Flag{outputFlag}, timeRangeFlags("30d")...),
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err
