@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -62,4 +63,24 @@ func findCommand(cmds []*cli.Command, name string) *cli.Command {
 		}
 	}
 	return nil
+}
+
+// noArgs refuses positional arguments to a command that takes none.
+func noArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", c.Command.Name, c.Args().First())
+	}
+	return nil
+}
+
+// oneArg returns the single positional argument a command takes.
+func oneArg(c *cli.Context, name string) (string, error) {
+	switch c.NArg() {
+	case 0:
+		return "", fmt.Errorf("%s: missing %s", c.Command.Name, name)
+	case 1:
+		return c.Args().First(), nil
+	default:
+		return "", fmt.Errorf("%s: takes one %s, got %d arguments (flags go before %s)", c.Command.Name, name, c.NArg(), name)
+	}
 }

@@ -25,8 +25,8 @@ func countersCommand(dial clientFactory) *cli.Command {
 					if err := checkOutput(c); err != nil {
 						return err
 					}
-					if c.NArg() > 0 {
-						return fmt.Errorf("list: unexpected argument %q", c.Args().First())
+					if err := noArgs(c); err != nil {
+						return err
 					}
 					client, err := dial(c)
 					if err != nil {
@@ -70,11 +70,7 @@ func countersCommand(dial clientFactory) *cli.Command {
 				Name:      "history",
 				Usage:     "per-run counters of PROG, one line per counting window",
 				ArgsUsage: "PROG (an id, a name, or name@tag)",
-				Flags: []cli.Flag{
-					outputFlag,
-					&cli.StringFlag{Name: "since", Value: "1h", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-					&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
-				},
+				Flags:     append([]cli.Flag{outputFlag}, timeRangeFlags("1h")...),
 				Action: func(c *cli.Context) error {
 					if err := checkOutput(c); err != nil {
 						return err

@@ -1,32 +1,27 @@
 package main
 
 import (
-	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/bpfperf/bpfperf/daemon"
 )
 
 func eventsCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "events",
 		Usage: "list what changed: programs loaded, unloaded, new versions, stats mode, daemon start/stop",
-		Flags: []cli.Flag{
-			outputFlag,
-			&cli.StringFlag{Name: "since", Value: "1d", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1d"), []cli.Flag{
 			&cli.StringFlag{Name: "prog", Usage: "only this program's events: an id, a name or name@tag"},
-		},
+		}),
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err
 			}
-			if c.NArg() > 0 {
-				return fmt.Errorf("events: unexpected argument %q", c.Args().First())
+			if err := noArgs(c); err != nil {
+				return err
 			}
 			since, until, err := timeRange(c)
 			if err != nil {
@@ -55,19 +50,4 @@ func eventsCommand(dial clientFactory) *cli.Command {
 			return render(c, os.Stdout, ev.Events, t)
 		},
 	}
-}
-
-// timeRange reads --since and --until and checks they make a range.
-func timeRange(c *cli.Context) (since, until time.Time, err error) {
-	now := time.Now()
-	if since, err = daemon.ParseTime(c.String("since"), now); err != nil {
-		return since, until, fmt.Errorf("--since: %w", err)
-	}
-	if until, err = daemon.ParseTime(c.String("until"), now); err != nil {
-		return since, until, fmt.Errorf("--until: %w", err)
-	}
-	if !until.After(since) {
-		return since, until, fmt.Errorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
-	}
-	return since, until, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,13 +17,10 @@ func historyCommand(dial clientFactory) *cli.Command {
 		Name:      "history",
 		Usage:     "runs/s, avg ns/run, CPU % and raw counters of one program over time",
 		ArgsUsage: "PROG (an id, a name, or name@tag)",
-		Flags: []cli.Flag{
-			outputFlag,
-			&cli.StringFlag{Name: "since", Value: "1h", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1h"), []cli.Flag{
 			&cli.StringFlag{Name: "step", Usage: "one point per step (10s, 5m); default every sample"},
 			&cli.BoolFlag{Name: "counters", Usage: "one line per perf counter window"},
-		},
+		}),
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err

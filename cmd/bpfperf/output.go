@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 // outputFlag is the -o flag every listing takes.
@@ -28,11 +31,9 @@ type table struct {
 
 // render writes v as JSON or t as a table or CSV, as -o says.
 func render(c *cli.Context, w io.Writer, v any, t table) error {
-	switch f := c.String("output"); f {
+	switch c.String("output") {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	case "csv":
 		cw := csv.NewWriter(w)
 		rows := t.raw
@@ -43,25 +44,44 @@ func render(c *cli.Context, w io.Writer, v any, t table) error {
 		cw.WriteAll(rows)
 		return cw.Error()
 	case "table":
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(t.header, "\t"))
-		for _, r := range t.rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
-		}
-		return tw.Flush()
+		return renderTable(w, t)
 	default:
-		return fmt.Errorf("-o %q: want table, json or csv", f)
+		return checkOutput(c) // says what is wrong with -o
 	}
 }
 
-// checkOutput validates -o before any work is done.
-func checkOutput(c *cli.Context) error {
-	switch f := c.String("output"); f {
-	case "table", "json", "csv":
-		return nil
-	default:
-		return fmt.Errorf("-o %q: want table, json or csv", f)
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func renderTable(w io.Writer, t table) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
+	return tw.Flush()
+}
+
+// checkOutput validates -o of a listing before any work is done.
+func checkOutput(c *cli.Context) error { return checkFormat(c, "table", "json", "csv") }
+
+// checkFormat validates -o against the formats a command writes.
+func checkFormat(c *cli.Context, formats ...string) error {
+	f := c.String("output")
+	if slices.Contains(formats, f) {
+		return nil
+	}
+	last := len(formats) - 1
+	return fmt.Errorf("-o %q: want %s or %s", f, strings.Join(formats[:last], ", "), formats[last])
+}
+
+// isTerminal says whether f is a terminal, for output meant for people only.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // Human units.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/signal"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	pprof "github.com/google/pprof/profile"
@@ -28,10 +26,6 @@ import (
 func profileCommand(dial clientFactory) *cli.Command {
 	fileFlag := func(usage string) cli.Flag {
 		return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: usage}
-	}
-	rangeFlags := []cli.Flag{
-		&cli.StringFlag{Name: "since", Value: "1h", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-		&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
 	}
 	return &cli.Command{
 		Name:  "profile",
@@ -91,7 +85,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 				Flags: append([]cli.Flag{
 					outputFlag,
 					&cli.StringFlag{Name: "kind", Value: "all", Usage: "continuous, on-demand or all"},
-				}, rangeFlags...),
+				}, timeRangeFlags("1h")...),
 				Action: func(c *cli.Context) error {
 					if err := checkOutput(c); err != nil {
 						return err
@@ -146,7 +140,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 				Flags: append([]cli.Flag{
 					fileFlag("write the merged profile to FILE; - for stdout"),
 					&cli.StringFlag{Name: "kind", Value: "continuous", Usage: "continuous, on-demand or all (on-demand captures sample the same time as continuous windows)"},
-				}, rangeFlags...),
+				}, timeRangeFlags("1h")...),
 				Action: func(c *cli.Context) error {
 					out, err := needOutput(c)
 					if err != nil {
@@ -250,13 +244,6 @@ func profileCommand(dial clientFactory) *cli.Command {
 			},
 		},
 	}
-}
-
-func noArgs(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q", c.Command.Name, c.Args().First())
-	}
-	return nil
 }
 
 func needOutput(c *cli.Context) (string, error) {
@@ -418,15 +405,6 @@ func sortedByShare(shares map[uint32]float64) []uint32 {
 		return cmp.Compare(a, b)
 	})
 	return ids
-}
-
-func renderTable(w io.Writer, t table) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
-	for _, r := range t.rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
 }
 
 func profilesTable(list []store.ProfileInfo) table {

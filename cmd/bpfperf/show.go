@@ -90,15 +90,3 @@ func showCommand(dial clientFactory) *cli.Command {
 		},
 	}
 }
-
-// oneArg returns the single positional argument a command takes.
-func oneArg(c *cli.Context, name string) (string, error) {
-	switch c.NArg() {
-	case 0:
-		return "", fmt.Errorf("%s: missing %s", c.Command.Name, name)
-	case 1:
-		return c.Args().First(), nil
-	default:
-		return "", fmt.Errorf("%s: takes one %s, got %d arguments (flags go before %s)", c.Command.Name, name, c.NArg(), name)
-	}
-}

@@ -120,15 +120,12 @@ func exportCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "export",
 		Usage: "stream raw samples of every program as CSV or JSON lines",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "csv", Usage: "csv or jsonl"},
-			&cli.StringFlag{Name: "since", Value: "1d", Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
-			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
-		},
+		}, timeRangeFlags("1d")...),
 		Action: func(c *cli.Context) error {
-			format := c.String("output")
-			if format != "csv" && format != "jsonl" {
-				return fmt.Errorf("-o %q: want csv or jsonl", format)
+			if err := checkFormat(c, "csv", "jsonl"); err != nil {
+				return err
 			}
 			since, until, err := timeRange(c)
 			if err != nil {
@@ -139,7 +136,7 @@ func exportCommand(dial clientFactory) *cli.Command {
 				return err
 			}
 			w := bufio.NewWriterSize(os.Stdout, 64<<10)
-			if err := client.Export(w, since, until, format); err != nil {
+			if err := client.Export(w, since, until, c.String("output")); err != nil {
 				w.Flush()
 				return err
 			}

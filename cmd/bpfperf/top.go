@@ -26,8 +26,8 @@ func topCommand(dial clientFactory) *cli.Command {
 			outputFlag,
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return fmt.Errorf("top: unexpected argument %q", c.Args().First())
+			if err := noArgs(c); err != nil {
+				return err
 			}
 			if err := checkOutput(c); err != nil {
 				return err
@@ -96,9 +96,4 @@ func hostKernel() (host, kernel string) {
 		kernel = unix.ByteSliceToString(u.Release[:])
 	}
 	return host, kernel
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/daemon"
+)
+
+// timeRangeFlags are --since and --until for a command that reads a stretch
+// of history; timeRange reads them.
+func timeRangeFlags(defaultSince string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "since", Value: defaultSince, Usage: "start: a duration back from now (90m, 7d) or RFC 3339"},
+		&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
+	}
+}
+
+// timeRange reads --since and --until and checks they make a range.
+func timeRange(c *cli.Context) (since, until time.Time, err error) {
+	now := time.Now()
+	if since, err = daemon.ParseTime(c.String("since"), now); err != nil {
+		return since, until, fmt.Errorf("--since: %w", err)
+	}
+	if until, err = daemon.ParseTime(c.String("until"), now); err != nil {
+		return since, until, fmt.Errorf("--until: %w", err)
+	}
+	if !until.After(since) {
+		return since, until, fmt.Errorf("--until %s is not after --since %s", until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	return since, until, nil
+}
