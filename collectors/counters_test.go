@@ -260,29 +260,40 @@ func TestCountersExactAgreesWithRunTime(t *testing.T) {
 	statsOn(t)
 	target := loadTarget(t, 50000)
 	w := startWindow(t, c, target, time.Minute)
-	before, err := target.Stats()
-	if err != nil {
-		t.Fatal(err)
+	// Three batches, compared by the median of their ratios: under TCG a
+	// stray host stall lands in one clock and not the other now and then
+	// (one batch in five read 22% apart), which the median keeps out.
+	var ratios []float64
+	var clockPrev float64
+	var counted uint64
+	for range 3 {
+		before, err := target.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := privtest.Run(target, 300); err != nil {
+			t.Fatal(err)
+		}
+		after, err := target.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := w.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clockNow, _ := r.Values[0].Scaled()
+		clock, runTime := clockNow-clockPrev, float64(after.Runtime-before.Runtime)
+		clockPrev = clockNow
+		t.Logf("300 runs: cpu-clock %.0f ns, run_time %.0f ns (%.1f%% apart)", clock, runTime, 100*(clock-runTime)/runTime)
+		ratios = append(ratios, clock/runTime)
+		counted += after.RunCount - before.RunCount
+		if counted != r.Exits {
+			t.Errorf("run_cnt grew by %d, fexit counted %d", counted, r.Exits)
+		}
 	}
-	if err := privtest.Run(target, 300); err != nil {
-		t.Fatal(err)
-	}
-	after, err := target.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := w.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock, _ := r.Values[0].Scaled()
-	runTime := float64(after.Runtime - before.Runtime)
-	t.Logf("300 runs: cpu-clock %.0f ns, run_time %.0f ns (%.1f%% apart)", clock, runTime, 100*(clock-runTime)/runTime)
-	if math.Abs(clock-runTime) > 0.2*runTime {
-		t.Errorf("cpu-clock %.0f ns and run_time %.0f ns differ by more than 20%%", clock, runTime)
-	}
-	if n := after.RunCount - before.RunCount; n != r.Exits {
-		t.Errorf("run_cnt grew by %d, fexit counted %d", n, r.Exits)
+	if m := medianFloat(ratios); math.Abs(m-1) > 0.2 {
+		t.Errorf("cpu-clock and run_time differ by more than 20%% (median ratio %.3f of %v)", m, ratios)
 	}
 }
 

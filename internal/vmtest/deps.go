@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Packages are the Debian packages the harness needs on the host.
@@ -19,6 +21,11 @@ var Packages = []string{"qemu-system-x86", "busybox-static"}
 // EnsureTools installs Packages with apt-get when one is missing. It does
 // nothing when all are installed.
 func EnsureTools() error {
+	unlock, err := lockApt()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var missing []string
 	for _, p := range Packages {
 		out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Output()
@@ -36,6 +43,25 @@ func EnsureTools() error {
 		return err
 	}
 	return apt(append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)...)
+}
+
+// aptLock serializes the harness's apt-get calls across processes: `go
+// test` runs the VM tests of several packages at once, and two apt-gets
+// fail on dpkg's lock.
+const aptLock = "/tmp/bpfperf-vmtest-apt.lock"
+
+// lockApt takes aptLock, waiting for another process that holds it, and
+// returns its release.
+func lockApt() (func(), error) {
+	f, err := os.OpenFile(aptLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("vm apt lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("vm apt lock: %w", err)
+	}
+	return func() { f.Close() }, nil
 }
 
 func apt(args ...string) error {
@@ -64,6 +90,14 @@ func EnsureKernel(cacheDir string) (string, error) {
 	}
 	if k := newestCached(cacheDir); k != "" {
 		return k, nil
+	}
+	unlock, err := lockApt()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if k := newestCached(cacheDir); k != "" {
+		return k, nil // another process fetched it while we waited
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("vm cache: %w", err)
