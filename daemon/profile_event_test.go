@@ -1,8 +1,12 @@
 package daemon_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -44,6 +48,29 @@ func TestProfileEvent(t *testing.T) {
 		t.Errorf("cycles did not open, but status says %+v", cycles)
 	}
 
-	stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--profile.event", "bogus")
+	// An on-demand capture on cycles: a cycles profile where a PMU exists,
+	// one line saying why not where none does. A bad event is refused
+	// before the daemon is asked.
+	file := filepath.Join(t.TempDir(), "cycles.pb.gz")
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "profile", "capture", "--event", "cycles", "--duration", "300ms", "-o", file)
+	if st.Profiling.Event == "cpu-clock" {
+		oneLineError(t, "capture --event cycles without a PMU", stdout, stderr, code, "no hardware PMU (ENOENT)")
+	} else {
+		if code != 0 {
+			t.Fatalf("capture --event cycles: exit %d: %s", code, stderr)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pprof.ParseData(data)
+		if err != nil || p.SampleType[1].Type != "cycles" {
+			t.Errorf("cycles capture: %v, sample types %v", err, p.SampleType)
+		}
+	}
+	stdout, stderr, code = run(bin.cli, "--socket", d.socket, "profile", "capture", "--event", "bogus", "--duration", "300ms")
+	oneLineError(t, "capture --event bogus", stdout, stderr, code, "--event")
+
+	stdout, stderr, code = run(bin.daemon, "--state-dir", t.TempDir(), "--profile.event", "bogus")
 	oneLineError(t, "--profile.event bogus", stdout, stderr, code, "--profile.event")
 }

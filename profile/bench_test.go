@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -222,4 +223,80 @@ func BenchmarkLearn(b *testing.B) {
 		}
 		b.ReportMetric(float64(time.Since(t0).Microseconds())/n, "us/program")
 	}
+}
+
+// BenchmarkHardwareSamplingCost times a fixed BPF workload (the hot
+// program, 20,000 test runs, on this goroutine's thread) three ways,
+// alternating, 5 times each: with no sampler, with cpu-clock sampling at
+// MaxHz on every CPU, and with cpu-clock plus cycles, instructions and LLC
+// misses at the highest rate the daemon allows them (MaxHz asked,
+// MaxHardwareHz in force). It reports the medians and the ratio of the
+// last two: hardware sampling must not slow BPF programs down (target: 2%).
+// Where there is no PMU it says so and measures nothing.
+func BenchmarkHardwareSamplingCost(b *testing.B) {
+	privtest.Root(b)
+	hw := []perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses}
+	probe, err := NewSampler(SamplerConfig{Event: perfevent.Cycles})
+	if err != nil {
+		// Logged, not skipped: make bench shows the reason without -v.
+		b.Logf("not measured: %v", err)
+		return
+	}
+	probe.Close()
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		b.Fatal(err)
+	}
+	defer objs.Close()
+	in := make([]byte, 14)
+	workload := func() time.Duration {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		t0 := time.Now()
+		for range 400 {
+			if _, err := objs.HotEntry.Run(&ebpf.RunOptions{Data: in, Repeat: 50}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	sampled := func(events ...perfevent.Event) time.Duration {
+		var samplers []*Sampler
+		for _, ev := range events {
+			samplers = append(samplers, newSampler(b, SamplerConfig{Event: ev, Hz: MaxHz}))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		for _, s := range samplers {
+			go func() { s.Capture(ctx, time.Minute); done <- struct{}{} }()
+		}
+		time.Sleep(50 * time.Millisecond)
+		d := workload()
+		cancel()
+		for range samplers {
+			<-done
+		}
+		for _, s := range samplers {
+			s.Close()
+		}
+		return d
+	}
+	for b.Loop() {
+		var none, clock, all []float64
+		for range 5 {
+			none = append(none, float64(workload()))
+			clock = append(clock, float64(sampled(perfevent.CPUClock)))
+			all = append(all, float64(sampled(append([]perfevent.Event{perfevent.CPUClock}, hw...)...)))
+		}
+		b.ReportMetric(medianF(none)/1e6, "ms_no_sampling")
+		b.ReportMetric(medianF(clock)/1e6, "ms_cpu-clock")
+		b.ReportMetric(medianF(all)/1e6, "ms_cpu-clock+hw")
+		b.ReportMetric(medianF(all)/medianF(clock), "hw/cpu-clock")
+	}
+}
+
+func medianF(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }

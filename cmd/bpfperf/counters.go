@@ -244,19 +244,40 @@ func showCountersKV(pc *daemon.PerfCounters) [][2]string {
 	}...)
 }
 
+// samplingFigures is a sampled event's latest window as status shows it:
+// the rate in force, samples, and losses, throttling and multiplexing
+// where there were any.
+func samplingFigures(m daemon.MechanismStatus) string {
+	if m.Hz == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; %d Hz, last window %d samples", m.Hz, m.Samples)
+	if m.Lost > 0 {
+		s += fmt.Sprintf(", %d lost", m.Lost)
+	}
+	if m.Throttled > 0 {
+		s += fmt.Sprintf(", throttled %d times", m.Throttled)
+	}
+	if m.RunningShare != nil {
+		s += fmt.Sprintf(", on the PMU %.0f%% (multiplexed; scaled)", 100**m.RunningShare)
+	}
+	return s
+}
+
 // countersStatusKV is the perf counters part of `status`.
 func countersStatusKV(s *daemon.CountersStatus) [][2]string {
 	if s == nil {
 		return [][2]string{{"counters", "not started"}}
 	}
 	avail := func(m daemon.MechanismStatus) string {
-		if m.Available {
-			if len(m.Produces) > 0 {
-				return "available (" + strings.Join(m.Produces, ", ") + ")"
-			}
-			return "available"
+		if !m.Available {
+			return "unavailable: " + m.Reason
 		}
-		return "unavailable: " + m.Reason
+		s := "available"
+		if len(m.Produces) > 0 {
+			s += " (" + strings.Join(m.Produces, ", ") + ")"
+		}
+		return s + samplingFigures(m)
 	}
 	exact := avail(s.Exact)
 	if s.Exact.Available {
