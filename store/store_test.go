@@ -284,3 +284,57 @@ func TestOpenRefusesTruncated(t *testing.T) {
 		t.Fatalf("open truncated: %v", err)
 	}
 }
+
+// TestCheckWhileWriting: a healthy store checked while ticks are committed
+// (as bpfperf store check does on a running daemon) reports nothing. bbolt's
+// page check alone, in a read-only transaction, called pages a later commit
+// freed "reachable freed" now and then.
+func TestCheckWhileWriting(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	now := time.UnixMilli(1_800_000_000_000)
+	var keys []InstanceKey
+	var loaded []Program
+	for id := range uint32(50) {
+		keys = append(keys, InstanceKey{ID: id + 1})
+		loaded = append(loaded, Program{Key: keys[id], ID: id + 1, Name: "w"})
+	}
+	tick := func(i int) Tick {
+		tk := Tick{Time: now.Add(time.Duration(i) * time.Second)}
+		for _, k := range keys {
+			tk.Samples = append(tk.Samples, Sample{Key: k, Values: [statsColumns]uint64{uint64(i * 1000), uint64(i), 0}})
+		}
+		if i == 0 {
+			tk.Loaded = loaded
+		}
+		return tk
+	}
+	if err := db.WriteTick(tick(0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	written := make(chan int)
+	go func() {
+		i := 1
+		defer func() { written <- i }()
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := db.WriteTick(tick(i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 40 {
+		if problems, err := db.Check(); err != nil || len(problems) > 0 {
+			t.Errorf("check of a healthy store being written: %v %v", problems, err)
+			break
+		}
+	}
+	close(stop)
+	t.Logf("%d ticks written during 40 checks", <-written)
+}
