@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -14,7 +14,7 @@ import (
 func TestProfileEvent(t *testing.T) {
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir(), "--profile.event", "cycles", "--profile.every", "1s")
-	var st daemon.Status
+	var st api.Status
 	d.json(t, &st, "status")
 	if st.Profiling == nil {
 		t.Fatal("status has no profiling")
@@ -29,7 +29,7 @@ func TestProfileEvent(t *testing.T) {
 		t.Errorf("with a PMU profiling runs on %q, want cycles", st.Profiling.Event)
 	}
 
-	var cycles *daemon.MechanismStatus
+	var cycles *api.MechanismStatus
 	for i, m := range st.Counters.Sampled {
 		if m.Event == "cycles" {
 			cycles = &st.Counters.Sampled[i]

@@ -1,29 +1,15 @@
 package daemon
 
-import "time"
+import (
+	"time"
 
-// Rates derived from two cumulative readings of one program. A nil field is
-// a number that cannot be had (no earlier reading, no runs, no time passed):
-// it is absent, not zero.
-type Rates struct {
-	RunsPerSec  *float64 `json:"runs_per_sec,omitempty"`
-	AvgNsPerRun *float64 `json:"avg_ns_per_run,omitempty"`
-	// CPUPercent is run time over wall time, relative to one CPU (like
-	// bpftop): 100 means one CPU's worth of time spent in the program.
-	CPUPercent *float64 `json:"cpu_percent,omitempty"`
-}
-
-// Counters are the cumulative bpf_stats of a program at one moment.
-type Counters struct {
-	RunTimeNs       uint64 `json:"run_time_ns"`
-	RunCnt          uint64 `json:"run_cnt"`
-	RecursionMisses uint64 `json:"recursion_misses"`
-}
+	"github.com/bpfperf/bpfperf/api"
+)
 
 // ratesBetween computes rates over [a, b] taken elapsed apart. Counters that
 // went backwards (a different instance, or a reset) give no rates.
-func ratesBetween(a, b Counters, elapsed time.Duration) Rates {
-	var r Rates
+func ratesBetween(a, b api.Counters, elapsed time.Duration) api.Rates {
+	var r api.Rates
 	if elapsed <= 0 || b.RunCnt < a.RunCnt || b.RunTimeNs < a.RunTimeNs {
 		return r
 	}
@@ -39,7 +25,7 @@ func ratesBetween(a, b Counters, elapsed time.Duration) Rates {
 }
 
 // avgSinceLoad is the mean run time over the program's whole life.
-func avgSinceLoad(c Counters) *float64 {
+func avgSinceLoad(c api.Counters) *float64 {
 	if c.RunCnt == 0 {
 		return nil
 	}

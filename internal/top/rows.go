@@ -7,7 +7,7 @@ package top
 import (
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // Row is one program as top shows it: the daemon's latest reading plus the
@@ -15,8 +15,8 @@ import (
 // the two samples the daemon took (not between our requests: the daemon
 // reads the kernel on its own clock).
 type Row struct {
-	daemon.ProgRow
-	prev     daemon.Counters
+	api.ProgRow
+	prev     api.Counters
 	prevAt   time.Time
 	havePrev bool
 }
@@ -97,7 +97,7 @@ type rowKey struct {
 	tag  string
 }
 
-func keyOf(p *daemon.ProgRow) rowKey { return rowKey{p.BootID, p.ID, p.Tag} }
+func keyOf(p *api.ProgRow) rowKey { return rowKey{p.BootID, p.ID, p.Tag} }
 
 // Table holds the rows of the latest refresh, keyed by instance.
 type Table struct {
@@ -108,7 +108,7 @@ type Table struct {
 // daemon does not say when it read a program). A program the daemon has
 // not read again since the last refresh keeps its earlier rates; programs
 // gone from the reading are dropped.
-func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
+func (t *Table) Update(progs []api.ProgRow, now time.Time) {
 	next := make(map[rowKey]*Row, len(progs))
 	for i := range progs {
 		p := progs[i]
@@ -139,7 +139,7 @@ func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
 // keep what the last full listing said of them, and programs no longer
 // listed are dropped. It reports false when a program it does not know
 // appeared, which only a full listing can describe.
-func (t *Table) UpdateCounters(progs []daemon.ProgCounters) bool {
+func (t *Table) UpdateCounters(progs []api.ProgCounters) bool {
 	type idTag struct {
 		id  uint32
 		tag string
