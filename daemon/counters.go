@@ -529,37 +529,12 @@ func windowCounters(r collectors.CounterReading, start, end time.Time, reason co
 			totals[v.Event] = ptr(n)
 		}
 	}
-	pc := perRun(r.Counted, totals)
-	pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = names, start, end, string(reason), r.Entries
+	pc := api.PerfPerRun(r.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
 	return pc
 }
 
-// perRun divides event totals (indexed by perfevent.Event; nil
-// when not counted) by the counted runs. Everything is absent without a
-// counted run.
-func perRun(counted uint64, totals [store.CounterEvents]*float64) *api.PerfCounters {
-	pc := &api.PerfCounters{Mechanism: "exact", CountedRuns: counted}
-	if counted == 0 {
-		return pc
-	}
-	per := func(e perfevent.Event) *float64 {
-		if t := totals[e]; t != nil {
-			return ptr(*t / float64(counted))
-		}
-		return nil
-	}
-	pc.CPUClockNsPerRun = per(perfevent.CPUClock)
-	pc.CyclesPerRun = per(perfevent.Cycles)
-	pc.InstructionsPerRun = per(perfevent.Instructions)
-	pc.LLCMissesPerRun = per(perfevent.LLCMisses)
-	if cy, in := totals[perfevent.Cycles], totals[perfevent.Instructions]; cy != nil && in != nil && *cy > 0 {
-		pc.IPC = ptr(*in / *cy)
-	}
-	if m, in := totals[perfevent.LLCMisses], totals[perfevent.Instructions]; m != nil && in != nil && *in > 0 {
-		pc.LLCMissesPer1kInstructions = ptr(*m / *in * 1000)
-	}
-	return pc
-}
+func ptr(f float64) *float64 { return &f }
 
 // counterReason is the short reason for a counter error: the kind and the
 // errno, as status shows it.
@@ -776,8 +751,8 @@ func windowBetween(a, b store.CounterSample) *api.PerfCounters {
 			names = append(names, perfevent.Event(i).String())
 		}
 	}
-	pc := perRun(b.Counted-a.Counted, totals)
-	pc.Events, pc.WindowStart, pc.WindowEnd = names, a.Time, b.Time
+	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
 	return pc
 }
 

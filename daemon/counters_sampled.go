@@ -173,7 +173,7 @@ func sampledWindowOf(id uint32, est map[perfevent.Event]map[uint32]profile.Progr
 	}
 	// Runs are interpolated; rounded, they are what the store keeps, so
 	// the live figures and history agree.
-	pc := perRun(uint64(math.Round(runs[id])), totals)
+	pc := api.PerfPerRun(uint64(math.Round(runs[id])), totals[:])
 	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismSampled, names, start, end
 	pc.Samples, pc.Totals = uint64(est[perfevent.CPUClock][id].Samples), pcTotals
 	return pc
@@ -204,7 +204,7 @@ func sampledFromStore(s store.CounterSample) *api.PerfCounters {
 			pcTotals[sampledEvents[i].String()] = float64(s.Values[i])
 		}
 	}
-	pc := perRun(s.Counted, totals)
+	pc := api.PerfPerRun(s.Counted, totals[:])
 	pc.Mechanism, pc.Events, pc.Totals, pc.Samples = api.MechanismSampled, names, pcTotals, s.Samples
 	pc.WindowEnd = s.Time
 	pc.WindowStart = s.Time.Add(-time.Duration(s.WindowMs) * time.Millisecond)

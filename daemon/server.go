@@ -283,14 +283,14 @@ func (d *Daemon) liveRow(p *program) api.ProgRow {
 	cur := sampleCounters(p.cur)
 	row := api.ProgRow{
 		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, Tag: p.meta.Tag, Loaded: true,
-		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: avgSinceLoad(cur),
+		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
 		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
 		SampledCPUPercent: d.sampledCPU(p.meta.ID),
 	}
 	d.fillCounters(&row)
 	if p.havePrev {
-		row.Rates = ratesBetween(sampleCounters(p.prev), cur, p.curAt.Sub(p.prevAt))
+		row.Rates = api.RatesBetween(sampleCounters(p.prev), cur, p.curAt.Sub(p.prevAt))
 	}
 	return row
 }
@@ -320,7 +320,7 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 		last := points[n-1]
 		row.Counters = pointCounters(last)
 		row.LastSample = last.Time
-		row.AvgNsSinceLoad = avgSinceLoad(row.Counters)
+		row.AvgNsSinceLoad = api.Optional(row.Counters.AvgNsSinceLoad())
 	}
 	return row, nil
 }
@@ -424,7 +424,7 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p)}
 			if i > 0 {
 				prev := h.Points[len(h.Points)-1]
-				hp.Rates = ratesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
+				hp.Rates = api.RatesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
 			} else if n > 0 {
 				hp.Reload = true
 			}

@@ -32,54 +32,42 @@ func (r *Row) Period() time.Duration {
 	return r.at().Sub(r.prevAt)
 }
 
-// deltas returns the runs and run time between the two readings; ok is
-// false without two readings, a period or with counters going backwards.
-func (r *Row) deltas() (runs, ns float64, period time.Duration, ok bool) {
-	period = r.Period()
-	if period <= 0 || r.RunCnt < r.prev.RunCnt || r.RunTimeNs < r.prev.RunTimeNs {
-		return 0, 0, 0, false
-	}
-	return float64(r.RunCnt - r.prev.RunCnt), float64(r.RunTimeNs - r.prev.RunTimeNs), period, true
+// delta is what the program did between the two readings; ok is false
+// without two readings, a period, or with counters going backwards.
+func (r *Row) delta() (api.Delta, bool) {
+	return api.DeltaBetween(r.prev, r.Counters, r.Period())
 }
 
 // RunsPerSec is the runs per second over the period.
 func (r *Row) RunsPerSec() (float64, bool) {
-	runs, _, period, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.RunsPerSec)
 	}
-	return runs / period.Seconds(), true
+	return d.RunsPerSec()
 }
 
 // AvgNs is the mean run time over the period; absent when nothing ran.
 func (r *Row) AvgNs() (float64, bool) {
-	runs, ns, _, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.AvgNsPerRun)
 	}
-	if runs == 0 {
-		return 0, false
-	}
-	return ns / runs, true
+	return d.AvgNsPerRun()
 }
 
 // CPUPercent is run time over wall time in the period, relative to one
 // CPU (100 = one CPU's worth), like bpftop.
 func (r *Row) CPUPercent() (float64, bool) {
-	_, ns, period, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.CPUPercent)
 	}
-	return ns / float64(period.Nanoseconds()) * 100, true
+	return d.CPUPercent()
 }
 
 // AvgNsSinceLoad is the mean run time over the program's whole life.
-func (r *Row) AvgNsSinceLoad() (float64, bool) {
-	if r.RunCnt == 0 {
-		return 0, false
-	}
-	return float64(r.RunTimeNs) / float64(r.RunCnt), true
-}
+func (r *Row) AvgNsSinceLoad() (float64, bool) { return r.Counters.AvgNsSinceLoad() }
 
 // fallback uses the daemon's rate (over its own last interval) until top
 // has two readings of its own, so the first screen is not empty.
