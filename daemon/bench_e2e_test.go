@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
-	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 // benchArgs is the quickest real bench run: one empty socket filter.
@@ -32,7 +31,7 @@ func TestBenchStore(t *testing.T) {
 		t.Fatalf("bench --store: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 
-	var runs []store.BenchRun
+	var runs []api.BenchRun
 	d.json(t, &runs, "bench", "runs")
 	if len(runs) != 1 {
 		t.Fatalf("bench runs = %+v, want one run", runs)
@@ -55,7 +54,7 @@ func TestBenchStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := daemon.Dial(d.socket, 10*time.Second)
+	client, err := api.Dial(d.socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +107,7 @@ func TestBenchStore(t *testing.T) {
 		t.Errorf("compare with a run from another kernel, stats off: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 
-	var events []store.Event
+	var events []api.Event
 	eventually(t, "the bench_run event", func() bool {
 		events = nil
 		d.query(&events, "events", "--since", "5m")
@@ -165,7 +164,7 @@ func TestBenchStoreBadInput(t *testing.T) {
 		t.Fatalf("bench --store --save without a daemon saved nothing: %v", err)
 	}
 
-	client, err := daemon.Dial(d.socket, 10*time.Second)
+	client, err := api.Dial(d.socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

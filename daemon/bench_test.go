@@ -12,7 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -65,7 +65,7 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, args ...string) {
 			if i%5 != 4 {
 				continue // poll rarely: the poll itself costs the daemon CPU
 			}
-			var st daemon.Status
+			var st api.Status
 			if err := d.query(&st, "status"); err != nil {
 				b.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -20,23 +21,13 @@ import (
 // Benchmark runs handed over by `bpfperf bench --store` (issue 6).
 
 const (
-	// MaxBenchReport bounds one stored report. A full suite's report with
-	// every measurement is well under a megabyte.
-	MaxBenchReport = 64 << 20
-	maxBenchLabel  = 200
+	maxBenchLabel = 200
 	// DefaultBenchSince is how far back a listing looks by default.
 	DefaultBenchSince = 30 * 24 * time.Hour
 )
 
 // ErrUnknownBenchRun: no stored run has that id.
 var ErrUnknownBenchRun = store.ErrUnknownBenchRun
-
-// BenchRuns is GET /v1/bench/runs.
-type BenchRuns struct {
-	Since time.Time        `json:"since"`
-	Until time.Time        `json:"until"`
-	Runs  []store.BenchRun `json:"runs"`
-}
 
 // benchRoutes registers the /v1/bench endpoints.
 func (s *server) benchRoutes(mux *http.ServeMux) {
@@ -54,7 +45,7 @@ func benchReply(w http.ResponseWriter, v any, err error) {
 		code = http.StatusNotFound
 	case errors.As(err, &tooLarge):
 		code = http.StatusRequestEntityTooLarge
-		err = fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, MaxBenchReport>>20)
+		err = fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, api.MaxBenchReport>>20)
 	}
 	if code == 0 {
 		reply(w, v, err)
@@ -62,13 +53,13 @@ func benchReply(w http.ResponseWriter, v any, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
+	json.NewEncoder(w).Encode(api.ErrorAnswer{Error: err.Error()})
 }
 
 // putBenchRun stores a report (the JSON `bpfperf bench -o json` writes) and
 // answers with the stored run. ?label= names it in listings.
 func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBenchReport))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBenchReport))
 	if err != nil {
 		benchReply(w, nil, err)
 		return
@@ -86,7 +77,7 @@ func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/v1/bench/runs/"+strconv.FormatUint(run.ID, 10))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(run)
+	json.NewEncoder(w).Encode(apiBenchRun(run))
 }
 
 // benchRunOf checks that body is one bench report with results and says
@@ -152,10 +143,7 @@ func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, err := s.d.store.ListBenchRuns(since, until)
-	if runs == nil {
-		runs = []store.BenchRun{}
-	}
-	reply(w, BenchRuns{Since: since, Until: until, Runs: runs}, err)
+	reply(w, api.BenchRuns{Since: since, Until: until, Runs: apiBenchRuns(runs)}, err)
 }
 
 // getBenchRun answers with the report as it was stored. {id} is a run id,
@@ -175,11 +163,9 @@ func (s *server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(benchRunIDHeader, strconv.FormatUint(run.ID, 10))
+	w.Header().Set(api.HeaderBenchRun, strconv.FormatUint(run.ID, 10))
 	w.Write(report)
 }
-
-const benchRunIDHeader = "Bpfperf-Bench-Run"
 
 // benchRunID resolves a run reference to an id.
 func (d *Daemon) benchRunID(ref string) (uint64, error) {

@@ -1,6 +1,7 @@
 // Package daemon runs bpfperfd: it turns BPF run-time stats on, samples every
 // loaded program each interval, stores the series and serves them over a
-// unix socket. It also holds the client the CLI uses.
+// unix socket. The API's documents and the client the CLI uses are in
+// package api; the handlers here convert to them at the edge (wire.go).
 package daemon
 
 import (
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -37,7 +39,7 @@ type Config struct {
 // Defaults for flags.
 const (
 	DefaultStateDir = "/var/lib/bpfperf"
-	DefaultSocket   = "/run/bpfperf/api.sock"
+	DefaultSocket   = api.DefaultSocket
 	DefaultInterval = time.Second
 	DefaultGroup    = "bpfperf"
 

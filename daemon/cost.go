@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // selfCost tracks the daemon's own CPU time and memory, so it can report
@@ -42,9 +44,7 @@ func (c *selfCost) read() (cpuPercent float64, rss int64) {
 	c.mu.Lock()
 	if n := len(c.samples); n >= 2 {
 		first, last := c.samples[0], c.samples[n-1]
-		if wall := last.at.Sub(first.at); wall > 0 {
-			cpuPercent = float64(last.cpu-first.cpu) / float64(wall) * 100
-		}
+		cpuPercent, _ = api.CPUPercent(float64(last.cpu-first.cpu), last.at.Sub(first.at))
 	}
 	c.mu.Unlock()
 	return cpuPercent, residentBytes()

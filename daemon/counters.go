@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/store"
@@ -100,116 +101,6 @@ func checkWindow(d time.Duration) error {
 	return nil
 }
 
-// MechanismStatus says whether a counter mechanism (or one event of it)
-// works here, and if not, why.
-type MechanismStatus struct {
-	Event     string `json:"event,omitempty"`
-	Available bool   `json:"available"`
-	// Reason is short and names the errno: "tracing programs refused
-	// (EPERM)", "no PMU (ENOENT)".
-	Reason string `json:"reason,omitempty"`
-	Detail string `json:"detail,omitempty"` // the full error, or where numbers come from
-	// Produces names the JSON fields the mechanism fills where available.
-	Produces []string `json:"produces,omitempty"`
-	// Sampled events: the latest window's rate in force (hardware events
-	// are bounded and back off when the kernel throttles them), samples
-	// taken, samples lost, throttle records, and the share of the window
-	// the event was on the PMU when it was multiplexed (values are scaled
-	// by its inverse).
-	Hz           int      `json:"hz,omitempty"`
-	Samples      int      `json:"samples,omitempty"`
-	Lost         uint64   `json:"lost,omitempty"`
-	Throttled    uint64   `json:"throttled,omitempty"`
-	RunningShare *float64 `json:"running_share,omitempty"`
-}
-
-// CountersStatus is the counters part of GET /v1/status: each mechanism,
-// available or why not, and what is being counted.
-type CountersStatus struct {
-	Exact   MechanismStatus   `json:"exact"`
-	Sampled []MechanismStatus `json:"sampled"` // one per event
-	// Events are what exact windows count: the hardware events where a
-	// PMU exists, cpu-clock (ns) where none does.
-	Events   []string `json:"events,omitempty"`
-	WindowMs int64    `json:"window_ms"`
-	EveryMs  int64    `json:"every_ms"`
-	Max      int      `json:"max"`
-	Programs []string `json:"programs,omitempty"` // --counters.programs
-	Targets  int      `json:"targets"`            // enabled or matched, within Max
-	Waiting  int      `json:"waiting,omitempty"`  // matched beyond Max
-	Failed   int      `json:"failed,omitempty"`   // cannot be counted (see counters list)
-	Counting int      `json:"counting"`           // windows open now
-}
-
-// PerfCounters is what perf counters measured of one program over one
-// counting window: per-run figures and the mechanism that produced them.
-// A nil figure cannot be had (event not counted here, no counted run).
-type PerfCounters struct {
-	// Mechanism is "exact" (fentry/fexit around every run) or "sampled"
-	// (samples × period of sampling perf events, per continuous profile
-	// window).
-	Mechanism   string    `json:"mechanism"`
-	Events      []string  `json:"events"`
-	WindowStart time.Time `json:"window_start"`
-	WindowEnd   time.Time `json:"window_end,omitzero"`
-	Stopped     string    `json:"stopped,omitempty"` // why the window ended
-	// CountedRuns are the runs the totals cover; Entries are the runs the
-	// entry probe saw (zero in history, which keeps only counted runs).
-	// For sampled windows, CountedRuns are the runs bpf_stats counted in
-	// the window (0 for a tail-call target: the kernel charges the entry
-	// program).
-	CountedRuns uint64 `json:"counted_runs"`
-	Entries     uint64 `json:"entries,omitempty"`
-	// Sampled only: the cpu-clock samples that landed in the program, and
-	// each sampled event's estimated total in the window (samples × period;
-	// cpu-clock in ns), present even when the program counted no run.
-	Samples uint64             `json:"samples,omitempty"`
-	Totals  map[string]float64 `json:"totals,omitempty"`
-
-	CPUClockNsPerRun           *float64 `json:"cpu_clock_ns_per_run,omitempty"`
-	CyclesPerRun               *float64 `json:"cycles_per_run,omitempty"`
-	InstructionsPerRun         *float64 `json:"instructions_per_run,omitempty"`
-	IPC                        *float64 `json:"ipc,omitempty"`
-	LLCMissesPerRun            *float64 `json:"llc_misses_per_run,omitempty"`
-	LLCMissesPer1kInstructions *float64 `json:"llc_misses_per_1k_instructions,omitempty"`
-}
-
-// CounterTarget is one program in GET /v1/counters.
-type CounterTarget struct {
-	ID     uint32 `json:"id"`
-	Name   string `json:"name"`
-	Source string `json:"source"` // "enabled" (counters enable) or "--counters.programs"
-	// State: "counting" (a window is open), "idle" (between windows),
-	// "waiting" (matched beyond --counters.max), "failed" (see Reason).
-	State    string        `json:"state"`
-	Reason   string        `json:"reason,omitempty"`
-	WindowMs int64         `json:"window_ms"`
-	Windows  int           `json:"windows"` // finished windows since the daemon started
-	Next     time.Time     `json:"next_window,omitzero"`
-	Last     *PerfCounters `json:"last,omitempty"` // the last finished window
-}
-
-// CountersList is GET /v1/counters.
-type CountersList struct {
-	Status  CountersStatus  `json:"status"`
-	Targets []CounterTarget `json:"targets"`
-}
-
-// CounterHistoryPoint is one finished window of a program in GET
-// /v1/counters/history.
-type CounterHistoryPoint struct {
-	ID uint32 `json:"id"`
-	PerfCounters
-}
-
-// CounterHistory is GET /v1/counters/history.
-type CounterHistory struct {
-	Program string                `json:"program"`
-	Since   time.Time             `json:"since"`
-	Until   time.Time             `json:"until"`
-	Points  []CounterHistoryPoint `json:"points"`
-}
-
 // counting is the daemon's counters state. Its zero value takes targets
 // from the sampler before startCounters runs.
 type counting struct {
@@ -241,7 +132,7 @@ type counterTarget struct {
 	w       *collectors.CounterWindow
 	wStart  time.Time
 	cum     *store.CounterSample // cumulative over windows; nil until loaded from the store
-	last    *PerfCounters
+	last    *api.PerfCounters
 	windows int
 }
 
@@ -253,7 +144,7 @@ type counterRequest struct {
 }
 
 type counterReply struct {
-	target CounterTarget
+	target api.CounterTarget
 	err    error
 }
 
@@ -502,7 +393,7 @@ func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
 	r, err := w.Read()
 	w.Close()
 	reason := w.Stopped()
-	var pc *PerfCounters
+	var pc *api.PerfCounters
 	if err != nil {
 		d.cfg.Logger.Warn("read perf counters", "id", tg.key.ID, "err", err)
 	} else {
@@ -613,8 +504,8 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 }
 
 // view is a target as the API shows it. Called with c.mu held.
-func (c *counting) view(tg *counterTarget) CounterTarget {
-	v := CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
+func (c *counting) view(tg *counterTarget) api.CounterTarget {
+	v := api.CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
 	switch {
 	case tg.w != nil:
 		v.State = "counting"
@@ -629,7 +520,7 @@ func (c *counting) view(tg *counterTarget) CounterTarget {
 }
 
 // windowCounters derives per-run figures from one window's reading.
-func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *PerfCounters {
+func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
 	var totals [store.CounterEvents]*float64
 	var names []string
 	for _, v := range r.Values {
@@ -638,37 +529,12 @@ func windowCounters(r collectors.CounterReading, start, end time.Time, reason co
 			totals[v.Event] = ptr(n)
 		}
 	}
-	pc := perRun(r.Counted, totals)
-	pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = names, start, end, string(reason), r.Entries
+	pc := api.PerfPerRun(r.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
 	return pc
 }
 
-// perRun divides event totals (indexed by perfevent.Event; nil
-// when not counted) by the counted runs. Everything is absent without a
-// counted run.
-func perRun(counted uint64, totals [store.CounterEvents]*float64) *PerfCounters {
-	pc := &PerfCounters{Mechanism: "exact", CountedRuns: counted}
-	if counted == 0 {
-		return pc
-	}
-	per := func(e perfevent.Event) *float64 {
-		if t := totals[e]; t != nil {
-			return ptr(*t / float64(counted))
-		}
-		return nil
-	}
-	pc.CPUClockNsPerRun = per(perfevent.CPUClock)
-	pc.CyclesPerRun = per(perfevent.Cycles)
-	pc.InstructionsPerRun = per(perfevent.Instructions)
-	pc.LLCMissesPerRun = per(perfevent.LLCMisses)
-	if cy, in := totals[perfevent.Cycles], totals[perfevent.Instructions]; cy != nil && in != nil && *cy > 0 {
-		pc.IPC = ptr(*in / *cy)
-	}
-	if m, in := totals[perfevent.LLCMisses], totals[perfevent.Instructions]; m != nil && in != nil && *in > 0 {
-		pc.LLCMissesPer1kInstructions = ptr(*m / *in * 1000)
-	}
-	return pc
-}
+func ptr(f float64) *float64 { return &f }
 
 // counterReason is the short reason for a counter error: the kind and the
 // errno, as status shows it.
@@ -733,15 +599,15 @@ func replyCounters(w http.ResponseWriter, v any, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	w.Write(append(mustJSON(apiError{Error: err.Error()}), '\n'))
+	w.Write(append(mustJSON(api.ErrorAnswer{Error: err.Error()}), '\n'))
 }
 
 func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
 	reply(w, s.d.countersList(), nil)
 }
 
-func (d *Daemon) countersList() CountersList {
-	out := CountersList{Targets: []CounterTarget{}}
+func (d *Daemon) countersList() api.CountersList {
+	out := api.CountersList{Targets: []api.CounterTarget{}}
 	if st := d.countersStatus(); st != nil {
 		out.Status = *st
 	}
@@ -790,24 +656,24 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 }
 
 // do hands a request to the counter loop and waits for its answer.
-func (c *counting) do(ctx context.Context, req counterRequest) (CounterTarget, error) {
+func (c *counting) do(ctx context.Context, req counterRequest) (api.CounterTarget, error) {
 	c.mu.Lock()
 	reqs, started := c.reqs, c.started
 	c.mu.Unlock()
 	if !started {
-		return CounterTarget{}, fmt.Errorf("%w: the daemon has not started counting yet", ErrCountersUnavailable)
+		return api.CounterTarget{}, fmt.Errorf("%w: the daemon has not started counting yet", ErrCountersUnavailable)
 	}
 	req.reply = make(chan counterReply, 1)
 	select {
 	case reqs <- req:
 	case <-ctx.Done():
-		return CounterTarget{}, ctx.Err()
+		return api.CounterTarget{}, ctx.Err()
 	}
 	select {
 	case rep := <-req.reply:
 		return rep.target, rep.err
 	case <-ctx.Done():
-		return CounterTarget{}, ctx.Err()
+		return api.CounterTarget{}, ctx.Err()
 	}
 }
 
@@ -830,25 +696,25 @@ func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
 // counterHistory lists the finished windows of every instance PROG names,
 // oldest first: for each pair of consecutive samples that counted runs,
 // the per-run figures of what happened between them.
-func (d *Daemon) counterHistory(ref string, since, until time.Time) (CounterHistory, error) {
+func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
 	if !until.After(since) {
-		return CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
 	insts, err := d.resolve(ref)
 	if err != nil {
-		return CounterHistory{}, err
+		return api.CounterHistory{}, err
 	}
-	h := CounterHistory{Program: ref, Since: since, Until: until, Points: []CounterHistoryPoint{}}
+	h := api.CounterHistory{Program: ref, Since: since, Until: until, Points: []api.CounterHistoryPoint{}}
 	for _, inst := range insts {
 		samples, err := d.store.CounterSeries(inst.rec.Key, since, until)
 		if err != nil {
-			return CounterHistory{}, err
+			return api.CounterHistory{}, err
 		}
 		// Exact windows lie between consecutive exact samples; a sampled
 		// sample is a window of its own.
 		var prevExact *store.CounterSample
 		for i := range samples {
-			var p *PerfCounters
+			var p *api.PerfCounters
 			switch s := samples[i]; s.Mechanism {
 			case store.CounterSampled:
 				p = sampledFromStore(s)
@@ -859,10 +725,10 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (CounterHist
 				prevExact = &samples[i]
 			}
 			if p != nil {
-				h.Points = append(h.Points, CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
+				h.Points = append(h.Points, api.CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
 			}
 			if len(h.Points) > maxHistoryPoints {
-				return CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
+				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
 			}
 		}
 	}
@@ -873,7 +739,7 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (CounterHist
 // windowBetween derives the per-run figures between two cumulative
 // samples, or nil when no run was counted between them. An event counts
 // only when both samples have it.
-func windowBetween(a, b store.CounterSample) *PerfCounters {
+func windowBetween(a, b store.CounterSample) *api.PerfCounters {
 	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
 		return nil
 	}
@@ -885,8 +751,8 @@ func windowBetween(a, b store.CounterSample) *PerfCounters {
 			names = append(names, perfevent.Event(i).String())
 		}
 	}
-	pc := perRun(b.Counted-a.Counted, totals)
-	pc.Events, pc.WindowStart, pc.WindowEnd = names, a.Time, b.Time
+	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
 	return pc
 }
 
@@ -894,14 +760,14 @@ func windowBetween(a, b store.CounterSample) *PerfCounters {
 // the newer of the exact and the sampled ones.
 // Called with the sampler's lock held. It also marks the exact
 // mechanism's own programs as the daemon's while a window is open.
-func (d *Daemon) fillCounters(row *ProgRow) {
+func (d *Daemon) fillCounters(row *api.ProgRow) {
 	c := &d.ctr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
 		row.Own = true
 	}
-	var exact *PerfCounters
+	var exact *api.PerfCounters
 	if tg := c.targets[row.ID]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
 		exact = tg.last
 	}
@@ -928,15 +794,15 @@ func (c *counting) openWindows() int {
 }
 
 // countersStatus reports counters in /v1/status: nil until probed.
-func (d *Daemon) countersStatus() *CountersStatus {
+func (d *Daemon) countersStatus() *api.CountersStatus {
 	c := &d.ctr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.started {
 		return nil
 	}
-	st := &CountersStatus{
-		Exact:    MechanismStatus{Available: c.exact != nil},
+	st := &api.CountersStatus{
+		Exact:    api.MechanismStatus{Available: c.exact != nil},
 		WindowMs: c.cfg.Window.Milliseconds(), EveryMs: c.cfg.Every.Milliseconds(), Max: c.cfg.Max,
 		Programs: c.cfg.Programs, Counting: c.openWindows(),
 	}

@@ -9,6 +9,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -28,9 +29,6 @@ import (
 // between the sweeps on either side, so the runs cover the window the
 // samples do.
 
-// MechanismSampled names numbers estimated from sampling perf events.
-const MechanismSampled = "sampled"
-
 // sampledEvents are the events of the sampled mechanism, in store column
 // order.
 var sampledEvents = perfevent.All
@@ -41,7 +39,7 @@ type sampling struct {
 	// pending is the window the profiler is capturing now.
 	pending *sampledWindow
 	// last is each program's latest window.
-	last    map[uint32]*PerfCounters
+	last    map[uint32]*api.PerfCounters
 	lastEnd time.Time
 	windows int64
 	// stats are the latest window's capture figures and errors, by event.
@@ -148,8 +146,8 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profil
 // in it; its per-run figures need runs (a tail-call target has none) and
 // are absent otherwise. An event sampled here whose samples all missed the
 // program estimates 0 for it; an event not sampled here is absent.
-func sampledCounters(est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) map[uint32]*PerfCounters {
-	out := map[uint32]*PerfCounters{}
+func sampledCounters(est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) map[uint32]*api.PerfCounters {
+	out := map[uint32]*api.PerfCounters{}
 	for _, byProg := range est {
 		for id, e := range byProg {
 			if e.Samples > 0 && out[id] == nil {
@@ -160,7 +158,7 @@ func sampledCounters(est map[perfevent.Event]map[uint32]profile.ProgramEstimate,
 	return out
 }
 
-func sampledWindowOf(id uint32, est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) *PerfCounters {
+func sampledWindowOf(id uint32, est map[perfevent.Event]map[uint32]profile.ProgramEstimate, runs map[uint32]float64, start, end time.Time) *api.PerfCounters {
 	var totals [store.CounterEvents]*float64
 	var names []string
 	pcTotals := map[string]float64{}
@@ -175,14 +173,14 @@ func sampledWindowOf(id uint32, est map[perfevent.Event]map[uint32]profile.Progr
 	}
 	// Runs are interpolated; rounded, they are what the store keeps, so
 	// the live figures and history agree.
-	pc := perRun(uint64(math.Round(runs[id])), totals)
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = MechanismSampled, names, start, end
+	pc := api.PerfPerRun(uint64(math.Round(runs[id])), totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismSampled, names, start, end
 	pc.Samples, pc.Totals = uint64(est[perfevent.CPUClock][id].Samples), pcTotals
 	return pc
 }
 
 // sampledSample is one program's window as stored.
-func sampledSample(k store.InstanceKey, pc *PerfCounters) store.CounterSample {
+func sampledSample(k store.InstanceKey, pc *api.PerfCounters) store.CounterSample {
 	s := store.CounterSample{Key: k, Time: pc.WindowEnd, Mechanism: store.CounterSampled, Counted: pc.CountedRuns,
 		WindowMs: uint64(pc.WindowEnd.Sub(pc.WindowStart).Milliseconds()), Samples: pc.Samples}
 	for i, ev := range sampledEvents {
@@ -195,7 +193,7 @@ func sampledSample(k store.InstanceKey, pc *PerfCounters) store.CounterSample {
 }
 
 // sampledFromStore is a stored sampled window as the API shows it.
-func sampledFromStore(s store.CounterSample) *PerfCounters {
+func sampledFromStore(s store.CounterSample) *api.PerfCounters {
 	var totals [store.CounterEvents]*float64
 	var names []string
 	pcTotals := map[string]float64{}
@@ -206,8 +204,8 @@ func sampledFromStore(s store.CounterSample) *PerfCounters {
 			pcTotals[sampledEvents[i].String()] = float64(s.Values[i])
 		}
 	}
-	pc := perRun(s.Counted, totals)
-	pc.Mechanism, pc.Events, pc.Totals, pc.Samples = MechanismSampled, names, pcTotals, s.Samples
+	pc := api.PerfPerRun(s.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.Totals, pc.Samples = api.MechanismSampled, names, pcTotals, s.Samples
 	pc.WindowEnd = s.Time
 	pc.WindowStart = s.Time.Add(-time.Duration(s.WindowMs) * time.Millisecond)
 	return pc
@@ -264,7 +262,7 @@ func interpolateRuns(p *program, t time.Time) (float64, bool) {
 
 // latestSampled is the program's latest sampled window, nil when none is
 // recent (no continuous window covered it lately).
-func (d *Daemon) latestSampled(id uint32) *PerfCounters {
+func (d *Daemon) latestSampled(id uint32) *api.PerfCounters {
 	s := &d.ctr.smp
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,7 +277,7 @@ func (d *Daemon) latestSampled(id uint32) *PerfCounters {
 // not, what it produces, and the latest window's rate, samples, losses,
 // throttling and share of time on the PMU. An event is available only once
 // the profiler has opened it.
-func (d *Daemon) sampledStatus() []MechanismStatus {
+func (d *Daemon) sampledStatus() []api.MechanismStatus {
 	d.prof.mu.Lock()
 	prof, every := d.prof.prof, d.prof.cfg.Every
 	d.prof.mu.Unlock()
@@ -287,9 +285,9 @@ func (d *Daemon) sampledStatus() []MechanismStatus {
 	s.mu.Lock()
 	stats, errs := s.stats, s.errs
 	s.mu.Unlock()
-	var out []MechanismStatus
+	var out []api.MechanismStatus
 	for i, ev := range sampledEvents {
-		m := MechanismStatus{Event: ev.String()}
+		m := api.MechanismStatus{Event: ev.String()}
 		switch {
 		case prof == nil:
 			m.Reason = "CPU profiling is off"

@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
 // progsCountersRow returns the row of id in `progs --counters -o json`, and
 // the row as raw JSON keys.
-func progsCountersRow(t *testing.T, d *daemonProc, id uint32) (daemon.ProgRow, map[string]json.RawMessage) {
+func progsCountersRow(t *testing.T, d *daemonProc, id uint32) (api.ProgRow, map[string]json.RawMessage) {
 	t.Helper()
 	out := d.cli(t, "progs", "--counters", "-o", "json")
-	var rows []daemon.ProgRow
+	var rows []api.ProgRow
 	var raws []map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("progs --counters -o json: %v\n%.300s", err, out)
@@ -26,7 +26,7 @@ func progsCountersRow(t *testing.T, d *daemonProc, id uint32) (daemon.ProgRow, m
 			return r, raws[i]
 		}
 	}
-	return daemon.ProgRow{}, nil
+	return api.ProgRow{}, nil
 }
 
 // TestSampledCountersEndToEnd: a busy program run in a loop gets, from each
@@ -52,7 +52,7 @@ func TestSampledCountersEndToEnd(t *testing.T) {
 	info, _ := idle.Info()
 	idleID, _ := info.ID()
 
-	var row daemon.ProgRow
+	var row api.ProgRow
 	eventually(t, "a sampled window with 200 samples", func() bool {
 		row, _ = progsCountersRow(t, d, hotID)
 		pc := row.PerfCounters
@@ -61,7 +61,7 @@ func TestSampledCountersEndToEnd(t *testing.T) {
 	pc := row.PerfCounters
 	// bpf_stats over the same stretch: the stored series across the
 	// window's edges.
-	var h struct{ Points []daemon.HistoryPoint }
+	var h struct{ Points []api.HistoryPoint }
 	d.json(t, &h.Points, "history", hot, "--since", pc.WindowStart.Add(-300*1e6).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(300*1e6).Format("2006-01-02T15:04:05.000Z07:00"))
 	var ns, runs float64
 	for i := 1; i < len(h.Points); i++ {
@@ -84,13 +84,13 @@ func TestSampledCountersEndToEnd(t *testing.T) {
 	}
 
 	// show names the mechanism too.
-	var det daemon.ProgDetail
+	var det api.ProgDetail
 	d.json(t, &det, "show", hot, "-o", "json")
 	if det.PerfCounters == nil || det.PerfCounters.Mechanism != "sampled" || det.PerfCounters.CPUClockNsPerRun == nil {
 		t.Errorf("show -o json: perf_counters %+v", det.PerfCounters)
 	}
 	// history --counters lists the windows, mechanism sampled.
-	var pts []daemon.CounterHistoryPoint
+	var pts []api.CounterHistoryPoint
 	d.json(t, &pts, "history", hot, "--counters")
 	if len(pts) == 0 || pts[len(pts)-1].Mechanism != "sampled" || pts[len(pts)-1].CPUClockNsPerRun == nil {
 		t.Errorf("history --counters: %+v", pts)
@@ -135,7 +135,7 @@ func TestSampledCountersTailCall(t *testing.T) {
 	tid, _ := info.ID()
 	spin(t, entry)
 
-	var row daemon.ProgRow
+	var row api.ProgRow
 	var raw map[string]json.RawMessage
 	eventually(t, "the tail-call target's sampled window", func() bool {
 		row, raw = progsCountersRow(t, d, uint32(tid))

@@ -7,6 +7,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -71,7 +72,7 @@ func TestSampledCountersCPUClock(t *testing.T) {
 		t.Fatalf("windows for %d programs, want 2 (13 has runs but no sample)", len(got))
 	}
 	pc := got[11]
-	if pc.Mechanism != MechanismSampled || pc.CountedRuns != 10_000 || pc.Samples != 200 || pc.Totals["cpu-clock"] != float64(200*period) {
+	if pc.Mechanism != api.MechanismSampled || pc.CountedRuns != 10_000 || pc.Samples != 200 || pc.Totals["cpu-clock"] != float64(200*period) {
 		t.Errorf("prog 11: %+v", pc)
 	}
 	if !near(pc.CPUClockNsPerRun, float64(200*period)/10_000) {

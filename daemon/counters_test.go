@@ -14,8 +14,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -27,7 +27,7 @@ func TestCountersStatusReasons(t *testing.T) {
 	privtest.Root(t)
 	support := collectors.ProbeCounters()
 	d := startDaemon(t, t.TempDir())
-	var st daemon.Status
+	var st api.Status
 	eventually(t, "counters in status", func() bool { return d.query(&st, "status") == nil && st.Counters != nil })
 	c := st.Counters
 
@@ -91,7 +91,7 @@ func TestCountersRefusedHere(t *testing.T) {
 	oneLineError(t, "counters enable on this host", stdout, stderr, code, "exact perf counters unavailable: tracing programs refused (EPERM)")
 
 	// The glob matched it too: listed as failed, with the reason.
-	var l daemon.CountersList
+	var l api.CountersList
 	eventually(t, "the glob's target to be listed", func() bool {
 		return d.query(&l, "counters", "list") == nil && len(l.Targets) == 1
 	})
@@ -210,7 +210,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	privtest.Root(t)
 	start := time.Now()
 	d := startDaemon(t, t.TempDir(), "--counters.window", "4s", "--counters.every", "1h", "--counters.max", "1")
-	var st daemon.Status
+	var st api.Status
 	d.json(t, &st, "status")
 	if st.Counters == nil || !st.Counters.Exact.Available || len(st.Counters.Events) == 0 {
 		t.Fatalf("status counters = %+v, want exact available", st.Counters)
@@ -222,7 +222,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	id, _ := info.ID()
 	waitShown(t, d, name)
 
-	var tg daemon.CounterTarget
+	var tg api.CounterTarget
 	d.json(t, &tg, "counters", "enable", name)
 	if tg.State != "counting" || tg.ID != uint32(id) || tg.Source != "enabled" {
 		t.Fatalf("enable: %+v, want counting id %d", tg, id)
@@ -233,7 +233,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	}
 
 	// The window ends by itself after 4 s.
-	var l daemon.CountersList
+	var l api.CountersList
 	eventually(t, "the window to end", func() bool {
 		return d.query(&l, "counters", "list") == nil && len(l.Targets) == 1 && l.Targets[0].Windows == 1
 	})
@@ -247,7 +247,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	if last.CyclesPerRun != nil || last.IPC != nil {
 		t.Errorf("cycles/IPC present without a PMU: %+v", last)
 	}
-	var shown daemon.ProgDetail
+	var shown api.ProgDetail
 	d.json(t, &shown, "show", name)
 	t.Logf("window: %d runs, cpu-clock %.0f ns/run, events %v; bpf_stats avg %.0f ns/run (fentry/fexit included)", last.CountedRuns, *last.CPUClockNsPerRun, last.Events, *shown.AvgNsSinceLoad)
 
@@ -262,7 +262,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	if _, ok := row["cycles_per_run"]; ok {
 		t.Errorf("show has cycles_per_run without a PMU:\n%s", out)
 	}
-	if _, has := reflect.TypeOf(daemon.ProgRow{}).FieldByName("PerfCounters"); has {
+	if _, has := reflect.TypeOf(api.ProgRow{}).FieldByName("PerfCounters"); has {
 		pc, _ := row["perf_counters"].(map[string]any)
 		if pc == nil || pc["mechanism"] != "exact" || pc["counted_runs"] != float64(runs) || pc["cpu_clock_ns_per_run"] == nil {
 			t.Errorf("show perf_counters = %v, want exact, %d runs, cpu-clock per run", row["perf_counters"], runs)
@@ -272,7 +272,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	}
 
 	// history: one window, the same runs.
-	var h []daemon.CounterHistoryPoint
+	var h []api.CounterHistoryPoint
 	d.json(t, &h, "counters", "history", name)
 	if len(h) != 1 || h[0].CountedRuns != runs || h[0].CPUClockNsPerRun == nil || h[0].ID != uint32(id) {
 		t.Errorf("history = %+v, want one window of %d runs", h, runs)
@@ -339,7 +339,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 func waitShown(t *testing.T, d *daemonProc, name string) {
 	t.Helper()
 	eventually(t, "the daemon to see "+name, func() bool {
-		var p daemon.ProgDetail
+		var p api.ProgDetail
 		return d.query(&p, "show", name) == nil
 	})
 }

@@ -18,6 +18,7 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -258,10 +259,10 @@ func (d *Daemon) watchdog(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) status() Status {
+func (d *Daemon) status() api.Status {
 	s := d.sampler
 	s.mu.RLock()
-	st := Status{
+	st := api.Status{
 		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
 		UptimeSeconds: time.Since(d.started).Seconds(), BootID: d.bootID,
 		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),

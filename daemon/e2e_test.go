@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -70,7 +70,7 @@ func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		// Ready once the first sweep is stored, so tests see a baseline.
-		var st daemon.Status
+		var st api.Status
 		if d.query(&st, "status") == nil && !st.LastSample.IsZero() {
 			return d
 		}
@@ -201,7 +201,7 @@ func TestRunCountMatchesKernelExactly(t *testing.T) {
 	info, _ := prog.Info()
 	id, _ := info.ID()
 
-	var got daemon.ProgDetail
+	var got api.ProgDetail
 	eventually(t, "the daemon to see every run", func() bool {
 		return d.query(&got, "show", name) == nil && got.RunCnt == runs
 	})
@@ -226,7 +226,7 @@ func TestRunCountMatchesKernelExactly(t *testing.T) {
 	}
 
 	// The same numbers through `progs`, as JSON and CSV.
-	var rows []daemon.ProgRow
+	var rows []api.ProgRow
 	d.json(t, &rows, "progs")
 	found := false
 	for _, r := range rows {

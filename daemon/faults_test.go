@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -84,23 +85,23 @@ func TestDiskFull(t *testing.T) {
 
 	filler := fillDisk(t, state)
 	fullAt := time.Now()
-	var st daemon.Status
+	var st api.Status
 	eventually(t, "the daemon to report the full disk", func() bool {
 		busy(100 * time.Millisecond)
-		st = daemon.Status{}
+		st = api.Status{}
 		return d.query(&st, "status") == nil && strings.Contains(st.LastError, "no space left")
 	})
 	busy(2 * time.Second)
 	// Reads keep working while writes fail.
-	var rows []daemon.ProgRow
+	var rows []api.ProgRow
 	d.json(t, &rows, "progs")
-	var before []daemon.HistoryPoint
+	var before []api.HistoryPoint
 	d.json(t, &before, "history", name, "--since", "1m")
 
 	os.Remove(filler)
 	freedAt := time.Now()
 	deadline := time.Now().Add(10 * time.Second)
-	for st = (daemon.Status{}); d.query(&st, "status") != nil || st.LastError != ""; st = (daemon.Status{}) {
+	for st = (api.Status{}); d.query(&st, "status") != nil || st.LastError != ""; st = (api.Status{}) {
 		if time.Now().After(deadline) {
 			df, _ := exec.Command("df", state).CombinedOutput()
 			ls, _ := exec.Command("ls", "-la", state).CombinedOutput()
@@ -111,7 +112,7 @@ func TestDiskFull(t *testing.T) {
 	busy(500 * time.Millisecond)
 
 	// The samples taken while the disk was full were kept and written.
-	var after []daemon.HistoryPoint
+	var after []api.HistoryPoint
 	d.json(t, &after, "history", name, "--since", "1m")
 	during := 0
 	for _, p := range after {

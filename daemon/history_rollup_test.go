@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/storegen"
@@ -31,7 +32,7 @@ func TestHistoryFromRollups(t *testing.T) {
 	name := progs[0].Name
 
 	d := startDaemon(t, state)
-	var hours, minutes, all []daemon.HistoryPoint
+	var hours, minutes, all []api.HistoryPoint
 	d.json(t, &hours, "history", name, "--since", "11d", "--step", "1h")
 	d.json(t, &minutes, "history", name, "--since", "2d", "--step", "1m")
 	d.json(t, &all, "history", name, "--since", "2h")
@@ -48,7 +49,7 @@ func TestHistoryFromRollups(t *testing.T) {
 	// Each resolution ends on the same, newest raw sample: rollups keep
 	// counters exact.
 	last := raw[len(raw)-1]
-	for what, pts := range map[string][]daemon.HistoryPoint{"hours": hours, "minutes": minutes, "raw": all} {
+	for what, pts := range map[string][]api.HistoryPoint{"hours": hours, "minutes": minutes, "raw": all} {
 		p := pts[len(pts)-1]
 		if p.RunCnt != last.Values[store.ColRunCnt] || p.RunTimeNs != last.Values[store.ColRunTimeNs] {
 			t.Errorf("%s: last point %d runs, %d ns; raw says %d, %d", what, p.RunCnt, p.RunTimeNs, last.Values[store.ColRunCnt], last.Values[store.ColRunTimeNs])

@@ -11,9 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 func TestHistorySurvivesRestart(t *testing.T) {
@@ -42,7 +41,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	}
 	// Stop only once the daemon has sampled the last batch.
 	eventually(t, "the first daemon to see 500 runs", func() bool {
-		var p daemon.ProgDetail
+		var p api.ProgDetail
 		return d.query(&p, "show", name) == nil && p.RunCnt == 500 && p.LastSample.After(time.Now().Add(-300*time.Millisecond))
 	})
 	time.Sleep(300 * time.Millisecond) // one more sample of the same counters
@@ -60,11 +59,11 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	eventually(t, "the second daemon to see 2000 runs", func() bool {
-		var p daemon.ProgDetail
+		var p api.ProgDetail
 		return d.query(&p, "show", name) == nil && p.RunCnt == 2000
 	})
 
-	var points []daemon.HistoryPoint
+	var points []api.HistoryPoint
 	d.json(t, &points, "history", name, "--since", "2m")
 	if len(points) < 10 {
 		t.Fatalf("history has %d points, want the samples of both daemons", len(points))
@@ -92,7 +91,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	}
 
 	// --step keeps the last sample per step, so the total is unchanged.
-	var coarse []daemon.HistoryPoint
+	var coarse []api.HistoryPoint
 	d.json(t, &coarse, "history", name, "--since", "2m", "--step", "1m")
 	if len(coarse) == 0 || len(coarse) > 3 || coarse[len(coarse)-1].RunCnt != 2000 {
 		t.Errorf("history --step 1m = %+v", coarse)
@@ -115,7 +114,7 @@ func TestProgramsComeAndGoWithoutBeingHeld(t *testing.T) {
 		info, _ := prog.Info()
 		id, _ := info.ID()
 		eventually(t, "the daemon to list the new program", func() bool {
-			var rows []daemon.ProgRow
+			var rows []api.ProgRow
 			return d.query(&rows, "progs") == nil && hasProg(rows, uint32(id), true)
 		})
 		prog.Close()
@@ -126,11 +125,11 @@ func TestProgramsComeAndGoWithoutBeingHeld(t *testing.T) {
 			return !ok
 		})
 		eventually(t, "the daemon to mark it unloaded", func() bool {
-			var loaded, all []daemon.ProgRow
+			var loaded, all []api.ProgRow
 			return d.query(&loaded, "progs") == nil && !hasProg(loaded, uint32(id), true) &&
 				d.query(&all, "progs", "--all") == nil && hasProg(all, uint32(id), false)
 		})
-		var events []store.Event
+		var events []api.Event
 		d.json(t, &events, "events", "--since", "1m")
 		kinds := map[string]bool{}
 		for _, e := range events {
@@ -154,7 +153,7 @@ func TestProgramsComeAndGoWithoutBeingHeld(t *testing.T) {
 	}
 }
 
-func hasProg(rows []daemon.ProgRow, id uint32, loaded bool) bool {
+func hasProg(rows []api.ProgRow, id uint32, loaded bool) bool {
 	for _, r := range rows {
 		if r.ID == id && r.Loaded == loaded {
 			return true
@@ -208,7 +207,7 @@ func TestStatsRestoredInFDMode(t *testing.T) {
 	statsOffBaseline(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL} {
 		d := startDaemon(t, t.TempDir(), "--stats-mode", "auto")
-		var st daemon.Status
+		var st api.Status
 		d.json(t, &st, "status")
 		if st.StatsMode != "fd" {
 			t.Fatalf("stats_mode = %q, want fd", st.StatsMode)
@@ -235,7 +234,7 @@ func TestStatsRestoredInSysctlMode(t *testing.T) {
 
 	t.Run("was 0", func(t *testing.T) {
 		d := startDaemon(t, t.TempDir(), "--stats-mode", "sysctl")
-		var st daemon.Status
+		var st api.Status
 		d.json(t, &st, "status")
 		if st.StatsMode != "sysctl" || readSysctl(t) != "1" || !counting(t) {
 			t.Fatalf("mode %q, sysctl %s: want sysctl mode with the sysctl at 1", st.StatsMode, readSysctl(t))

@@ -8,7 +8,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestProfileEvent(t *testing.T) {
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir(), "--profile.event", "cycles", "--profile.every", "1s")
-	var st daemon.Status
+	var st api.Status
 	d.json(t, &st, "status")
 	if st.Profiling == nil {
 		t.Fatal("status has no profiling")
@@ -33,7 +33,7 @@ func TestProfileEvent(t *testing.T) {
 		t.Errorf("with a PMU profiling runs on %q, want cycles", st.Profiling.Event)
 	}
 
-	var cycles *daemon.MechanismStatus
+	var cycles *api.MechanismStatus
 	for i, m := range st.Counters.Sampled {
 		if m.Event == "cycles" {
 			cycles = &st.Counters.Sampled[i]

@@ -15,6 +15,7 @@ import (
 
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -116,32 +117,6 @@ func (c *ProfileConfig) Validate() error {
 		return fmt.Errorf("%w: --retention.profiles %v is shorter than 1s", ErrBadConfig, c.Retention)
 	}
 	return nil
-}
-
-// ProfilingStatus is the profiling part of GET /v1/status.
-type ProfilingStatus struct {
-	Continuous   bool   `json:"continuous"`
-	Event        string `json:"event"`
-	Hz           int    `json:"hz"`
-	EveryMs      int64  `json:"every_ms,omitempty"`
-	WindowMs     int64  `json:"window_ms,omitempty"`
-	MaxCaptureMs int64  `json:"max_capture_ms"`
-	RetentionMs  int64  `json:"retention_ms"`
-	// ProgramsKnown is how many programs the symbolizer holds JIT and line
-	// information for.
-	ProgramsKnown int `json:"programs_known"`
-	// The latest continuous window.
-	LastProfileID      string    `json:"last_profile_id,omitempty"`
-	LastProfileStart   time.Time `json:"last_profile_start,omitzero"`
-	LastProfileSamples int64     `json:"last_profile_samples"`
-	LastProfileBytes   int       `json:"last_profile_bytes"`
-	// LastBuildMs is from the window's end to its profile built (symbolized).
-	LastBuildMs    float64 `json:"last_build_ms"`
-	Windows        int64   `json:"windows"`
-	CaptureRunning bool    `json:"capture_running"`
-	StoredProfiles int     `json:"stored_profiles"`
-	StoredBytes    int64   `json:"stored_bytes"`
-	LastError      string  `json:"last_error,omitempty"`
 }
 
 // profiling is the daemon's profiling state.
@@ -360,13 +335,6 @@ func (s *server) profileRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/profiles/capture", s.captureProfile)
 }
 
-// Headers of profile answers.
-const (
-	HeaderProfileID    = "Bpfperf-Profile-Id"
-	HeaderProfileCount = "Bpfperf-Profile-Count"
-	HeaderStoreError   = "Bpfperf-Store-Error"
-)
-
 // profileError answers an error with the status code its kind calls for.
 func profileError(w http.ResponseWriter, err error) {
 	code := http.StatusInternalServerError
@@ -386,7 +354,7 @@ func profileError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(apiError{Error: err.Error()})
+	json.NewEncoder(w).Encode(api.ErrorAnswer{Error: err.Error()})
 }
 
 func writeProfile(w http.ResponseWriter, data []byte) {
@@ -441,7 +409,7 @@ func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		profileError(w, err)
 		return
 	}
-	reply(w, list, nil)
+	reply(w, apiProfiles(list), nil)
 }
 
 func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {
@@ -450,7 +418,7 @@ func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {
 		profileError(w, err)
 		return
 	}
-	w.Header().Set(HeaderProfileID, info.ID)
+	w.Header().Set(api.HeaderProfileID, info.ID)
 	writeProfile(w, data)
 }
 
@@ -500,7 +468,7 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 		profileError(w, err)
 		return
 	}
-	w.Header().Set(HeaderProfileCount, strconv.Itoa(len(list)))
+	w.Header().Set(api.HeaderProfileCount, strconv.Itoa(len(list)))
 	writeProfile(w, data)
 }
 
@@ -562,9 +530,9 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 	_, id, err := s.d.storeProfile(p, store.ProfileOnDemand)
 	if err != nil {
 		s.d.cfg.Logger.Warn("store on-demand profile", "err", err)
-		w.Header().Set(HeaderStoreError, err.Error())
+		w.Header().Set(api.HeaderStoreError, err.Error())
 	} else {
-		w.Header().Set(HeaderProfileID, id)
+		w.Header().Set(api.HeaderProfileID, id)
 	}
 	data, merr := profile.Marshal(p)
 	if merr != nil {
@@ -591,14 +559,14 @@ func (d *Daemon) sampledCPU(id uint32) *float64 {
 }
 
 // profilingStatus reports profiling in /v1/status, nil when off.
-func (d *Daemon) profilingStatus() *ProfilingStatus {
+func (d *Daemon) profilingStatus() *api.ProfilingStatus {
 	pr := &d.prof
 	pr.mu.Lock()
 	if pr.prof == nil {
 		pr.mu.Unlock()
 		return nil
 	}
-	st := &ProfilingStatus{
+	st := &api.ProfilingStatus{
 		Continuous: pr.cfg.Every > 0, Event: pr.cfg.Event, Hz: pr.cfg.Hz,
 		EveryMs: pr.cfg.Every.Milliseconds(), WindowMs: pr.cfg.Duration.Milliseconds(),
 		MaxCaptureMs: pr.cfg.Limit.Milliseconds(), RetentionMs: pr.cfg.Retention.Milliseconds(),

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -24,7 +24,7 @@ func BenchmarkDaemonProfiling(b *testing.B) {
 	const measure = 62 * time.Second
 	for range b.N {
 		cpu := map[bool]float64{}
-		var window *daemon.ProfilingStatus
+		var window *api.ProfilingStatus
 		for _, on := range []bool{false, true} {
 			args := []string{"--interval", "1s", "--profile.every", "0"}
 			if on {
@@ -35,7 +35,7 @@ func BenchmarkDaemonProfiling(b *testing.B) {
 			time.Sleep(measure)
 			cpu[on] = (procCPU(b, d.cmd.Process.Pid) - cpu0).Seconds() / time.Since(at0).Seconds() * 100
 			if on {
-				var st daemon.Status
+				var st api.Status
 				if err := d.query(&st, "status"); err != nil {
 					b.Fatal(err)
 				}

@@ -18,10 +18,9 @@ import (
 	"github.com/cilium/ebpf"
 	pprof "github.com/google/pprof/profile"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/profile"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 // hotProgram loads a spinning socket filter and runs it in a loop on a
@@ -94,9 +93,9 @@ func readProfile(t *testing.T, path string) *pprof.Profile {
 }
 
 // listProfiles returns the daemon's profiles of the last hour.
-func listProfiles(t *testing.T, d *daemonProc, args ...string) []store.ProfileInfo {
+func listProfiles(t *testing.T, d *daemonProc, args ...string) []api.ProfileInfo {
 	t.Helper()
-	var list []store.ProfileInfo
+	var list []api.ProfileInfo
 	d.json(t, &list, append([]string{"profile", "list", "--since", "1h"}, args...)...)
 	return list
 }
@@ -109,14 +108,14 @@ func TestProfileEndToEnd(t *testing.T) {
 	id, tag := hotProgram(t, name)
 
 	// Continuous windows are stored and carry the busy program.
-	var busy store.ProfileInfo
+	var busy api.ProfileInfo
 	eventually(t, "a stored window with the hot program's samples", func() bool {
-		var list []store.ProfileInfo
+		var list []api.ProfileInfo
 		if d.query(&list, "profile", "list", "--since", "1h") != nil {
 			return false
 		}
 		for _, p := range list {
-			if p.Kind == store.ProfileContinuous && p.Samples > 5 {
+			if p.Kind == api.ProfileContinuous && p.Samples > 5 {
 				busy = p
 				return true
 			}
@@ -154,7 +153,7 @@ func TestProfileEndToEnd(t *testing.T) {
 
 	// progs shows the busy program's sampled CPU %.
 	eventually(t, "progs to show a sampled CPU % for the hot program", func() bool {
-		var rows []daemon.ProgRow
+		var rows []api.ProgRow
 		if d.query(&rows, "progs") != nil {
 			return false
 		}
@@ -165,7 +164,7 @@ func TestProfileEndToEnd(t *testing.T) {
 		}
 		return false
 	})
-	var st daemon.Status
+	var st api.Status
 	d.json(t, &st, "status")
 	if st.Profiling == nil || !st.Profiling.Continuous || st.Profiling.Windows == 0 || st.Profiling.StoredProfiles == 0 || st.Profiling.ProgramsKnown == 0 {
 		t.Errorf("status profiling = %+v", st.Profiling)
@@ -180,7 +179,7 @@ func TestProfileEndToEnd(t *testing.T) {
 	if top := pprofTop(t, captured); !strings.Contains(top, name) {
 		t.Errorf("pprof -top of the capture does not name %s:\n%s", name, top)
 	}
-	if list := listProfiles(t, d, "--kind", "on-demand"); len(list) != 1 || list[0].Kind != store.ProfileOnDemand {
+	if list := listProfiles(t, d, "--kind", "on-demand"); len(list) != 1 || list[0].Kind != api.ProfileOnDemand {
 		t.Errorf("on-demand profiles: %+v", list)
 	}
 
@@ -190,7 +189,7 @@ func TestProfileEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the first capture to run", func() bool {
-		var st daemon.Status
+		var st api.Status
 		return d.query(&st, "status") == nil && st.Profiling != nil && st.Profiling.CaptureRunning
 	})
 	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "profile", "capture", "--duration", "1s")
@@ -291,7 +290,7 @@ func TestProfilesSurviveRestartAndExpire(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir, "--profile.every", "500ms")
 	eventually(t, "two stored windows", func() bool {
-		var list []store.ProfileInfo
+		var list []api.ProfileInfo
 		return d.query(&list, "profile", "list", "--since", "1h") == nil && len(list) >= 2
 	})
 	before := listProfiles(t, d)
@@ -307,7 +306,7 @@ func TestProfilesSurviveRestartAndExpire(t *testing.T) {
 	}
 	d.cli(t, "profile", "get", before[0].ID, "-o", filepath.Join(dir, "old.pb.gz"))
 	readProfile(t, filepath.Join(dir, "old.pb.gz"))
-	var st daemon.Status
+	var st api.Status
 	d.json(t, &st, "status")
 	if st.Profiling == nil || st.Profiling.Continuous || st.Profiling.Windows != 0 {
 		t.Errorf("with --profile.every 0, status profiling = %+v", st.Profiling)
@@ -318,7 +317,7 @@ func TestProfilesSurviveRestartAndExpire(t *testing.T) {
 	time.Sleep(time.Second)
 	d = startDaemon(t, dir, "--profile.every", "0", "--retention.profiles", "1s")
 	eventually(t, "old profiles to expire", func() bool {
-		var list []store.ProfileInfo
+		var list []api.ProfileInfo
 		return d.query(&list, "profile", "list", "--since", "1h") == nil && len(list) == 0
 	})
 	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "profile", "get", before[0].ID, "-o", filepath.Join(dir, "x"))
@@ -369,9 +368,9 @@ func TestProfileTailCallTarget(t *testing.T) {
 	entryID, targetID := idOf(entry), idOf(target)
 	spin(t, entry)
 
-	var tgt, ent daemon.ProgRow
+	var tgt, ent api.ProgRow
 	eventually(t, "the tail-call target to get a sampled CPU %", func() bool {
-		var rows []daemon.ProgRow
+		var rows []api.ProgRow
 		if d.query(&rows, "progs") != nil {
 			return false
 		}

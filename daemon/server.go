@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -60,9 +61,17 @@ func reply(w http.ResponseWriter, v any, err error) {
 			code = http.StatusBadRequest
 		}
 		w.WriteHeader(code)
-		v = apiError{Error: err.Error()}
+		v = api.ErrorAnswer{Error: err.Error()}
 	}
 	json.NewEncoder(w).Encode(v)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func (s *server) status(w http.ResponseWriter, r *http.Request) {
@@ -93,12 +102,11 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 }
 
 // counters lists the loaded programs' latest counters, by id.
-func (d *Daemon) counters() []ProgCounters {
+func (d *Daemon) counters() []api.ProgCounters {
 	d.sampler.mu.RLock()
-	out := make([]ProgCounters, 0, len(d.sampler.progs))
+	out := make([]api.ProgCounters, 0, len(d.sampler.progs))
 	for _, p := range d.sampler.progs {
-		out = append(out, ProgCounters{ID: p.meta.ID, Tag: p.meta.Tag, LastSampleMs: p.curAt.UnixMilli(),
-			Counters: Counters{RunTimeNs: p.cur.RunTimeNs, RunCnt: p.cur.RunCnt, RecursionMisses: p.cur.RecursionMisses}})
+		out = append(out, api.ProgCounters{ID: p.meta.ID, Tag: p.meta.Tag, LastSampleMs: p.curAt.UnixMilli(), Counters: sampleCounters(p.cur)})
 	}
 	d.sampler.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -158,10 +166,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		events = kept
 	}
-	if events == nil {
-		events = []store.Event{}
-	}
-	reply(w, Events{Since: since, Until: until, Events: events}, err)
+	reply(w, api.Events{Since: since, Until: until, Events: apiEvents(events)}, err)
 }
 
 func boolParam(r *http.Request, name string) (bool, error) {
@@ -181,7 +186,7 @@ func timeParam(v string, def, now time.Time) (time.Time, error) {
 	if v == "" {
 		return def, nil
 	}
-	return ParseTime(v, now)
+	return api.ParseTime(v, now)
 }
 
 // queryRange reads the since and until parameters (default: back from now
@@ -197,37 +202,6 @@ func queryRange(q url.Values, back time.Duration, now time.Time) (since, until t
 		return since, until, fmt.Errorf("%w: until must be after since", ErrBadRequest)
 	}
 	return since, until, nil
-}
-
-// ParseTime reads a point in time as RFC 3339, a duration back from now
-// ("90m", "2h"), a number of days ("7d"), or "now". The CLI and the API share it.
-func ParseTime(v string, now time.Time) (time.Time, error) {
-	if v == "now" {
-		return now, nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, nil
-	}
-	d, err := ParseDuration(v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration like 1h or 7d", v)
-	}
-	if d < 0 {
-		return time.Time{}, fmt.Errorf("%q: a duration back from now must not be negative", v)
-	}
-	return now.Add(-d), nil
-}
-
-// ParseDuration is time.ParseDuration plus a "d" (24h) suffix.
-func ParseDuration(v string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.ParseFloat(days, 64)
-		if err != nil {
-			return 0, fmt.Errorf("bad duration %q", v)
-		}
-		return time.Duration(n * float64(24*time.Hour)), nil
-	}
-	return time.ParseDuration(v)
 }
 
 // instance is one resolved program instance: its store record and, when
@@ -304,36 +278,35 @@ func ambiguous(ref string, insts []instance) error {
 	return fmt.Errorf("%w %q: loaded as ids %s; use an id or name@tag", ErrAmbiguousProgram, ref, strings.Join(ids, ", "))
 }
 
-// row builds a ProgRow for a live program. Called with the sampler's lock held.
-func (d *Daemon) liveRow(p *program) ProgRow {
-	cur := Counters{RunTimeNs: p.cur.RunTimeNs, RunCnt: p.cur.RunCnt, RecursionMisses: p.cur.RecursionMisses}
-	row := ProgRow{
+// liveRow builds the row of a live program. Called with the sampler's lock held.
+func (d *Daemon) liveRow(p *program) api.ProgRow {
+	cur := sampleCounters(p.cur)
+	row := api.ProgRow{
 		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, Tag: p.meta.Tag, Loaded: true,
-		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: avgSinceLoad(cur),
+		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
-		Owners: p.meta.Owners, Attach: p.meta.Attach,
+		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
 		SampledCPUPercent: d.sampledCPU(p.meta.ID),
 	}
 	d.fillCounters(&row)
 	if p.havePrev {
-		prev := Counters{RunTimeNs: p.prev.RunTimeNs, RunCnt: p.prev.RunCnt, RecursionMisses: p.prev.RecursionMisses}
-		row.Rates = ratesBetween(prev, cur, p.curAt.Sub(p.prevAt))
+		row.Rates = api.RatesBetween(sampleCounters(p.prev), cur, p.curAt.Sub(p.prevAt))
 	}
 	return row
 }
 
-// storedRow builds a ProgRow for an instance that is no longer loaded, from
+// storedRow builds an api.ProgRow for an instance that is no longer loaded, from
 // its last stored sample.
-func (d *Daemon) storedRow(rec store.Program) (ProgRow, error) {
+func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	var meta collectors.Meta
 	if len(rec.Meta) > 0 {
 		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
-			return ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
+			return api.ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
 		}
 	}
-	row := ProgRow{
+	row := api.ProgRow{
 		ID: rec.ID, Type: rec.Type, Name: rec.Name, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
-		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach,
+		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: apiOwners(meta.Owners), Attach: apiAttach(meta.Attach),
 	}
 	until := rec.UnloadedAt
 	if until.IsZero() {
@@ -341,22 +314,22 @@ func (d *Daemon) storedRow(rec store.Program) (ProgRow, error) {
 	}
 	points, err := d.store.Series(rec.Key, rec.FirstSeen, until)
 	if err != nil {
-		return ProgRow{}, err
+		return api.ProgRow{}, err
 	}
 	if n := len(points); n > 0 {
 		last := points[n-1]
-		row.Counters = Counters{RunTimeNs: last.Values[store.ColRunTimeNs], RunCnt: last.Values[store.ColRunCnt], RecursionMisses: last.Values[store.ColRecursionMisses]}
+		row.Counters = pointCounters(last)
 		row.LastSample = last.Time
-		row.AvgNsSinceLoad = avgSinceLoad(row.Counters)
+		row.AvgNsSinceLoad = api.Optional(row.Counters.AvgNsSinceLoad())
 	}
 	return row, nil
 }
 
 // rows lists loaded programs (and with all, every stored instance), by CPU %
 // then run time, highest first.
-func (d *Daemon) rows(all bool) ([]ProgRow, error) {
+func (d *Daemon) rows(all bool) ([]api.ProgRow, error) {
 	d.sampler.mu.RLock()
-	rows := make([]ProgRow, 0, len(d.sampler.progs))
+	rows := make([]api.ProgRow, 0, len(d.sampler.progs))
 	live := map[store.InstanceKey]bool{}
 	for _, p := range d.sampler.progs {
 		rows = append(rows, d.liveRow(p))
@@ -399,61 +372,59 @@ func val(f *float64) float64 {
 	return *f
 }
 
-func (d *Daemon) detail(inst instance) (ProgDetail, error) {
+func (d *Daemon) detail(inst instance) (api.ProgDetail, error) {
 	if inst.live != nil {
 		d.sampler.mu.RLock()
 		defer d.sampler.mu.RUnlock()
-		return ProgDetail{ProgRow: d.liveRow(inst.live), Meta: inst.live.meta}, nil
+		return api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: apiMeta(inst.live.meta)}, nil
 	}
 	row, err := d.storedRow(inst.rec)
 	if err != nil {
-		return ProgDetail{}, err
+		return api.ProgDetail{}, err
 	}
-	out := ProgDetail{ProgRow: row}
+	var meta collectors.Meta
 	if len(inst.rec.Meta) > 0 {
-		if err := json.Unmarshal(inst.rec.Meta, &out.Meta); err != nil {
-			return ProgDetail{}, err
+		if err := json.Unmarshal(inst.rec.Meta, &meta); err != nil {
+			return api.ProgDetail{}, err
 		}
 	}
-	return out, nil
+	return api.ProgDetail{ProgRow: row, Meta: apiMeta(meta)}, nil
 }
 
 // history stitches the stored series of every instance PROG names, oldest
 // first. With step > 0 it keeps the last sample of each step-long bucket.
 // Rates are between consecutive kept points of the same instance.
-func (d *Daemon) history(ref string, since, until time.Time, step time.Duration) (History, error) {
+func (d *Daemon) history(ref string, since, until time.Time, step time.Duration) (api.History, error) {
 	if !until.After(since) {
-		return History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return api.History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
 	if step > 0 && until.Sub(since)/step > maxHistoryPoints {
-		return History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", ErrBadRequest, step, until.Sub(since), maxHistoryPoints)
+		return api.History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", ErrBadRequest, step, until.Sub(since), maxHistoryPoints)
 	}
 	insts, err := d.resolve(ref)
 	if err != nil {
-		return History{}, err
+		return api.History{}, err
 	}
 	if overlap(insts) {
-		return History{}, ambiguous(ref, insts)
+		return api.History{}, ambiguous(ref, insts)
 	}
 	sort.Slice(insts, func(i, j int) bool { return insts[i].rec.FirstSeen.Before(insts[j].rec.FirstSeen) })
-	h := History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []HistoryPoint{}}
+	h := api.History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []api.HistoryPoint{}}
 	for n, inst := range insts {
 		points, res, err := d.points(inst.rec.Key, since, until, step)
 		if err != nil {
-			return History{}, err
+			return api.History{}, err
 		}
 		h.Resolution = res.String()
 		points = downsample(points, since, step)
 		if len(h.Points)+len(points) > maxHistoryPoints {
-			return History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
+			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
 		}
 		for i, p := range points {
-			hp := HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: Counters{
-				RunTimeNs: p.Values[store.ColRunTimeNs], RunCnt: p.Values[store.ColRunCnt], RecursionMisses: p.Values[store.ColRecursionMisses],
-			}}
+			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p)}
 			if i > 0 {
 				prev := h.Points[len(h.Points)-1]
-				hp.Rates = ratesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
+				hp.Rates = api.RatesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
 			} else if n > 0 {
 				hp.Reload = true
 			}

@@ -8,18 +8,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// StoreCheck is GET /v1/store/check.
-type StoreCheck struct {
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems"`
-}
-
 func (s *server) storeStats(w http.ResponseWriter, r *http.Request) {
 	st, err := s.d.store.Stats()
-	reply(w, st, err)
+	reply(w, apiStoreStats(st), err)
 }
 
 func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
@@ -27,23 +22,7 @@ func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
 	if problems == nil {
 		problems = []string{}
 	}
-	reply(w, StoreCheck{OK: len(problems) == 0, Problems: problems}, err)
-}
-
-const exportErrorTrailer = "Bpfperf-Export-Error"
-
-// ExportFields are the columns of an export, in order.
-var ExportFields = []string{"time", "boot_id", "id", "name", "type", "tag", "run_cnt", "run_time_ns", "recursion_misses"}
-
-// exportRecord is one JSONL line of an export.
-type exportRecord struct {
-	Time   time.Time `json:"time"`
-	BootID string    `json:"boot_id"`
-	ID     uint32    `json:"id"`
-	Name   string    `json:"name"`
-	Type   string    `json:"type"`
-	Tag    string    `json:"tag"`
-	Counters
+	reply(w, api.StoreCheck{OK: len(problems) == 0, Problems: problems}, err)
 }
 
 // export streams raw samples as CSV or JSON lines, flushing as it goes, so
@@ -62,7 +41,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	}
 	// An error after the first bytes cannot change the status: it goes in
 	// a trailer the client checks.
-	w.Header().Set("Trailer", exportErrorTrailer)
+	w.Header().Set("Trailer", api.TrailerExportError)
 	flusher, _ := w.(http.Flusher)
 	n := 0
 	flush := func() {
@@ -73,11 +52,11 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv")
 		cw := csv.NewWriter(w)
-		cw.Write(ExportFields)
+		cw.Write(api.ExportFields)
 		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
-			p, v := row.Program, row.Point.Values
+			p, c := row.Program, pointCounters(row.Point)
 			cw.Write([]string{row.Point.Time.UTC().Format(time.RFC3339Nano), p.BootID, strconv.FormatUint(uint64(p.ID), 10), p.Name, p.Type, p.Tag,
-				strconv.FormatUint(v[store.ColRunCnt], 10), strconv.FormatUint(v[store.ColRunTimeNs], 10), strconv.FormatUint(v[store.ColRecursionMisses], 10)})
+				strconv.FormatUint(c.RunCnt, 10), strconv.FormatUint(c.RunTimeNs, 10), strconv.FormatUint(c.RecursionMisses, 10)})
 			flush()
 			return cw.Error()
 		})
@@ -86,13 +65,13 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/jsonl")
 		enc := json.NewEncoder(w)
 		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
-			p, v := row.Program, row.Point.Values
+			p := row.Program
 			flush()
-			return enc.Encode(exportRecord{Time: row.Point.Time, BootID: p.BootID, ID: p.ID, Name: p.Name, Type: p.Type, Tag: p.Tag,
-				Counters: Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}})
+			return enc.Encode(api.ExportRecord{Time: row.Point.Time, BootID: p.BootID, ID: p.ID, Name: p.Name, Type: p.Type, Tag: p.Tag,
+				Counters: pointCounters(row.Point)})
 		})
 	}
 	if err != nil {
-		w.Header().Set(exportErrorTrailer, err.Error())
+		w.Header().Set(api.TrailerExportError, err.Error())
 	}
 }

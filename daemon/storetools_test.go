@@ -14,9 +14,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/internal/privtest"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 func TestStoreTools(t *testing.T) {
@@ -36,11 +36,11 @@ func TestStoreTools(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	eventually(t, "all 56 runs sampled", func() bool {
-		var p daemon.ProgDetail
+		var p api.ProgDetail
 		return d.query(&p, "show", name) == nil && p.RunCnt == 56
 	})
 
-	var st store.Stats
+	var st api.StoreStats
 	d.json(t, &st, "store", "stats")
 	if st.Programs == 0 || st.Groups["raw"].Samples == 0 || st.Newest.Before(time.Now().Add(-time.Minute)) {
 		t.Errorf("store stats = %+v", st)
@@ -50,13 +50,13 @@ func TestStoreTools(t *testing.T) {
 	}
 
 	// The export holds exactly the samples history shows, as CSV and JSONL.
-	var hist []daemon.HistoryPoint
+	var hist []api.HistoryPoint
 	d.json(t, &hist, "history", fmt.Sprint(id), "--since", "10m")
 	rows, err := csv.NewReader(strings.NewReader(d.cli(t, "export", "--since", "10m", "-o", "csv"))).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(rows[0], ",") != strings.Join(daemon.ExportFields, ",") {
+	if strings.Join(rows[0], ",") != strings.Join(api.ExportFields, ",") {
 		t.Errorf("csv header %v", rows[0])
 	}
 	var mine int
@@ -97,7 +97,7 @@ func TestStoreTools(t *testing.T) {
 		t.Errorf("check after compact: %s %s", out, errOut)
 	}
 	d = startDaemon(t, state)
-	var after []daemon.HistoryPoint
+	var after []api.HistoryPoint
 	d.json(t, &after, "history", fmt.Sprint(id), "--since", "10m")
 	if len(after) < len(hist) || after[len(hist)-1].RunCnt != hist[len(hist)-1].RunCnt {
 		t.Errorf("history after compaction: %d points, was %d", len(after), len(hist))
@@ -139,7 +139,7 @@ func TestReloadsAreStitched(t *testing.T) {
 	}
 	seen := func(id uint32, loaded bool) func() bool {
 		return func() bool {
-			var rows []daemon.ProgRow
+			var rows []api.ProgRow
 			return d.query(&rows, "progs", "--all") == nil && hasProg(rows, id, loaded)
 		}
 	}
@@ -156,7 +156,7 @@ func TestReloadsAreStitched(t *testing.T) {
 	eventually(t, "the second instance", seen(id2, true))
 	time.Sleep(300 * time.Millisecond)
 
-	var hist []daemon.HistoryPoint
+	var hist []api.HistoryPoint
 	d.json(t, &hist, "history", name, "--since", "5m")
 	reloads := 0
 	for i, p := range hist {
@@ -176,7 +176,7 @@ func TestReloadsAreStitched(t *testing.T) {
 	third, id3 := load(2) // new code: a new version
 	defer third.Close()
 	eventually(t, "the new version", seen(id3, true))
-	var events []store.Event
+	var events []api.Event
 	d.json(t, &events, "events", "--since", "5m", "--prog", name)
 	kinds := []string{}
 	for _, e := range events {

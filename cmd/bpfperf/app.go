@@ -5,15 +5,15 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // clientFactory opens a client for the daemon named by the global flags.
 // Commands get it passed in so tests can point them anywhere.
-type clientFactory func(c *cli.Context) (*daemon.Client, error)
+type clientFactory func(c *cli.Context) (*api.Client, error)
 
-func dialDaemon(c *cli.Context) (*daemon.Client, error) {
-	return daemon.Dial(c.String("socket"), c.Duration("timeout"))
+func dialDaemon(c *cli.Context) (*api.Client, error) {
+	return api.Dial(c.String("socket"), c.Duration("timeout"))
 }
 
 func newApp(dial clientFactory) *cli.App {
@@ -22,7 +22,7 @@ func newApp(dial clientFactory) *cli.App {
 		Usage:   "see how fast the BPF programs on this host run",
 		Version: version,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, EnvVars: []string{"BPFPERF_SOCKET"}, Usage: "bpfperfd's API socket"},
+			&cli.StringFlag{Name: "socket", Value: api.DefaultSocket, EnvVars: []string{"BPFPERF_SOCKET"}, Usage: "bpfperfd's API socket"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, EnvVars: []string{"BPFPERF_TIMEOUT"}, Usage: "how long to wait for the daemon"},
 		},
 		Commands: []*cli.Command{

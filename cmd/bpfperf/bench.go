@@ -13,8 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 // benchCommand runs BPF micro-benchmarks locally through BPF_PROG_TEST_RUN.
@@ -230,7 +230,7 @@ func storeReport(c *cli.Context, dial clientFactory, rep *bench.Report) error {
 	}
 	client, err := dial(c)
 	if err == nil {
-		var run store.BenchRun
+		var run api.BenchRun
 		if run, err = client.StoreBenchRun(buf.Bytes(), c.String("label")); err == nil {
 			fmt.Fprintf(c.App.ErrWriter, "stored as bench run %d (bpfperf bench runs)\n", run.ID)
 			return nil

@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
-	"github.com/bpfperf/bpfperf/daemon"
 )
 
 // A run to compare or plot is a file (a JSON report, or a Go benchmark file
@@ -43,7 +43,7 @@ func storedRef(arg string) (string, bool, error) {
 type runLoader struct {
 	c      *cli.Context
 	dial   clientFactory
-	client *daemon.Client
+	client *api.Client
 	// fps holds the fingerprint of each run read, nil where the file
 	// carries none (Go benchmark format).
 	fps []*bench.Fingerprint

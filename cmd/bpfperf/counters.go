@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 func countersCommand(dial clientFactory) *cli.Command {
@@ -114,7 +114,7 @@ func targetAction(dial clientFactory, verb string) cli.ActionFunc {
 		if err != nil {
 			return err
 		}
-		var t daemon.CounterTarget
+		var t api.CounterTarget
 		if verb == "enable" {
 			t, err = client.CountersEnable(prog, window)
 		} else {
@@ -129,7 +129,7 @@ func targetAction(dial clientFactory, verb string) cli.ActionFunc {
 
 // countersHistory prints the counting windows of prog. `history
 // --counters` calls it too.
-func countersHistory(c *cli.Context, client *daemon.Client, prog string, since, until time.Time) error {
+func countersHistory(c *cli.Context, client *api.Client, prog string, since, until time.Time) error {
 	h, err := client.CountersHistory(prog, since, until)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func countersHistory(c *cli.Context, client *daemon.Client, prog string, since, 
 // progsCounters renders `progs --counters`: every program with its per-run
 // counters and the mechanism behind them (the newer of its exact and
 // sampled windows, as the daemon fills the row).
-func progsCounters(c *cli.Context, client *daemon.Client, rows []daemon.ProgRow) error {
+func progsCounters(c *cli.Context, client *api.Client, rows []api.ProgRow) error {
 	t := table{
 		header: append([]string{"ID", "TYPE", "NAME", "SAMPLED CPU%"}, perRunHeader...),
 		fields: append([]string{"id", "type", "name", "sampled_cpu_percent"}, perRunFields...),
@@ -168,14 +168,14 @@ var (
 	perRunFields = []string{"mechanism", "counted_runs", "samples", "cpu_clock_ns", "cpu_clock_ns_per_run", "cycles_per_run", "instructions_per_run", "ipc", "llc_misses_per_run", "llc_misses_per_1k_instructions"}
 )
 
-func perRunCells(pc *daemon.PerfCounters) []string {
+func perRunCells(pc *api.PerfCounters) []string {
 	if pc == nil {
 		return []string{"-", "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 	}
 	return []string{pc.Mechanism, fmtCount(pc.CountedRuns), fmtSamples(pc), fmtNs(sampledNs(pc)), fmtNs(pc.CPUClockNsPerRun), fmtRate(pc.CyclesPerRun), fmtRate(pc.InstructionsPerRun), fmtFixed(pc.IPC, 2), fmtRate(pc.LLCMissesPerRun), fmtFixed(pc.LLCMissesPer1kInstructions, 2)}
 }
 
-func perRunRaw(pc *daemon.PerfCounters) []string {
+func perRunRaw(pc *api.PerfCounters) []string {
 	if pc == nil {
 		return make([]string, len(perRunFields))
 	}
@@ -184,22 +184,22 @@ func perRunRaw(pc *daemon.PerfCounters) []string {
 
 // sampledNs is a sampled window's estimated cpu-clock ns, nil for exact
 // windows (which give per-run figures only).
-func sampledNs(pc *daemon.PerfCounters) *float64 {
-	if v, ok := pc.Totals["cpu-clock"]; ok && pc.Mechanism == daemon.MechanismSampled {
+func sampledNs(pc *api.PerfCounters) *float64 {
+	if v, ok := pc.Totals["cpu-clock"]; ok && pc.Mechanism == api.MechanismSampled {
 		return &v
 	}
 	return nil
 }
 
-func fmtSamples(pc *daemon.PerfCounters) string {
-	if pc.Mechanism != daemon.MechanismSampled {
+func fmtSamples(pc *api.PerfCounters) string {
+	if pc.Mechanism != api.MechanismSampled {
 		return "-"
 	}
 	return fmtCount(pc.Samples)
 }
 
-func rawSamples(pc *daemon.PerfCounters) string {
-	if pc.Mechanism != daemon.MechanismSampled {
+func rawSamples(pc *api.PerfCounters) string {
+	if pc.Mechanism != api.MechanismSampled {
 		return ""
 	}
 	return fmtCount(pc.Samples)
@@ -214,7 +214,7 @@ func fmtFixed(f *float64, prec int) string {
 
 // showCountersKV is the perf counters part of `show`: the last window's
 // per-run figures and the mechanism, or why there are none.
-func showCountersKV(pc *daemon.PerfCounters) [][2]string {
+func showCountersKV(pc *api.PerfCounters) [][2]string {
 	if pc == nil {
 		return [][2]string{{"counters", "- (no recent window: bpfperf counters enable PROG, or no samples landed in it)"}}
 	}
@@ -227,7 +227,7 @@ func showCountersKV(pc *daemon.PerfCounters) [][2]string {
 		{"counters window", window},
 		{"counted runs", fmtCount(pc.CountedRuns)},
 	}
-	if pc.Mechanism == daemon.MechanismSampled {
+	if pc.Mechanism == api.MechanismSampled {
 		ns := fmtNs(sampledNs(pc))
 		if pc.CountedRuns == 0 {
 			ns += " (no runs counted: per-run figures absent; a tail-call target's runs are the entry program's)"
@@ -247,7 +247,7 @@ func showCountersKV(pc *daemon.PerfCounters) [][2]string {
 // samplingFigures is a sampled event's latest window as status shows it:
 // the rate in force, samples, and losses, throttling and multiplexing
 // where there were any.
-func samplingFigures(m daemon.MechanismStatus) string {
+func samplingFigures(m api.MechanismStatus) string {
 	if m.Hz == 0 {
 		return ""
 	}
@@ -265,11 +265,11 @@ func samplingFigures(m daemon.MechanismStatus) string {
 }
 
 // countersStatusKV is the perf counters part of `status`.
-func countersStatusKV(s *daemon.CountersStatus) [][2]string {
+func countersStatusKV(s *api.CountersStatus) [][2]string {
 	if s == nil {
 		return [][2]string{{"counters", "not started"}}
 	}
-	avail := func(m daemon.MechanismStatus) string {
+	avail := func(m api.MechanismStatus) string {
 		if !m.Available {
 			return "unavailable: " + m.Reason
 		}
@@ -302,7 +302,7 @@ func countersStatusKV(s *daemon.CountersStatus) [][2]string {
 	return kv
 }
 
-func counterTargetsTable(ts []daemon.CounterTarget) table {
+func counterTargetsTable(ts []api.CounterTarget) table {
 	t := table{
 		header: append([]string{"ID", "NAME", "SOURCE", "STATE", "WINDOWS"}, perRunHeader...),
 		fields: append([]string{"id", "name", "source", "state", "windows"}, perRunFields...),
@@ -319,10 +319,10 @@ func counterTargetsTable(ts []daemon.CounterTarget) table {
 	return t
 }
 
-func renderTarget(c *cli.Context, t daemon.CounterTarget) error {
+func renderTarget(c *cli.Context, t api.CounterTarget) error {
 	if c.String("output") == "table" {
 		fmt.Printf("%s %d (%s): %s, window %s\n", t.Name, t.ID, t.Source, t.State, time.Duration(t.WindowMs)*time.Millisecond)
 		return nil
 	}
-	return render(c, os.Stdout, t, counterTargetsTable([]daemon.CounterTarget{t}))
+	return render(c, os.Stdout, t, counterTargetsTable([]api.CounterTarget{t}))
 }

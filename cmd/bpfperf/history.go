@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 func historyCommand(dial clientFactory) *cli.Command {
@@ -35,7 +35,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 			}
 			var step time.Duration
 			if s := c.String("step"); s != "" {
-				if step, err = daemon.ParseDuration(s); err != nil || step <= 0 {
+				if step, err = api.ParseDuration(s); err != nil || step <= 0 {
 					return fmt.Errorf("--step %q is not a positive duration like 10s or 5m", s)
 				}
 			}
@@ -60,7 +60,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 	}
 }
 
-func historyTable(points []daemon.HistoryPoint) table {
+func historyTable(points []api.HistoryPoint) table {
 	t := table{
 		header: []string{"TIME", "ID", "RUNS/S", "AVG/RUN", "CPU%", "RUN_CNT", "RUN_TIME_NS", "RECURSION_MISSES", ""},
 		fields: []string{"time", "id", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "reload"},

@@ -17,10 +17,10 @@ import (
 	pprof "github.com/google/pprof/profile"
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/profile/webui"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 func profileCommand(dial clientFactory) *cli.Command {
@@ -407,7 +407,7 @@ func sortedByShare(shares map[uint32]float64) []uint32 {
 	return ids
 }
 
-func profilesTable(list []store.ProfileInfo) table {
+func profilesTable(list []api.ProfileInfo) table {
 	t := table{
 		header: []string{"ID", "START", "DURATION", "KIND", "EVENT", "HZ", "SAMPLES", "SIZE"},
 		fields: []string{"id", "start", "duration_ns", "kind", "event", "hz", "samples", "bytes"},

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 func progsCommand(dial clientFactory) *cli.Command {
@@ -38,7 +38,7 @@ func progsCommand(dial clientFactory) *cli.Command {
 	}
 }
 
-func progsTable(rows []daemon.ProgRow, all bool) table {
+func progsTable(rows []api.ProgRow, all bool) table {
 	t := table{
 		// SAMPLED% is the share of CPU profile samples: unlike CPU%, it
 		// covers the tail-call targets the kernel charges to the entry.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -50,7 +51,7 @@ func storeCommand(dial clientFactory) *cli.Command {
 	}
 }
 
-func storeStatsTable(st store.Stats) table {
+func storeStatsTable(st api.StoreStats) table {
 	t := table{
 		header: []string{"RESOLUTION", "SERIES", "CHUNKS", "SAMPLES", "BYTES", "BYTES/SAMPLE"},
 		fields: []string{"resolution", "series", "chunks", "samples", "bytes", "bytes_per_sample"},

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // timeRangeFlags are --since and --until for a command that reads a stretch
@@ -21,10 +21,10 @@ func timeRangeFlags(defaultSince string) []cli.Flag {
 // timeRange reads --since and --until and checks they make a range.
 func timeRange(c *cli.Context) (since, until time.Time, err error) {
 	now := time.Now()
-	if since, err = daemon.ParseTime(c.String("since"), now); err != nil {
+	if since, err = api.ParseTime(c.String("since"), now); err != nil {
 		return since, until, fmt.Errorf("--since: %w", err)
 	}
-	if until, err = daemon.ParseTime(c.String("until"), now); err != nil {
+	if until, err = api.ParseTime(c.String("until"), now); err != nil {
 		return since, until, fmt.Errorf("--until: %w", err)
 	}
 	if !until.After(since) {

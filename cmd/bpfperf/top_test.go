@@ -19,7 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/top"
 )
@@ -87,7 +87,7 @@ func startTopDaemon(tb testing.TB, dir string, args ...string) *topDaemon {
 	tb.Cleanup(func() { d.stop() })
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := daemon.Dial(d.socket, time.Second); err == nil {
+		if c, err := api.Dial(d.socket, time.Second); err == nil {
 			if _, err := c.Status(); err == nil {
 				return d
 			}
@@ -116,9 +116,9 @@ func (d *topDaemon) stop() {
 	}
 }
 
-func (d *topDaemon) client(tb testing.TB) *daemon.Client {
+func (d *topDaemon) client(tb testing.TB) *api.Client {
 	tb.Helper()
-	c, err := daemon.Dial(d.socket, 5*time.Second)
+	c, err := api.Dial(d.socket, 5*time.Second)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestTopLive(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	waitAPI(t, c, "the daemon to see every run of a", func(rows []daemon.ProgRow) bool {
+	waitAPI(t, c, "the daemon to see every run of a", func(rows []api.ProgRow) bool {
 		r := find(rows, a.id)
 		return r != nil && r.RunCnt == runsA
 	})
@@ -490,7 +490,7 @@ func threeShown(screen string) bool {
 	return regexp.MustCompile(`(?m)^(3 programs|[0-9]+ programs \(3 shown\)) ·`).MatchString(screen)
 }
 
-func find(rows []daemon.ProgRow, id uint32) *daemon.ProgRow {
+func find(rows []api.ProgRow, id uint32) *api.ProgRow {
 	for i := range rows {
 		if rows[i].ID == id {
 			return &rows[i]
@@ -499,7 +499,7 @@ func find(rows []daemon.ProgRow, id uint32) *daemon.ProgRow {
 	return nil
 }
 
-func waitAPI(t *testing.T, c *daemon.Client, what string, ok func([]daemon.ProgRow) bool) {
+func waitAPI(t *testing.T, c *api.Client, what string, ok func([]api.ProgRow) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

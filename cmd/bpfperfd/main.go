@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -81,13 +82,13 @@ func run(c *cli.Context) error {
 	}
 	var keep store.Retention
 	for name, dst := range map[string]*time.Duration{"retention.raw": &keep.Raw, "retention.minute": &keep.Minute, "retention.rollup": &keep.Rollup} {
-		d, err := daemon.ParseDuration(c.String(name))
+		d, err := api.ParseDuration(c.String(name))
 		if err != nil || d <= 0 {
 			return fmt.Errorf("--%s %q is not a positive duration like 7d or 36h", name, c.String(name))
 		}
 		*dst = d
 	}
-	profiles, err := daemon.ParseDuration(c.String("retention.profiles"))
+	profiles, err := api.ParseDuration(c.String("retention.profiles"))
 	if err != nil || profiles <= 0 {
 		return fmt.Errorf("--retention.profiles %q is not a positive duration like 7d or 36h", c.String("retention.profiles"))
 	}

@@ -8,19 +8,18 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // progs1000 is one daemon reading of 1,000 busy programs at t.
-func progs1000(t time.Time, tick uint64) []daemon.ProgRow {
-	out := make([]daemon.ProgRow, 1000)
+func progs1000(t time.Time, tick uint64) []api.ProgRow {
+	out := make([]api.ProgRow, 1000)
 	for i := range out {
 		id := uint32(1000 + i)
 		p := prog(id, fmt.Sprintf("prog_%04d", i), tick*uint64(i+1)*100, tick*uint64(i+1)*100*uint64(50+i%300), t)
 		p.Type = []string{"xdp", "sched_cls", "tracepoint", "socket_filter"}[i%4]
-		p.Owners = []collectors.Owner{{PID: 1000 + i%50, Comm: fmt.Sprintf("agent-%d", i%50)}}
-		p.Attach = []collectors.AttachPoint{{LinkID: id, Type: "tcx", Target: fmt.Sprintf("ifindex %d (eth%d) ingress", i%8, i%8)}}
+		p.Owners = []api.Owner{{PID: 1000 + i%50, Comm: fmt.Sprintf("agent-%d", i%50)}}
+		p.Attach = []api.AttachPoint{{LinkID: id, Type: "tcx", Target: fmt.Sprintf("ifindex %d (eth%d) ingress", i%8, i%8)}}
 		out[i] = p
 	}
 	return out
@@ -32,7 +31,7 @@ func progs1000(t time.Time, tick uint64) []daemon.ProgRow {
 func BenchmarkRedraw1000(b *testing.B) {
 	m := New(&fakeSource{}, Config{Host: "h", Kernel: "6.18", Interval: time.Second, Styles: ansiStyles(), Now: func() time.Time { return t0 }})
 	m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
-	readings := [2][]daemon.ProgRow{progs1000(t0, 1), progs1000(t0.Add(time.Second), 2)}
+	readings := [2][]api.ProgRow{progs1000(t0, 1), progs1000(t0.Add(time.Second), 2)}
 	m.Update(sampleMsg{at: t0, progs: readings[0]})
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // rows builds rows with rates over one second: name, runs in the second,
@@ -16,7 +16,7 @@ func testRows() []*Row {
 		p := prog(id, name, runs, ns, t0.Add(time.Second))
 		p.Type = typ
 		if comm != "" {
-			p.Owners = []collectors.Owner{{PID: int(id) * 100, Comm: comm}}
+			p.Owners = []api.Owner{{PID: int(id) * 100, Comm: comm}}
 		}
 		return &Row{ProgRow: p, prevAt: t0, havePrev: true}
 	}
@@ -109,8 +109,8 @@ func TestOptionalColumns(t *testing.T) {
 
 func TestCells(t *testing.T) {
 	r := testRows()[0]
-	r.Owners = append(r.Owners, collectors.Owner{PID: 7, Comm: "bpftool"})
-	r.Attach = []collectors.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}
+	r.Owners = append(r.Owners, api.Owner{PID: 7, Comm: "bpftool"})
+	r.Attach = []api.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}
 	want := map[string]string{"id": "10", "runs": "1.00M", "avg": "50 ns", "cpu": "5.00%", "owner": "cilium-agent/1000 +1", "attach": "xdp ifindex 1 (lo)"}
 	for key, w := range want {
 		col, _ := ColumnByKey(key)

@@ -10,22 +10,21 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/bpfperf/bpfperf/daemon"
-	"github.com/bpfperf/bpfperf/store"
+	"github.com/bpfperf/bpfperf/api"
 )
 
-// Source is what top reads from the daemon. *daemon.Client is one; tests
+// Source is what top reads from the daemon. *api.Client is one; tests
 // pass fakes.
 type Source interface {
-	Status() (daemon.Status, error)
-	Progs(all bool) ([]daemon.ProgRow, error)
-	ProgCounters() ([]daemon.ProgCounters, error)
-	Show(prog string) (daemon.ProgDetail, error)
-	History(prog string, since, until time.Time, step time.Duration) (daemon.History, error)
-	Events(since, until time.Time, prog string) (daemon.Events, error)
+	Status() (api.Status, error)
+	Progs(all bool) ([]api.ProgRow, error)
+	ProgCounters() ([]api.ProgCounters, error)
+	Show(prog string) (api.ProgDetail, error)
+	History(prog string, since, until time.Time, step time.Duration) (api.History, error)
+	Events(since, until time.Time, prog string) (api.Events, error)
 }
 
-var _ Source = (*daemon.Client)(nil)
+var _ Source = (*api.Client)(nil)
 
 // Errors for bad settings.
 var ErrBadInterval = errors.New("bad refresh interval")
@@ -77,7 +76,7 @@ type Model struct {
 	now func() time.Time
 
 	table      Table
-	status     daemon.Status
+	status     api.Status
 	haveStatus bool
 	statusAt   time.Time
 	fullAt     time.Time // last full listing; counters-only ones in between
@@ -114,9 +113,9 @@ type detail struct {
 	key      rowKey
 	row      Row
 	window   int // index into Windows
-	hist     []daemon.HistoryPoint
-	events   []store.Event
-	meta     *daemon.ProgDetail
+	hist     []api.HistoryPoint
+	events   []api.Event
+	meta     *api.ProgDetail
 	err      error
 	at       time.Time // of the last answer
 	since    time.Time
@@ -145,10 +144,10 @@ type (
 	tickMsg   struct{ gen int }
 	sampleMsg struct {
 		at        time.Time
-		progs     []daemon.ProgRow
-		counters  []daemon.ProgCounters // instead of progs: counters only
+		progs     []api.ProgRow
+		counters  []api.ProgCounters // instead of progs: counters only
 		lean      bool
-		status    daemon.Status
+		status    api.Status
 		statusErr error
 		err       error
 	}
@@ -156,9 +155,9 @@ type (
 		key          rowKey
 		gen          int
 		since, until time.Time
-		hist         []daemon.HistoryPoint
-		events       []store.Event
-		meta         *daemon.ProgDetail
+		hist         []api.HistoryPoint
+		events       []api.Event
+		meta         *api.ProgDetail
 		err          error
 	}
 )

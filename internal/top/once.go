@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // Report is one refresh of top, for --once: the header's numbers and the
@@ -32,7 +32,7 @@ type ReportCost struct {
 // first seen at the second reading keeps the daemon's rates and has no
 // period.
 type ReportRow struct {
-	daemon.ProgRow
+	api.ProgRow
 	PeriodMs float64 `json:"period_ms,omitempty"`
 }
 
@@ -104,7 +104,7 @@ func Once(src Source, o OnceOptions) (Report, error) {
 	total, any := 0.0, false
 	for i, r := range rows {
 		out := ReportRow{ProgRow: r.ProgRow, PeriodMs: float64(r.Period().Microseconds()) / 1000}
-		out.Rates = daemon.Rates{RunsPerSec: ptr(r.RunsPerSec()), AvgNsPerRun: ptr(r.AvgNs()), CPUPercent: ptr(r.CPUPercent())}
+		out.Rates = api.Rates{RunsPerSec: ptr(r.RunsPerSec()), AvgNsPerRun: ptr(r.AvgNs()), CPUPercent: ptr(r.CPUPercent())}
 		out.AvgNsSinceLoad = ptr(r.AvgNsSinceLoad())
 		if v, ok := r.CPUPercent(); ok {
 			total, any = total+v, true
@@ -118,7 +118,7 @@ func Once(src Source, o OnceOptions) (Report, error) {
 }
 
 // newer reports whether the daemon has read any program since first.
-func newer(progs, first []daemon.ProgRow) bool {
+func newer(progs, first []api.ProgRow) bool {
 	if len(progs) == 0 {
 		return true
 	}

@@ -7,7 +7,7 @@ package top
 import (
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // Row is one program as top shows it: the daemon's latest reading plus the
@@ -15,8 +15,8 @@ import (
 // the two samples the daemon took (not between our requests: the daemon
 // reads the kernel on its own clock).
 type Row struct {
-	daemon.ProgRow
-	prev     daemon.Counters
+	api.ProgRow
+	prev     api.Counters
 	prevAt   time.Time
 	havePrev bool
 }
@@ -32,54 +32,42 @@ func (r *Row) Period() time.Duration {
 	return r.at().Sub(r.prevAt)
 }
 
-// deltas returns the runs and run time between the two readings; ok is
-// false without two readings, a period or with counters going backwards.
-func (r *Row) deltas() (runs, ns float64, period time.Duration, ok bool) {
-	period = r.Period()
-	if period <= 0 || r.RunCnt < r.prev.RunCnt || r.RunTimeNs < r.prev.RunTimeNs {
-		return 0, 0, 0, false
-	}
-	return float64(r.RunCnt - r.prev.RunCnt), float64(r.RunTimeNs - r.prev.RunTimeNs), period, true
+// delta is what the program did between the two readings; ok is false
+// without two readings, a period, or with counters going backwards.
+func (r *Row) delta() (api.Delta, bool) {
+	return api.DeltaBetween(r.prev, r.Counters, r.Period())
 }
 
 // RunsPerSec is the runs per second over the period.
 func (r *Row) RunsPerSec() (float64, bool) {
-	runs, _, period, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.RunsPerSec)
 	}
-	return runs / period.Seconds(), true
+	return d.RunsPerSec()
 }
 
 // AvgNs is the mean run time over the period; absent when nothing ran.
 func (r *Row) AvgNs() (float64, bool) {
-	runs, ns, _, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.AvgNsPerRun)
 	}
-	if runs == 0 {
-		return 0, false
-	}
-	return ns / runs, true
+	return d.AvgNsPerRun()
 }
 
 // CPUPercent is run time over wall time in the period, relative to one
 // CPU (100 = one CPU's worth), like bpftop.
 func (r *Row) CPUPercent() (float64, bool) {
-	_, ns, period, ok := r.deltas()
+	d, ok := r.delta()
 	if !ok {
 		return fallback(r.Rates.CPUPercent)
 	}
-	return ns / float64(period.Nanoseconds()) * 100, true
+	return d.CPUPercent()
 }
 
 // AvgNsSinceLoad is the mean run time over the program's whole life.
-func (r *Row) AvgNsSinceLoad() (float64, bool) {
-	if r.RunCnt == 0 {
-		return 0, false
-	}
-	return float64(r.RunTimeNs) / float64(r.RunCnt), true
-}
+func (r *Row) AvgNsSinceLoad() (float64, bool) { return r.Counters.AvgNsSinceLoad() }
 
 // fallback uses the daemon's rate (over its own last interval) until top
 // has two readings of its own, so the first screen is not empty.
@@ -97,7 +85,7 @@ type rowKey struct {
 	tag  string
 }
 
-func keyOf(p *daemon.ProgRow) rowKey { return rowKey{p.BootID, p.ID, p.Tag} }
+func keyOf(p *api.ProgRow) rowKey { return rowKey{p.BootID, p.ID, p.Tag} }
 
 // Table holds the rows of the latest refresh, keyed by instance.
 type Table struct {
@@ -108,7 +96,7 @@ type Table struct {
 // daemon does not say when it read a program). A program the daemon has
 // not read again since the last refresh keeps its earlier rates; programs
 // gone from the reading are dropped.
-func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
+func (t *Table) Update(progs []api.ProgRow, now time.Time) {
 	next := make(map[rowKey]*Row, len(progs))
 	for i := range progs {
 		p := progs[i]
@@ -139,7 +127,7 @@ func (t *Table) Update(progs []daemon.ProgRow, now time.Time) {
 // keep what the last full listing said of them, and programs no longer
 // listed are dropped. It reports false when a program it does not know
 // appeared, which only a full listing can describe.
-func (t *Table) UpdateCounters(progs []daemon.ProgCounters) bool {
+func (t *Table) UpdateCounters(progs []api.ProgCounters) bool {
 	type idTag struct {
 		id  uint32
 		tag string

@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // Styles decorate whole lines. Plain ones (tests, NO_COLOR is handled by
@@ -322,13 +322,13 @@ func (m *Model) detailLines(st Styles) []string {
 	cw := m.width - gutter - 1
 	series := []struct {
 		title string
-		val   func(p *daemon.HistoryPoint) *float64
+		val   func(p *api.HistoryPoint) *float64
 		now   func() (float64, bool)
 		fmt   func(float64, bool) string
 	}{
-		{"CPU %", func(p *daemon.HistoryPoint) *float64 { return p.CPUPercent }, r.CPUPercent, FmtPercent},
-		{"runs/s", func(p *daemon.HistoryPoint) *float64 { return p.RunsPerSec }, r.RunsPerSec, FmtRate},
-		{"avg ns/run", func(p *daemon.HistoryPoint) *float64 { return p.AvgNsPerRun }, r.AvgNs, FmtNs},
+		{"CPU %", func(p *api.HistoryPoint) *float64 { return p.CPUPercent }, r.CPUPercent, FmtPercent},
+		{"runs/s", func(p *api.HistoryPoint) *float64 { return p.RunsPerSec }, r.RunsPerSec, FmtRate},
+		{"avg ns/run", func(p *api.HistoryPoint) *float64 { return p.AvgNsPerRun }, r.AvgNs, FmtNs},
 	}
 	for _, s := range series {
 		pts := make([]Point, len(d.hist))

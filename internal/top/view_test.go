@@ -14,31 +14,29 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon"
-	"github.com/bpfperf/bpfperf/store"
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // fakeSource answers from fields; err makes every call fail.
 type fakeSource struct {
-	progs  []daemon.ProgRow
-	status daemon.Status
-	hist   daemon.History
-	events []store.Event
+	progs  []api.ProgRow
+	status api.Status
+	hist   api.History
+	events []api.Event
 	err    error
 }
 
-func (f *fakeSource) Status() (daemon.Status, error)       { return f.status, f.err }
-func (f *fakeSource) Progs(bool) ([]daemon.ProgRow, error) { return f.progs, f.err }
-func (f *fakeSource) ProgCounters() ([]daemon.ProgCounters, error) {
+func (f *fakeSource) Status() (api.Status, error)       { return f.status, f.err }
+func (f *fakeSource) Progs(bool) ([]api.ProgRow, error) { return f.progs, f.err }
+func (f *fakeSource) ProgCounters() ([]api.ProgCounters, error) {
 	return counterRows(f.progs), f.err
 }
-func (f *fakeSource) Show(string) (daemon.ProgDetail, error) { return daemon.ProgDetail{}, f.err }
-func (f *fakeSource) History(string, time.Time, time.Time, time.Duration) (daemon.History, error) {
+func (f *fakeSource) Show(string) (api.ProgDetail, error) { return api.ProgDetail{}, f.err }
+func (f *fakeSource) History(string, time.Time, time.Time, time.Duration) (api.History, error) {
 	return f.hist, f.err
 }
-func (f *fakeSource) Events(time.Time, time.Time, string) (daemon.Events, error) {
-	return daemon.Events{Events: f.events}, f.err
+func (f *fakeSource) Events(time.Time, time.Time, string) (api.Events, error) {
+	return api.Events{Events: f.events}, f.err
 }
 
 // testModel is a model at 160x20 that has taken two readings one second
@@ -46,15 +44,15 @@ func (f *fakeSource) Events(time.Time, time.Time, string) (daemon.Events, error)
 func testModel(t testing.TB) *Model {
 	m := New(&fakeSource{}, Config{Host: "h1", Kernel: "6.18.0", Interval: time.Second, Now: func() time.Time { return t0.Add(2 * time.Second) }})
 	m.Update(tea.WindowSizeMsg{Width: 160, Height: 20})
-	var first, second []daemon.ProgRow
+	var first, second []api.ProgRow
 	for _, r := range testRows() {
 		p := r.ProgRow
 		second = append(second, p)
-		p.Counters, p.LastSample = daemon.Counters{}, t0
+		p.Counters, p.LastSample = api.Counters{}, t0
 		first = append(first, p)
 	}
-	m.Update(sampleMsg{at: t0, progs: first, status: daemon.Status{StatsMode: "fd", CPUPercent: 0.4, RSSBytes: 20 << 20}})
-	m.Update(sampleMsg{at: t0.Add(time.Second), progs: second, status: daemon.Status{StatsMode: "fd", CPUPercent: 0.4, RSSBytes: 20 << 20}})
+	m.Update(sampleMsg{at: t0, progs: first, status: api.Status{StatsMode: "fd", CPUPercent: 0.4, RSSBytes: 20 << 20}})
+	m.Update(sampleMsg{at: t0.Add(time.Second), progs: second, status: api.Status{StatsMode: "fd", CPUPercent: 0.4, RSSBytes: 20 << 20}})
 	return m
 }
 
@@ -199,7 +197,7 @@ func TestTooSmall(t *testing.T) {
 
 func TestDisconnected(t *testing.T) {
 	m := testModel(t)
-	m.Update(sampleMsg{at: t0.Add(1500 * time.Millisecond), err: fmt.Errorf("%w: connection refused", daemon.ErrNoDaemon)})
+	m.Update(sampleMsg{at: t0.Add(1500 * time.Millisecond), err: fmt.Errorf("%w: connection refused", api.ErrNoDaemon)})
 	s := m.View()
 	if !strings.Contains(s, "disconnected, retrying every 1s (for 0s): no bpfperfd running") {
 		t.Errorf("no disconnected state:\n%s", s)
@@ -207,7 +205,7 @@ func TestDisconnected(t *testing.T) {
 	if !strings.Contains(s, "tc_egress") {
 		t.Error("the last rows should stay on screen while disconnected")
 	}
-	m.Update(sampleMsg{at: t0.Add(3 * time.Second), progs: []daemon.ProgRow{prog(13, "tc_egress", 600_000, 120_000_000, t0.Add(3*time.Second))}})
+	m.Update(sampleMsg{at: t0.Add(3 * time.Second), progs: []api.ProgRow{prog(13, "tc_egress", 600_000, 120_000_000, t0.Add(3*time.Second))}})
 	if s := m.View(); strings.Contains(s, "disconnected") || !strings.Contains(s, "1 programs") {
 		t.Errorf("did not recover:\n%s", s)
 	}
@@ -216,10 +214,10 @@ func TestDisconnected(t *testing.T) {
 func TestDetail(t *testing.T) {
 	m := testModel(t)
 	now := t0.Add(2 * time.Second)
-	var hist []daemon.HistoryPoint
+	var hist []api.HistoryPoint
 	// An hour of points a minute apart, reloaded halfway, 1% CPU then 3%.
 	for i := 0; i <= 60; i++ {
-		p := daemon.HistoryPoint{Time: now.Add(time.Duration(i-60) * time.Minute), ID: 13}
+		p := api.HistoryPoint{Time: now.Add(time.Duration(i-60) * time.Minute), ID: 13}
 		cpu, runs, avg := 1.0, 1000.0, 10_000.0
 		if i >= 30 {
 			cpu, runs, avg = 3, 1500, 20_000
@@ -227,15 +225,15 @@ func TestDetail(t *testing.T) {
 		if i == 30 {
 			p.Reload = true
 		} else {
-			p.Rates = daemon.Rates{CPUPercent: &cpu, RunsPerSec: &runs, AvgNsPerRun: &avg}
+			p.Rates = api.Rates{CPUPercent: &cpu, RunsPerSec: &runs, AvgNsPerRun: &avg}
 		}
 		hist = append(hist, p)
 	}
 	src := m.src.(*fakeSource)
-	src.hist = daemon.History{Points: hist}
-	src.events = []store.Event{{Time: now.Add(-15 * time.Minute), Kind: "new_version", Name: "tc_egress"}, {Time: now.Add(-10 * time.Minute), Kind: "loaded", Name: "other"}}
+	src.hist = api.History{Points: hist}
+	src.events = []api.Event{{Time: now.Add(-15 * time.Minute), Kind: "new_version", Name: "tc_egress"}, {Time: now.Add(-10 * time.Minute), Kind: "loaded", Name: "other"}}
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
-	m.table.rows[keyOf(&m.view[0].ProgRow)].Owners = []collectors.Owner{{PID: 42, Comm: "tc"}}
+	m.table.rows[keyOf(&m.view[0].ProgRow)].Owners = []api.Owner{{PID: 42, Comm: "tc"}}
 	m.refresh()
 	key(m, "enter")
 	if m.detail.window != 0 {
@@ -280,13 +278,13 @@ func lastChartLine(s string) string {
 
 func TestOnceReport(t *testing.T) {
 	var calls int
-	src := &onceSource{fakeSource: fakeSource{status: daemon.Status{StatsMode: "fd", IntervalMs: 200}}}
-	src.next = func() []daemon.ProgRow {
+	src := &onceSource{fakeSource: fakeSource{status: api.Status{StatsMode: "fd", IntervalMs: 200}}}
+	src.next = func() []api.ProgRow {
 		calls++
 		if calls == 1 {
-			return []daemon.ProgRow{prog(1, "a", 100, 10_000, t0), prog(2, "b", 0, 0, t0)}
+			return []api.ProgRow{prog(1, "a", 100, 10_000, t0), prog(2, "b", 0, 0, t0)}
 		}
-		return []daemon.ProgRow{prog(1, "a", 300, 50_000, t0.Add(500*time.Millisecond)), prog(2, "b", 10, 1000, t0.Add(500*time.Millisecond))}
+		return []api.ProgRow{prog(1, "a", 300, 50_000, t0.Add(500*time.Millisecond)), prog(2, "b", 10, 1000, t0.Add(500*time.Millisecond))}
 	}
 	rep, err := Once(src, OnceOptions{Host: "h", Kernel: "k", Interval: 500 * time.Millisecond, Sleep: func(time.Duration) {}})
 	if err != nil {
@@ -313,19 +311,19 @@ func TestOnceReport(t *testing.T) {
 
 type onceSource struct {
 	fakeSource
-	next func() []daemon.ProgRow
+	next func() []api.ProgRow
 }
 
-func (o *onceSource) Progs(bool) ([]daemon.ProgRow, error) { return o.next(), nil }
-func (o *onceSource) ProgCounters() ([]daemon.ProgCounters, error) {
+func (o *onceSource) Progs(bool) ([]api.ProgRow, error) { return o.next(), nil }
+func (o *onceSource) ProgCounters() ([]api.ProgCounters, error) {
 	return counterRows(o.next()), nil
 }
 
 // counterRows is what the daemon answers for fields=counters.
-func counterRows(rows []daemon.ProgRow) []daemon.ProgCounters {
-	out := make([]daemon.ProgCounters, len(rows))
+func counterRows(rows []api.ProgRow) []api.ProgCounters {
+	out := make([]api.ProgCounters, len(rows))
 	for i, r := range rows {
-		out[i] = daemon.ProgCounters{ID: r.ID, Tag: r.Tag, Counters: r.Counters, LastSampleMs: r.LastSample.UnixMilli()}
+		out[i] = api.ProgCounters{ID: r.ID, Tag: r.Tag, Counters: r.Counters, LastSampleMs: r.LastSample.UnixMilli()}
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"bytes"
@@ -9,24 +9,18 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/bench"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 // StoreBenchRun hands a report (the JSON bench.WriteJSON writes) to the
 // daemon, which keeps it with the history. label names it in listings;
 // empty lets the daemon describe the run's configuration.
-func (c *Client) StoreBenchRun(report []byte, label string) (store.BenchRun, error) {
-	var run store.BenchRun
-	u := "http://bpfperfd/v1/bench/runs"
+func (c *Client) StoreBenchRun(report []byte, label string) (BenchRun, error) {
+	var run BenchRun
+	var q url.Values
 	if label != "" {
-		u += "?" + url.Values{"label": {label}}.Encode()
+		q = url.Values{"label": {label}}
 	}
-	resp, err := c.http.Post(u, "application/json", bytes.NewReader(report))
-	if err != nil {
-		return run, fmt.Errorf("%w: %v", ErrNoDaemon, err)
-	}
-	defer resp.Body.Close()
-	body, err := readAnswer(resp, http.StatusCreated, MaxBenchReport+1<<20)
+	body, _, err := c.call(request{method: http.MethodPost, path: "bench/runs", query: q, body: bytes.NewReader(report)}, http.StatusCreated, maxBenchAnswer)
 	if err != nil {
 		return run, err
 	}
@@ -35,25 +29,19 @@ func (c *Client) StoreBenchRun(report []byte, label string) (store.BenchRun, err
 
 // BenchRuns lists the stored runs that started between since and until.
 func (c *Client) BenchRuns(since, until time.Time) (BenchRuns, error) {
-	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
 	var runs BenchRuns
-	return runs, c.get("bench/runs", q, &runs)
+	return runs, c.get("bench/runs", timeRange(since, until), &runs)
 }
 
 // BenchReport returns a stored run's report and its id. ref is a run id,
 // "last" (the newest run) or "last~N" (N runs before the newest).
 func (c *Client) BenchReport(ref string) (*bench.Report, uint64, error) {
-	resp, err := c.http.Get("http://bpfperfd/v1/bench/runs/" + url.PathEscape(ref))
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrNoDaemon, err)
-	}
-	defer resp.Body.Close()
-	body, err := readAnswer(resp, http.StatusOK, MaxBenchReport+1<<20)
+	body, h, err := c.call(request{method: http.MethodGet, path: "bench/runs/" + url.PathEscape(ref)}, http.StatusOK, maxBenchAnswer)
 	if err != nil {
 		return nil, 0, err
 	}
 	var id uint64
-	fmt.Sscan(resp.Header.Get(benchRunIDHeader), &id)
+	fmt.Sscan(h.Get(HeaderBenchRun), &id)
 	rep, err := bench.ReadJSON(bytes.NewReader(body))
 	if err != nil {
 		return nil, 0, fmt.Errorf("stored bench run %s: %w", ref, err)

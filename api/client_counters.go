@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"net/url"
@@ -33,7 +33,8 @@ func (c *Client) CountersDisable(prog string) (CounterTarget, error) {
 // CountersHistory returns the counting windows of prog between since and
 // until.
 func (c *Client) CountersHistory(prog string, since, until time.Time) (CounterHistory, error) {
-	q := url.Values{"prog": {prog}, "since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	q := timeRange(since, until)
+	q.Set("prog", prog)
 	var h CounterHistory
 	return h, c.get("counters/history", q, &h)
 }

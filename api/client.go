@@ -1,4 +1,4 @@
-package daemon
+package api
 
 import (
 	"context"
@@ -12,12 +12,7 @@ import (
 	"os"
 	"syscall"
 	"time"
-
-	"github.com/bpfperf/bpfperf/store"
 )
-
-// ErrNoDaemon means nothing answers on the socket.
-var ErrNoDaemon = errors.New("no bpfperfd running")
 
 // Client talks to bpfperfd over its unix socket. The CLI gets one from a
 // factory so its commands can be tested against a real daemon.
@@ -51,43 +46,72 @@ func Dial(socket string, timeout time.Duration) (*Client, error) {
 	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: timeout}}, nil
 }
 
-// get fetches /v1/path?query into out. An API error comes back as an error
-// carrying the daemon's one-line message.
-func (c *Client) get(path string, query url.Values, out any) error {
-	return c.call(http.MethodGet, path, query, maxJSONAnswer, out)
-}
-
-// post sends POST /v1/path?query and decodes the answer into out, like get.
-func (c *Client) post(path string, query url.Values, out any) error {
-	return c.call(http.MethodPost, path, query, maxPostAnswer, out)
-}
-
 // Bounds on the answers read from the daemon: listings can be large, the
-// answers to state changes are small.
+// answers to state changes are small, profiles and bench reports are
+// bytes of their own.
 const (
-	maxJSONAnswer = 256 << 20
-	maxPostAnswer = 16 << 20
+	maxJSONAnswer    = 256 << 20
+	maxPostAnswer    = 16 << 20
+	maxProfileAnswer = 1 << 30
+	maxBenchAnswer   = MaxBenchReport + 1<<20
+	// Error bodies are one short JSON line.
+	maxErrorAnswer = 1 << 20
 )
 
-func (c *Client) call(method, path string, query url.Values, limit int64, out any) error {
-	u := "http://bpfperfd/v1/" + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
+// noTimeout, as a request's timeout, lets it take as long as it takes.
+const noTimeout = -1
+
+// request is one call of the API.
+type request struct {
+	method string
+	path   string // below /v1/
+	query  url.Values
+	body   io.Reader // JSON, or nil
+	// timeout is how long the whole call may take: 0 keeps the client's,
+	// noTimeout has none.
+	timeout time.Duration
+}
+
+// send does r and returns the daemon's answer, whatever its status. The
+// caller closes its body. A daemon that does not answer is ErrNoDaemon.
+func (c *Client) send(r request) (*http.Response, error) {
+	u := "http://bpfperfd/v1/" + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
 	}
-	req, err := http.NewRequest(method, u, nil)
+	req, err := http.NewRequest(r.method, u, r.body)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := c.http.Do(req)
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.http
+	if r.timeout != 0 {
+		withTimeout := *c.http
+		withTimeout.Timeout = max(r.timeout, 0)
+		hc = &withTimeout
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	return resp, nil
+}
+
+// call does r and reads at most limit bytes of an answer with status want.
+// Any other answer is an error carrying the daemon's one-line message.
+func (c *Client) call(r request, want int, limit int64) ([]byte, http.Header, error) {
+	resp, err := c.send(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := readAnswer(resp, http.StatusOK, limit)
+	body, err := readAnswer(resp, want, limit)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	return json.Unmarshal(body, out)
+	return body, resp.Header, nil
 }
 
 // readAnswer reads at most limit bytes of an answer the daemon gave with
@@ -95,21 +119,43 @@ func (c *Client) call(method, path string, query url.Values, limit int64, out an
 // daemon's one-line message.
 func readAnswer(resp *http.Response, want int, limit int64) ([]byte, error) {
 	if resp.StatusCode != want {
-		// Error bodies are one short JSON line.
-		limit = 1 << 20
+		limit = maxErrorAnswer
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	if resp.StatusCode != want {
-		var e apiError
+		var e ErrorAnswer
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			return nil, errors.New(e.Error)
 		}
 		return nil, fmt.Errorf("daemon answered %s", resp.Status)
 	}
 	return body, nil
+}
+
+// get fetches /v1/path?query into out.
+func (c *Client) get(path string, query url.Values, out any) error {
+	body, _, err := c.call(request{method: http.MethodGet, path: path, query: query}, http.StatusOK, maxJSONAnswer)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// post sends POST /v1/path?query and decodes the answer into out, like get.
+func (c *Client) post(path string, query url.Values, out any) error {
+	body, _, err := c.call(request{method: http.MethodPost, path: path, query: query}, http.StatusOK, maxPostAnswer)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// timeRange is the since and until of a query.
+func timeRange(since, until time.Time) url.Values {
+	return url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
 }
 
 // Status returns the daemon's status.
@@ -144,7 +190,8 @@ func (c *Client) Show(prog string) (ProgDetail, error) {
 
 // History returns a program's points between since and until.
 func (c *Client) History(prog string, since, until time.Time, step time.Duration) (History, error) {
-	q := url.Values{"prog": {prog}, "since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	q := timeRange(since, until)
+	q.Set("prog", prog)
 	if step > 0 {
 		q.Set("step", step.String())
 	}
@@ -155,7 +202,7 @@ func (c *Client) History(prog string, since, until time.Time, step time.Duration
 // Events returns the stored events between since and until, of one program
 // when prog (an id, name or name@tag) is not empty.
 func (c *Client) Events(since, until time.Time, prog string) (Events, error) {
-	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
+	q := timeRange(since, until)
 	if prog != "" {
 		q.Set("prog", prog)
 	}
@@ -164,8 +211,8 @@ func (c *Client) Events(since, until time.Time, prog string) (Events, error) {
 }
 
 // StoreStats returns what the store holds.
-func (c *Client) StoreStats() (store.Stats, error) {
-	var s store.Stats
+func (c *Client) StoreStats() (StoreStats, error) {
+	var s StoreStats
 	return s, c.get("store/stats", nil, &s)
 }
 
@@ -177,13 +224,12 @@ func (c *Client) StoreCheck() (StoreCheck, error) {
 
 // Export streams raw samples between since and until to w as csv or jsonl.
 func (c *Client) Export(w io.Writer, since, until time.Time, format string) error {
-	q := url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}, "format": {format}}
+	q := timeRange(since, until)
+	q.Set("format", format)
 	// An export can take longer than one API call may.
-	hc := *c.http
-	hc.Timeout = 0
-	resp, err := hc.Get("http://bpfperfd/v1/export?" + q.Encode())
+	resp, err := c.send(request{method: http.MethodGet, path: "export", query: q, timeout: noTimeout})
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoDaemon, err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -193,7 +239,7 @@ func (c *Client) Export(w io.Writer, since, until time.Time, format string) erro
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if msg := resp.Trailer.Get(exportErrorTrailer); msg != "" {
+	if msg := resp.Trailer.Get(TrailerExportError); msg != "" {
 		return fmt.Errorf("export stopped early: %s", msg)
 	}
 	return nil

@@ -1,0 +1,43 @@
+package api
+
+import "time"
+
+// HistoryPoint is one point of GET /v1/history.
+type HistoryPoint struct {
+	Time time.Time `json:"time"`
+	ID   uint32    `json:"id"` // program id of the instance this point belongs to
+	Counters
+	Rates
+	// Reload marks the first point of a new instance (the program was
+	// reloaded); its rates are absent because counters restart.
+	Reload bool `json:"reload,omitempty"`
+}
+
+// History is GET /v1/history.
+type History struct {
+	Program string    `json:"program"`
+	Since   time.Time `json:"since"`
+	Until   time.Time `json:"until"`
+	StepMs  int64     `json:"step_ms,omitempty"`
+	// Resolution is what the points were read from: "raw", "1m0s" or
+	// "1h0m0s" rollups, the coarsest that still gives one point per step.
+	Resolution string         `json:"resolution"`
+	Points     []HistoryPoint `json:"points"`
+}
+
+// Event explains a change in the graphs.
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop", "bench_run"
+	ID     uint32    `json:"id,omitempty"`
+	Name   string    `json:"name,omitempty"`
+	Tag    string    `json:"tag,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Events is GET /v1/events.
+type Events struct {
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
+	Events []Event   `json:"events"`
+}

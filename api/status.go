@@ -1,0 +1,62 @@
+package api
+
+import "time"
+
+// Status is GET /v1/status.
+type Status struct {
+	Version        string    `json:"version"`
+	PID            int       `json:"pid"`
+	StartedAt      time.Time `json:"started_at"`
+	UptimeSeconds  float64   `json:"uptime_seconds"`
+	BootID         string    `json:"boot_id"`
+	StatsMode      string    `json:"stats_mode"`
+	StatsDetail    string    `json:"stats_detail"`
+	IntervalMs     int64     `json:"interval_ms"`
+	ProgramsLoaded int       `json:"programs_loaded"`
+	ProgramsSeen   int       `json:"programs_seen"` // instances in the store, loaded or not
+	StorePath      string    `json:"store_path"`
+	StoreBytes     int64     `json:"store_bytes"`
+	LastSample     time.Time `json:"last_sample,omitzero"`
+	LastSweepMs    float64   `json:"last_sweep_ms"`
+	LastWriteMs    float64   `json:"last_write_ms"`
+	LastError      string    `json:"last_error,omitempty"`
+	// Programs the last sweep skipped because the kernel refused to open
+	// them (a security module can deny single programs), and why.
+	SkippedPrograms int    `json:"skipped_programs,omitempty"`
+	SkipReason      string `json:"skip_reason,omitempty"`
+	// The daemon's own cost: CPU over the last minute, relative to one CPU.
+	CPUPercent float64 `json:"cpu_percent"`
+	RSSBytes   int64   `json:"rss_bytes"`
+	// Host and kernel, for views of a daemon reached over a socket.
+	Hostname      string `json:"hostname"`
+	KernelRelease string `json:"kernel_release"`
+
+	Profiling *ProfilingStatus `json:"profiling,omitempty"`
+	Counters  *CountersStatus  `json:"counters,omitempty"`
+}
+
+// ProfilingStatus is the profiling part of GET /v1/status.
+type ProfilingStatus struct {
+	Continuous   bool   `json:"continuous"`
+	Event        string `json:"event"`
+	Hz           int    `json:"hz"`
+	EveryMs      int64  `json:"every_ms,omitempty"`
+	WindowMs     int64  `json:"window_ms,omitempty"`
+	MaxCaptureMs int64  `json:"max_capture_ms"`
+	RetentionMs  int64  `json:"retention_ms"`
+	// ProgramsKnown is how many programs the symbolizer holds JIT and line
+	// information for.
+	ProgramsKnown int `json:"programs_known"`
+	// The latest continuous window.
+	LastProfileID      string    `json:"last_profile_id,omitempty"`
+	LastProfileStart   time.Time `json:"last_profile_start,omitzero"`
+	LastProfileSamples int64     `json:"last_profile_samples"`
+	LastProfileBytes   int       `json:"last_profile_bytes"`
+	// LastBuildMs is from the window's end to its profile built (symbolized).
+	LastBuildMs    float64 `json:"last_build_ms"`
+	Windows        int64   `json:"windows"`
+	CaptureRunning bool    `json:"capture_running"`
+	StoredProfiles int     `json:"stored_profiles"`
+	StoredBytes    int64   `json:"stored_bytes"`
+	LastError      string  `json:"last_error,omitempty"`
+}
