@@ -5,7 +5,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -53,11 +52,6 @@ const (
 	maxInterval = time.Hour
 )
 
-var (
-	ErrBadConfig   = errors.New("bad configuration")
-	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
-)
-
 // validate checks the flags and fills defaults.
 func (c *Config) validate() error {
 	if c.Interval < minInterval || c.Interval > maxInterval {
@@ -98,20 +92,20 @@ func (c *Config) validate() error {
 func (c *Config) checkPaths() error {
 	fi, err := os.Stat(c.StateDir)
 	if err != nil {
-		return fmt.Errorf("%w: state dir: %v", ErrBadConfig, err)
+		return fmt.Errorf("%w: state dir: %w", ErrBadConfig, err)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: state dir %s is not a directory", ErrBadConfig, c.StateDir)
 	}
 	probe, err := os.CreateTemp(c.StateDir, ".write-probe-*")
 	if err != nil {
-		return fmt.Errorf("%w: state dir %s is not writable: %v", ErrBadConfig, c.StateDir, err)
+		return fmt.Errorf("%w: state dir %s is not writable: %w", ErrBadConfig, c.StateDir, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 	if dir := filepath.Dir(c.Socket); dir != "" {
 		if _, err := os.Stat(dir); err != nil {
-			return fmt.Errorf("%w: socket directory: %v", ErrBadConfig, err)
+			return fmt.Errorf("%w: socket directory: %w", ErrBadConfig, err)
 		}
 	}
 	return nil

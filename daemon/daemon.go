@@ -4,27 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
 )
-
-// ErrNotPrivileged means the kernel refused to let us read programs.
-var ErrNotPrivileged = errors.New("not privileged")
 
 // Daemon is a running bpfperfd.
 type Daemon struct {
@@ -54,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	var skipped *collectors.SkippedError
 	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
 		if errors.Is(err, collectors.ErrNotPermitted) {
-			return fmt.Errorf("%w: %v", ErrNotPrivileged, err)
+			return fmt.Errorf("%w: %w", ErrNotPrivileged, err)
 		}
 		return fmt.Errorf("read programs: %w", err)
 	}
@@ -259,95 +251,10 @@ func (d *Daemon) watchdog(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) status() api.Status {
-	s := d.sampler
-	s.mu.RLock()
-	st := api.Status{
-		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
-		UptimeSeconds: time.Since(d.started).Seconds(), BootID: d.bootID,
-		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
-		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
-		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,
-		LastSweepMs: float64(s.lastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.lastWrite.Microseconds()) / 1000,
-	}
-	if s.lastErr != nil {
-		st.LastError = s.lastErr.Error()
-	}
-	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
-	s.mu.RUnlock()
-	st.ProgramsSeen, _ = d.store.CountPrograms()
-	st.CPUPercent, st.RSSBytes = d.cost.read()
-	st.Hostname, _ = os.Hostname()
-	st.KernelRelease = kernelRelease()
-	st.Profiling = d.profilingStatus()
-	st.Counters = d.countersStatus()
-	return st
-}
-
-// checkSocketFree fails if a daemon answers on path, and removes a stale
-// socket file left by one that died.
-func checkSocketFree(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%w: socket %s: %v", ErrBadConfig, path, err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%w: socket path %s exists and is not a socket", ErrBadConfig, path)
-	}
-	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		conn.Close()
-		return fmt.Errorf("%w: %s answers", ErrSocketInUse, path)
-	}
-	return os.Remove(path)
-}
-
-// listen creates the API socket with mode 0660, owned by group if it exists
-// (the systemd unit's group), so only root and that group can talk to us.
-func listen(path, group string) (net.Listener, error) {
-	old := syscall.Umask(0o117)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	if group != "" {
-		if g, err := user.LookupGroup(group); err == nil {
-			gid, _ := strconv.Atoi(g.Gid)
-			if err := os.Chown(path, -1, gid); err != nil {
-				ln.Close()
-				return nil, fmt.Errorf("chown socket to group %s: %w", group, err)
-			}
-		}
-	}
-	return ln, nil
-}
-
 func readBootID(procRoot string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-func kernelRelease() string {
-	var u syscall.Utsname
-	if syscall.Uname(&u) != nil {
-		return ""
-	}
-	b := make([]byte, 0, len(u.Release))
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
 }
