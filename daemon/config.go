@@ -25,10 +25,16 @@ type Config struct {
 	ProcRoot    string        // usually /proc
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
-	Profile     ProfileConfig // CPU profiling (profiles.go)
+	Profile     ProfileConfig // CPU profiling (profiler.go)
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
+	// Now is the daemon's clock: when each sweep is read (so the rates),
+	// when exact counter windows open and close, how fresh the latest
+	// profile window is, retention, and the defaults of since and until;
+	// nil is time.Now. Waits, measured durations and the profiler's own
+	// windows use the real clock.
+	Now func() time.Time
 
 	// PanicAfter makes the sampler panic after this long; tests use it to
 	// check that a panic still restores the stats sysctl.
@@ -84,6 +90,9 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		d.counterPass(time.Now())
+		d.counterPass(d.now())
 		select {
 		case <-ctx.Done():
 			c.mu.Lock()
@@ -172,7 +172,7 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 			c.mu.Unlock()
 			for _, tg := range open {
 				tg.w.Stop()
-				d.finishWindow(tg, time.Now())
+				d.finishWindow(tg, d.now())
 			}
 			return
 		case req := <-c.reqs:
@@ -380,7 +380,7 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 		delete(c.targets, id)
 		c.mu.Unlock()
 		if tg.w != nil {
-			d.finishWindow(tg, time.Now())
+			d.finishWindow(tg, d.now())
 		}
 		c.mu.Lock()
 		view := c.view(tg)
@@ -416,7 +416,7 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 	tg.waiting, tg.failed = false, ""
 	c.targets[id] = tg
 	c.mu.Unlock()
-	if err := d.openWindow(tg, time.Now()); err != nil {
+	if err := d.openWindow(tg, d.now()); err != nil {
 		c.mu.Lock()
 		if c.targets[id] == tg {
 			delete(c.targets, id)

@@ -34,6 +34,9 @@ type Daemon struct {
 	ctr      counting
 }
 
+// now reads the daemon's clock (Config.Now).
+func (d *Daemon) now() time.Time { return d.cfg.Now() }
+
 // Run starts bpfperfd and blocks until ctx is done or sampling fails for
 // good. Stats are put back as found on every way out, panics included.
 func Run(ctx context.Context, cfg Config) (err error) {
@@ -95,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: time.Now()}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now()}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
@@ -151,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	stop()
 	wg.Wait()
-	now := time.Now()
+	now := d.now()
 	if werr := db.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
 		log.Warn("store stop event", "err", werr)
 	}
@@ -171,7 +174,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 	first := true
 	var lastRollup time.Time
 	for {
-		now := time.Now()
+		now := d.now()
 		if err := d.sampler.tick(now, first); err == nil {
 			first = false
 		} else if !d.sampler.storeFailing() {
@@ -210,19 +213,19 @@ func (d *Daemon) expire(ctx context.Context) {
 		case <-t.C:
 		}
 		start := time.Now()
-		n, err := d.store.Expire(start, d.cfg.Retention)
+		n, err := d.store.Expire(d.now(), d.cfg.Retention)
 		if err != nil {
 			d.cfg.Logger.Warn("expire old data", "err", err)
 		} else if n != (store.Expired{}) {
 			d.cfg.Logger.Info("expired old data", "chunks", n.Chunks, "programs", n.Programs, "events", n.Events, "took", time.Since(start))
 		}
-		if nb, err := d.store.ExpireBench(start, d.cfg.Retention); err != nil {
+		if nb, err := d.store.ExpireBench(d.now(), d.cfg.Retention); err != nil {
 			d.cfg.Logger.Warn("expire bench runs", "err", err)
 		} else if nb > 0 {
 			d.cfg.Logger.Info("expired bench runs", "runs", nb)
 		}
 		// Pack complete days (weeks, quarters for rollups) into segments.
-		if segs, err := d.store.Merge(time.Now()); err != nil {
+		if segs, err := d.store.Merge(d.now()); err != nil {
 			d.cfg.Logger.Warn("merge old chunks", "err", err)
 		} else if segs > 0 {
 			d.cfg.Logger.Info("merged old chunks", "segments", segs)

@@ -51,7 +51,7 @@ func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
 		benchReply(w, nil, err)
 		return
 	}
-	run, err := benchRunOf(body, r.URL.Query().Get("label"), time.Now())
+	run, err := benchRunOf(body, r.URL.Query().Get("label"), s.d.now())
 	if err != nil {
 		benchReply(w, nil, err)
 		return
@@ -124,7 +124,7 @@ func defaultBenchLabel(c bench.ReportConfig) string {
 }
 
 func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
-	since, until, err := queryRange(r.URL.Query(), DefaultBenchSince, time.Now())
+	since, until, err := queryRange(r.URL.Query(), DefaultBenchSince, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

@@ -73,7 +73,7 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 
 func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	ref, since, until, err := progRange(q, time.Now())
+	ref, since, until, err := progRange(q, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

@@ -13,7 +13,7 @@ import (
 // a day back) and until, of one program with ?prog=.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, until, err := queryRange(q, 24*time.Hour, time.Now())
+	since, until, err := queryRange(q, 24*time.Hour, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

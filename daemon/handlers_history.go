@@ -18,7 +18,7 @@ const maxHistoryPoints = 100_000
 // (default an hour back) and until, one per ?step.
 func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	ref, since, until, err := progRange(q, time.Now())
+	ref, since, until, err := progRange(q, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

@@ -30,11 +30,6 @@ func writeProfile(w http.ResponseWriter, data []byte) {
 	w.Write(data)
 }
 
-// profileRange reads since (default 1h back) and until (default now).
-func profileRange(r *http.Request) (time.Time, time.Time, error) {
-	return queryRange(r.URL.Query(), time.Hour, time.Now())
-}
-
 // kindFilter keeps profiles of the kind asked for: continuous, on-demand or
 // all (default def).
 func kindFilter(r *http.Request, def string) (func(store.ProfileInfo) bool, error) {
@@ -52,7 +47,7 @@ func kindFilter(r *http.Request, def string) (func(store.ProfileInfo) bool, erro
 }
 
 func (s *server) profilesIn(r *http.Request, defKind string) ([]store.ProfileInfo, time.Time, time.Time, error) {
-	since, until, err := profileRange(r)
+	since, until, err := queryRange(r.URL.Query(), time.Hour, s.d.now()) // default: the last hour
 	if err != nil {
 		return nil, since, until, err
 	}

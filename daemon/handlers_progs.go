@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
@@ -139,7 +138,7 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	}
 	until := rec.UnloadedAt
 	if until.IsZero() {
-		until = time.Now()
+		until = d.now()
 	}
 	points, err := d.store.Series(rec.Key, rec.FirstSeen, until)
 	if err != nil {

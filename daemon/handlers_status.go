@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 )
@@ -21,7 +20,7 @@ func (d *Daemon) status() api.Status {
 	s.mu.RLock()
 	st := api.Status{
 		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
-		UptimeSeconds: time.Since(d.started).Seconds(), BootID: d.bootID,
+		UptimeSeconds: d.now().Sub(d.started).Seconds(), BootID: d.bootID,
 		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
 		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
 		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,

@@ -31,7 +31,7 @@ func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
 // neither side holds more than one program's window in memory.
 func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, until, err := queryRange(q, 24*time.Hour, time.Now())
+	since, until, err := queryRange(q, 24*time.Hour, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

@@ -220,7 +220,7 @@ func (d *Daemon) expireProfiles(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		if n, err := d.store.ExpireProfiles(time.Now(), d.prof.cfg.Retention); err != nil {
+		if n, err := d.store.ExpireProfiles(d.now(), d.prof.cfg.Retention); err != nil {
 			d.cfg.Logger.Warn("expire profiles", "err", err)
 		} else if n > 0 {
 			d.cfg.Logger.Debug("expired profiles", "count", n)
@@ -250,7 +250,7 @@ func (d *Daemon) sampledCPU(id uint32) *float64 {
 	pr := &d.prof
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.shares == nil || time.Since(pr.lastEnd) > 2*pr.cfg.Every+10*time.Second {
+	if pr.shares == nil || d.now().Sub(pr.lastEnd) > 2*pr.cfg.Every+10*time.Second {
 		return nil
 	}
 	v, ok := pr.shares[id]
