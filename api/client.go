@@ -94,7 +94,7 @@ func (c *Client) send(r request) (*http.Response, error) {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoDaemon, err)
+		return nil, fmt.Errorf("%w: %w", ErrNoDaemon, err)
 	}
 	return resp, nil
 }

@@ -5,7 +5,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,10 +25,16 @@ type Config struct {
 	ProcRoot    string        // usually /proc
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
-	Profile     ProfileConfig // CPU profiling (profiles.go)
+	Profile     ProfileConfig // CPU profiling (profiler.go)
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
+	// Now is the daemon's clock: when each sweep is read (so the rates),
+	// when exact counter windows open and close, how fresh the latest
+	// profile window is, retention, and the defaults of since and until;
+	// nil is time.Now. Waits, measured durations and the profiler's own
+	// windows use the real clock.
+	Now func() time.Time
 
 	// PanicAfter makes the sampler panic after this long; tests use it to
 	// check that a panic still restores the stats sysctl.
@@ -51,11 +56,6 @@ const (
 
 	minInterval = 100 * time.Millisecond
 	maxInterval = time.Hour
-)
-
-var (
-	ErrBadConfig   = errors.New("bad configuration")
-	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
 )
 
 // validate checks the flags and fills defaults.
@@ -91,6 +91,9 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return nil
 }
 
@@ -98,20 +101,20 @@ func (c *Config) validate() error {
 func (c *Config) checkPaths() error {
 	fi, err := os.Stat(c.StateDir)
 	if err != nil {
-		return fmt.Errorf("%w: state dir: %v", ErrBadConfig, err)
+		return fmt.Errorf("%w: state dir: %w", ErrBadConfig, err)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: state dir %s is not a directory", ErrBadConfig, c.StateDir)
 	}
 	probe, err := os.CreateTemp(c.StateDir, ".write-probe-*")
 	if err != nil {
-		return fmt.Errorf("%w: state dir %s is not writable: %v", ErrBadConfig, c.StateDir, err)
+		return fmt.Errorf("%w: state dir %s is not writable: %w", ErrBadConfig, c.StateDir, err)
 	}
 	probe.Close()
 	os.Remove(probe.Name())
 	if dir := filepath.Dir(c.Socket); dir != "" {
 		if _, err := os.Stat(dir); err != nil {
-			return fmt.Errorf("%w: socket directory: %v", ErrBadConfig, err)
+			return fmt.Errorf("%w: socket directory: %w", ErrBadConfig, err)
 		}
 	}
 	return nil

@@ -267,7 +267,7 @@ func (d *Daemon) latestSampled(id uint32) *api.PerfCounters {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pc := s.last[id]
-	if pc == nil || time.Since(s.lastEnd) > 2*d.prof.cfg.Every+10*time.Second {
+	if pc == nil || d.now().Sub(s.lastEnd) > 2*d.prof.cfg.Every+10*time.Second {
 		return nil
 	}
 	return pc

@@ -4,27 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
 )
-
-// ErrNotPrivileged means the kernel refused to let us read programs.
-var ErrNotPrivileged = errors.New("not privileged")
 
 // Daemon is a running bpfperfd.
 type Daemon struct {
@@ -42,6 +34,9 @@ type Daemon struct {
 	ctr      counting
 }
 
+// now reads the daemon's clock (Config.Now).
+func (d *Daemon) now() time.Time { return d.cfg.Now() }
+
 // Run starts bpfperfd and blocks until ctx is done or sampling fails for
 // good. Stats are put back as found on every way out, panics included.
 func Run(ctx context.Context, cfg Config) (err error) {
@@ -54,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	var skipped *collectors.SkippedError
 	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
 		if errors.Is(err, collectors.ErrNotPermitted) {
-			return fmt.Errorf("%w: %v", ErrNotPrivileged, err)
+			return fmt.Errorf("%w: %w", ErrNotPrivileged, err)
 		}
 		return fmt.Errorf("read programs: %w", err)
 	}
@@ -103,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: time.Now()}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now()}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
@@ -159,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	stop()
 	wg.Wait()
-	now := time.Now()
+	now := d.now()
 	if werr := db.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
 		log.Warn("store stop event", "err", werr)
 	}
@@ -179,7 +174,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 	first := true
 	var lastRollup time.Time
 	for {
-		now := time.Now()
+		now := d.now()
 		if err := d.sampler.tick(now, first); err == nil {
 			first = false
 		} else if !d.sampler.storeFailing() {
@@ -218,19 +213,19 @@ func (d *Daemon) expire(ctx context.Context) {
 		case <-t.C:
 		}
 		start := time.Now()
-		n, err := d.store.Expire(start, d.cfg.Retention)
+		n, err := d.store.Expire(d.now(), d.cfg.Retention)
 		if err != nil {
 			d.cfg.Logger.Warn("expire old data", "err", err)
 		} else if n != (store.Expired{}) {
 			d.cfg.Logger.Info("expired old data", "chunks", n.Chunks, "programs", n.Programs, "events", n.Events, "took", time.Since(start))
 		}
-		if nb, err := d.store.ExpireBench(start, d.cfg.Retention); err != nil {
+		if nb, err := d.store.ExpireBench(d.now(), d.cfg.Retention); err != nil {
 			d.cfg.Logger.Warn("expire bench runs", "err", err)
 		} else if nb > 0 {
 			d.cfg.Logger.Info("expired bench runs", "runs", nb)
 		}
 		// Pack complete days (weeks, quarters for rollups) into segments.
-		if segs, err := d.store.Merge(time.Now()); err != nil {
+		if segs, err := d.store.Merge(d.now()); err != nil {
 			d.cfg.Logger.Warn("merge old chunks", "err", err)
 		} else if segs > 0 {
 			d.cfg.Logger.Info("merged old chunks", "segments", segs)
@@ -259,95 +254,10 @@ func (d *Daemon) watchdog(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) status() api.Status {
-	s := d.sampler
-	s.mu.RLock()
-	st := api.Status{
-		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
-		UptimeSeconds: time.Since(d.started).Seconds(), BootID: d.bootID,
-		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
-		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
-		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,
-		LastSweepMs: float64(s.lastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.lastWrite.Microseconds()) / 1000,
-	}
-	if s.lastErr != nil {
-		st.LastError = s.lastErr.Error()
-	}
-	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
-	s.mu.RUnlock()
-	st.ProgramsSeen, _ = d.store.CountPrograms()
-	st.CPUPercent, st.RSSBytes = d.cost.read()
-	st.Hostname, _ = os.Hostname()
-	st.KernelRelease = kernelRelease()
-	st.Profiling = d.profilingStatus()
-	st.Counters = d.countersStatus()
-	return st
-}
-
-// checkSocketFree fails if a daemon answers on path, and removes a stale
-// socket file left by one that died.
-func checkSocketFree(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%w: socket %s: %v", ErrBadConfig, path, err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("%w: socket path %s exists and is not a socket", ErrBadConfig, path)
-	}
-	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		conn.Close()
-		return fmt.Errorf("%w: %s answers", ErrSocketInUse, path)
-	}
-	return os.Remove(path)
-}
-
-// listen creates the API socket with mode 0660, owned by group if it exists
-// (the systemd unit's group), so only root and that group can talk to us.
-func listen(path, group string) (net.Listener, error) {
-	old := syscall.Umask(0o117)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	if group != "" {
-		if g, err := user.LookupGroup(group); err == nil {
-			gid, _ := strconv.Atoi(g.Gid)
-			if err := os.Chown(path, -1, gid); err != nil {
-				ln.Close()
-				return nil, fmt.Errorf("chown socket to group %s: %w", group, err)
-			}
-		}
-	}
-	return ln, nil
-}
-
 func readBootID(procRoot string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/random/boot_id"))
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-func kernelRelease() string {
-	var u syscall.Utsname
-	if syscall.Uname(&u) != nil {
-		return ""
-	}
-	b := make([]byte, 0, len(u.Release))
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
 }

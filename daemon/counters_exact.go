@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path"
-	"sort"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
@@ -30,76 +26,6 @@ import (
 // The sampled mechanism (counters_sampled.go) estimates the same per-run
 // figures from the continuous profile windows; a program's row shows the
 // newer of its exact and sampled windows, naming the mechanism.
-
-// CountersConfig configures which programs are counted and how.
-type CountersConfig struct {
-	// Programs are names or globs (path.Match syntax) of programs counted
-	// when they appear.
-	Programs []string
-	Window   time.Duration // how long each counting window lasts
-	Every    time.Duration // how often a target's window starts (at least Window)
-	Max      int           // targets counted at once; each adds cost to every run
-}
-
-// Counter defaults and limits.
-const (
-	DefaultCountersWindow = 10 * time.Second
-	DefaultCountersEvery  = time.Minute
-	DefaultCountersMax    = 4
-
-	minCountersWindow = 100 * time.Millisecond
-	maxCountersWindow = time.Hour
-	maxCountersEvery  = 24 * time.Hour
-	maxCountersMax    = 64
-)
-
-// Errors of the counters API.
-var (
-	// ErrCountersUnavailable: the exact mechanism cannot run here.
-	ErrCountersUnavailable = errors.New("exact perf counters unavailable")
-	// ErrTooManyCounterTargets: --counters.max targets are enabled.
-	ErrTooManyCounterTargets = collectors.ErrTooManyTargets
-)
-
-func (c CountersConfig) withDefaults() CountersConfig {
-	if c.Window == 0 {
-		c.Window = DefaultCountersWindow
-	}
-	if c.Every == 0 {
-		c.Every = max(DefaultCountersEvery, c.Window)
-	}
-	if c.Max == 0 {
-		c.Max = DefaultCountersMax
-	}
-	return c
-}
-
-// Validate checks the counters flags, with defaults for what is unset.
-func (c CountersConfig) Validate() error {
-	c = c.withDefaults()
-	if err := checkWindow(c.Window); err != nil {
-		return fmt.Errorf("%w: --counters.window %v", ErrBadConfig, err)
-	}
-	if c.Every < c.Window || c.Every > maxCountersEvery {
-		return fmt.Errorf("%w: --counters.every %v must be between --counters.window (%v) and %v", ErrBadConfig, c.Every, c.Window, maxCountersEvery)
-	}
-	if c.Max < 1 || c.Max > maxCountersMax {
-		return fmt.Errorf("%w: --counters.max %d is outside 1..%d", ErrBadConfig, c.Max, maxCountersMax)
-	}
-	for _, g := range c.Programs {
-		if _, err := path.Match(g, ""); err != nil || g == "" {
-			return fmt.Errorf("%w: --counters.programs %q is not a name or glob", ErrBadConfig, g)
-		}
-	}
-	return nil
-}
-
-func checkWindow(d time.Duration) error {
-	if d < minCountersWindow || d > maxCountersWindow {
-		return fmt.Errorf("%v is outside %v..%v", d, minCountersWindow, maxCountersWindow)
-	}
-	return nil
-}
 
 // counting is the daemon's counters state. Its zero value takes targets
 // from the sampler before startCounters runs.
@@ -233,7 +159,7 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
-		d.counterPass(time.Now())
+		d.counterPass(d.now())
 		select {
 		case <-ctx.Done():
 			c.mu.Lock()
@@ -246,7 +172,7 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 			c.mu.Unlock()
 			for _, tg := range open {
 				tg.w.Stop()
-				d.finishWindow(tg, time.Now())
+				d.finishWindow(tg, d.now())
 			}
 			return
 		case req := <-c.reqs:
@@ -454,7 +380,7 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 		delete(c.targets, id)
 		c.mu.Unlock()
 		if tg.w != nil {
-			d.finishWindow(tg, time.Now())
+			d.finishWindow(tg, d.now())
 		}
 		c.mu.Lock()
 		view := c.view(tg)
@@ -490,7 +416,7 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 	tg.waiting, tg.failed = false, ""
 	c.targets[id] = tg
 	c.mu.Unlock()
-	if err := d.openWindow(tg, time.Now()); err != nil {
+	if err := d.openWindow(tg, d.now()); err != nil {
 		c.mu.Lock()
 		if c.targets[id] == tg {
 			delete(c.targets, id)
@@ -501,158 +427,6 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return counterReply{target: c.view(tg)}
-}
-
-// view is a target as the API shows it. Called with c.mu held.
-func (c *counting) view(tg *counterTarget) api.CounterTarget {
-	v := api.CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
-	switch {
-	case tg.w != nil:
-		v.State = "counting"
-	case tg.waiting:
-		v.State, v.Reason = "waiting", fmt.Sprintf("too many targets (%d of %d)", c.inSlots(), c.cfg.Max)
-	case tg.failed != "":
-		v.State, v.Reason = "failed", tg.failed
-	default:
-		v.State, v.Next = "idle", tg.next
-	}
-	return v
-}
-
-// windowCounters derives per-run figures from one window's reading.
-func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
-	var totals [store.CounterEvents]*float64
-	var names []string
-	for _, v := range r.Values {
-		names = append(names, v.Event.String())
-		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
-			totals[v.Event] = ptr(n)
-		}
-	}
-	pc := api.PerfPerRun(r.Counted, totals[:])
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
-	return pc
-}
-
-func ptr(f float64) *float64 { return &f }
-
-// counterReason is the short reason for a counter error: the kind and the
-// errno, as status shows it.
-func counterReason(err error) string {
-	if err == nil {
-		return ""
-	}
-	var errno unix.Errno
-	suffix := ""
-	if errors.As(err, &errno) {
-		suffix = " (" + unix.ErrnoName(errno) + ")"
-	}
-	switch {
-	case errors.Is(err, collectors.ErrTracingRefused):
-		return "tracing programs refused" + suffix
-	case errors.Is(err, perfevent.ErrNoPMU):
-		return "no PMU" + suffix
-	case errors.Is(err, perfevent.ErrPMURefused):
-		return "the PMU refused this configuration" + suffix
-	case errors.Is(err, perfevent.ErrCountersBusy):
-		return "counters busy with another tool" + suffix
-	case errors.Is(err, perfevent.ErrNotPermitted):
-		return "not permitted: CAP_PERFMON or perf_event_paranoid" + suffix
-	case errors.Is(err, collectors.ErrNoBTF):
-		return "target has no BTF"
-	case errors.Is(err, collectors.ErrTooManyTargets):
-		return "too many targets"
-	case errors.Is(err, collectors.ErrNotPermitted):
-		return "not permitted" + suffix
-	}
-	return err.Error()
-}
-
-// counterReasonDetail is the short reason followed by the full error.
-func counterReasonDetail(err error) string {
-	r := counterReason(err)
-	if r == err.Error() {
-		return r
-	}
-	return r + ": " + err.Error()
-}
-
-// counterRoutes registers the /v1/counters endpoints.
-func (s *server) counterRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/counters", s.countersList)
-	mux.HandleFunc("POST /v1/counters/enable", s.countersEnable(true))
-	mux.HandleFunc("POST /v1/counters/disable", s.countersEnable(false))
-	mux.HandleFunc("GET /v1/counters/history", s.countersHistory)
-}
-
-func replyCounters(w http.ResponseWriter, v any, err error) {
-	code := 0
-	switch {
-	case errors.Is(err, ErrCountersUnavailable):
-		code = http.StatusServiceUnavailable
-	case errors.Is(err, collectors.ErrTooManyTargets):
-		code = http.StatusConflict
-	}
-	if code == 0 {
-		reply(w, v, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	w.Write(append(mustJSON(api.ErrorAnswer{Error: err.Error()}), '\n'))
-}
-
-func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
-	reply(w, s.d.countersList(), nil)
-}
-
-func (d *Daemon) countersList() api.CountersList {
-	out := api.CountersList{Targets: []api.CounterTarget{}}
-	if st := d.countersStatus(); st != nil {
-		out.Status = *st
-	}
-	c := &d.ctr
-	c.mu.Lock()
-	for _, tg := range c.targets {
-		out.Targets = append(out.Targets, c.view(tg))
-	}
-	c.mu.Unlock()
-	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].ID < out.Targets[j].ID })
-	return out
-}
-
-func (s *server) countersEnable(enable bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		ref := q.Get("prog")
-		if ref == "" {
-			reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
-			return
-		}
-		var window time.Duration
-		if v := q.Get("window"); v != "" {
-			var err error
-			if window, err = time.ParseDuration(v); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", ErrBadRequest, v))
-				return
-			}
-			if err := checkWindow(window); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %v", ErrBadRequest, err))
-				return
-			}
-		}
-		inst, err := s.d.resolveOne(ref)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		if inst.live == nil {
-			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", ErrBadRequest, ref, inst.rec.ID))
-			return
-		}
-		t, err := s.d.ctr.do(r.Context(), counterRequest{enable: enable, inst: inst, window: window})
-		replyCounters(w, t, err)
-	}
 }
 
 // do hands a request to the counter loop and waits for its answer.
@@ -677,110 +451,20 @@ func (c *counting) do(ctx context.Context, req counterRequest) (api.CounterTarge
 	}
 }
 
-func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	ref := q.Get("prog")
-	if ref == "" {
-		reply(w, nil, fmt.Errorf("%w: prog is required", ErrBadRequest))
-		return
+// view is a target as the API shows it. Called with c.mu held.
+func (c *counting) view(tg *counterTarget) api.CounterTarget {
+	v := api.CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
+	switch {
+	case tg.w != nil:
+		v.State = "counting"
+	case tg.waiting:
+		v.State, v.Reason = "waiting", fmt.Sprintf("too many targets (%d of %d)", c.inSlots(), c.cfg.Max)
+	case tg.failed != "":
+		v.State, v.Reason = "failed", tg.failed
+	default:
+		v.State, v.Next = "idle", tg.next
 	}
-	since, until, err := queryRange(q, time.Hour, time.Now())
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
-	h, err := s.d.counterHistory(ref, since, until)
-	reply(w, h, err)
-}
-
-// counterHistory lists the finished windows of every instance PROG names,
-// oldest first: for each pair of consecutive samples that counted runs,
-// the per-run figures of what happened between them.
-func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
-	if !until.After(since) {
-		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
-	}
-	insts, err := d.resolve(ref)
-	if err != nil {
-		return api.CounterHistory{}, err
-	}
-	h := api.CounterHistory{Program: ref, Since: since, Until: until, Points: []api.CounterHistoryPoint{}}
-	for _, inst := range insts {
-		samples, err := d.store.CounterSeries(inst.rec.Key, since, until)
-		if err != nil {
-			return api.CounterHistory{}, err
-		}
-		// Exact windows lie between consecutive exact samples; a sampled
-		// sample is a window of its own.
-		var prevExact *store.CounterSample
-		for i := range samples {
-			var p *api.PerfCounters
-			switch s := samples[i]; s.Mechanism {
-			case store.CounterSampled:
-				p = sampledFromStore(s)
-			case store.CounterExact:
-				if prevExact != nil {
-					p = windowBetween(*prevExact, s)
-				}
-				prevExact = &samples[i]
-			}
-			if p != nil {
-				h.Points = append(h.Points, api.CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
-			}
-			if len(h.Points) > maxHistoryPoints {
-				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
-			}
-		}
-	}
-	sort.SliceStable(h.Points, func(i, j int) bool { return h.Points[i].WindowEnd.Before(h.Points[j].WindowEnd) })
-	return h, nil
-}
-
-// windowBetween derives the per-run figures between two cumulative
-// samples, or nil when no run was counted between them. An event counts
-// only when both samples have it.
-func windowBetween(a, b store.CounterSample) *api.PerfCounters {
-	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
-		return nil
-	}
-	var totals [store.CounterEvents]*float64
-	var names []string
-	for i := range store.CounterEvents {
-		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
-			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
-			names = append(names, perfevent.Event(i).String())
-		}
-	}
-	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
-	return pc
-}
-
-// fillCounters adds the last finished window's per-run figures to a row:
-// the newer of the exact and the sampled ones.
-// Called with the sampler's lock held. It also marks the exact
-// mechanism's own programs as the daemon's while a window is open.
-func (d *Daemon) fillCounters(row *api.ProgRow) {
-	c := &d.ctr
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
-		row.Own = true
-	}
-	var exact *api.PerfCounters
-	if tg := c.targets[row.ID]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
-		exact = tg.last
-	}
-	last := exact
-	if s := d.latestSampled(row.ID); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
-		last = s
-	}
-	if last == nil {
-		return
-	}
-	pc := *last
-	row.CyclesPerRun, row.InstructionsPerRun, row.IPC, row.LLCMissesPerRun = pc.CyclesPerRun, pc.InstructionsPerRun, pc.IPC, pc.LLCMissesPerRun
-	row.PerfCounters = &pc
+	return v
 }
 
 func (c *counting) openWindows() int {
@@ -793,37 +477,19 @@ func (c *counting) openWindows() int {
 	return n
 }
 
-// countersStatus reports counters in /v1/status: nil until probed.
-func (d *Daemon) countersStatus() *api.CountersStatus {
-	c := &d.ctr
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.started {
-		return nil
-	}
-	st := &api.CountersStatus{
-		Exact:    api.MechanismStatus{Available: c.exact != nil},
-		WindowMs: c.cfg.Window.Milliseconds(), EveryMs: c.cfg.Every.Milliseconds(), Max: c.cfg.Max,
-		Programs: c.cfg.Programs, Counting: c.openWindows(),
-	}
-	if c.exact != nil {
-		st.Exact.Detail = "fentry/fexit around every run of each target, in windows"
-		for _, e := range c.events {
-			st.Events = append(st.Events, e.String())
-		}
-	} else {
-		st.Exact.Reason, st.Exact.Detail = counterReason(c.support.Exact), c.support.Exact.Error()
-	}
-	for _, tg := range c.targets {
-		switch {
-		case tg.waiting:
-			st.Waiting++
-		case tg.failed != "":
-			st.Failed++
-		default:
-			st.Targets++
+// windowCounters derives per-run figures from one window's reading.
+func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for _, v := range r.Values {
+		names = append(names, v.Event.String())
+		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
+			totals[v.Event] = ptr(n)
 		}
 	}
-	st.Sampled = d.sampledStatus()
-	return st
+	pc := api.PerfPerRun(r.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
+	return pc
 }
+
+func ptr(f float64) *float64 { return &f }

@@ -26,9 +26,6 @@ const (
 	DefaultBenchSince = 30 * 24 * time.Hour
 )
 
-// ErrUnknownBenchRun: no stored run has that id.
-var ErrUnknownBenchRun = store.ErrUnknownBenchRun
-
 // benchRoutes registers the /v1/bench endpoints.
 func (s *server) benchRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/bench/runs", s.putBenchRun)
@@ -36,24 +33,14 @@ func (s *server) benchRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/bench/runs/{id}", s.getBenchRun)
 }
 
-// benchReply is reply with the bench errors' status codes.
+// benchReply is reply, except that a report over the limit is 413.
 func benchReply(w http.ResponseWriter, v any, err error) {
 	var tooLarge *http.MaxBytesError
-	code := 0
-	switch {
-	case errors.Is(err, ErrUnknownBenchRun):
-		code = http.StatusNotFound
-	case errors.As(err, &tooLarge):
-		code = http.StatusRequestEntityTooLarge
-		err = fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, api.MaxBenchReport>>20)
-	}
-	if code == 0 {
-		reply(w, v, err)
+	if errors.As(err, &tooLarge) {
+		replyError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, api.MaxBenchReport>>20))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(api.ErrorAnswer{Error: err.Error()})
+	reply(w, v, err)
 }
 
 // putBenchRun stores a report (the JSON `bpfperf bench -o json` writes) and
@@ -64,7 +51,7 @@ func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
 		benchReply(w, nil, err)
 		return
 	}
-	run, err := benchRunOf(body, r.URL.Query().Get("label"), time.Now())
+	run, err := benchRunOf(body, r.URL.Query().Get("label"), s.d.now())
 	if err != nil {
 		benchReply(w, nil, err)
 		return
@@ -87,7 +74,7 @@ func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var rep bench.Report
 	if err := dec.Decode(&rep); err != nil {
-		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json): %v", ErrBadRequest, err)
+		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json): %w", ErrBadRequest, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return run, fmt.Errorf("%w: not a bench report: data after the JSON document", ErrBadRequest)
@@ -137,7 +124,7 @@ func defaultBenchLabel(c bench.ReportConfig) string {
 }
 
 func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
-	since, until, err := queryRange(r.URL.Query(), DefaultBenchSince, time.Now())
+	since, until, err := queryRange(r.URL.Query(), DefaultBenchSince, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

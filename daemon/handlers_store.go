@@ -12,11 +12,13 @@ import (
 	"github.com/bpfperf/bpfperf/store"
 )
 
+// storeStats answers GET /v1/store/stats.
 func (s *server) storeStats(w http.ResponseWriter, r *http.Request) {
 	st, err := s.d.store.Stats()
 	reply(w, apiStoreStats(st), err)
 }
 
+// storeCheck answers GET /v1/store/check: it reads the whole store.
 func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
 	problems, err := s.d.store.Check()
 	if problems == nil {
@@ -29,7 +31,7 @@ func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
 // neither side holds more than one program's window in memory.
 func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	since, until, err := queryRange(q, 24*time.Hour, time.Now())
+	since, until, err := queryRange(q, 24*time.Hour, s.d.now())
 	if err != nil {
 		reply(w, nil, err)
 		return

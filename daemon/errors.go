@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// The daemon's sentinel errors. Errors are wrapped with %w on their way
+// up, so callers (and statusOf) can still match them.
+var (
+	// Starting the daemon.
+
+	// ErrBadConfig: a flag is out of range, or a path is unusable.
+	ErrBadConfig = errors.New("bad configuration")
+	// ErrSocketInUse: another bpfperfd answers on the socket or holds
+	// the store.
+	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
+	// ErrNotPrivileged means the kernel refused to let us read programs.
+	ErrNotPrivileged = errors.New("not privileged")
+
+	// Answering the API.
+
+	ErrUnknownProgram   = errors.New("unknown program")
+	ErrAmbiguousProgram = errors.New("ambiguous program")
+	ErrBadRequest       = errors.New("bad request")
+	// ErrCountersUnavailable: the exact mechanism cannot run here.
+	ErrCountersUnavailable = errors.New("exact perf counters unavailable")
+	// ErrTooManyCounterTargets: --counters.max targets are enabled.
+	ErrTooManyCounterTargets = collectors.ErrTooManyTargets
+	// ErrProfilingOff means CPU profiling could not start on this host.
+	ErrProfilingOff = errors.New("CPU profiling is off")
+	// ErrUnknownBenchRun: no stored run has that id.
+	ErrUnknownBenchRun = store.ErrUnknownBenchRun
+)
+
+// statusOf is the HTTP status an API error answers with: the first kind
+// in this list that err matches, 500 for none.
+func statusOf(err error) int {
+	for _, k := range []struct {
+		code int
+		errs []error
+	}{
+		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration}},
+		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
+		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
+		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff}},
+		// This host cannot sample or count the event.
+		{http.StatusNotImplemented, []error{perfevent.ErrNoPMU, perfevent.ErrPMURefused}},
+	} {
+		for _, e := range k.errs {
+			if errors.Is(err, e) {
+				return k.code
+			}
+		}
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// counterRoutes registers the /v1/counters endpoints.
+func (s *server) counterRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/counters", s.countersList)
+	mux.HandleFunc("POST /v1/counters/enable", s.countersEnable(true))
+	mux.HandleFunc("POST /v1/counters/disable", s.countersEnable(false))
+	mux.HandleFunc("GET /v1/counters/history", s.countersHistory)
+}
+
+func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
+	reply(w, s.d.countersList(), nil)
+}
+
+func (d *Daemon) countersList() api.CountersList {
+	out := api.CountersList{Targets: []api.CounterTarget{}}
+	if st := d.countersStatus(); st != nil {
+		out.Status = *st
+	}
+	c := &d.ctr
+	c.mu.Lock()
+	for _, tg := range c.targets {
+		out.Targets = append(out.Targets, c.view(tg))
+	}
+	c.mu.Unlock()
+	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].ID < out.Targets[j].ID })
+	return out
+}
+
+func (s *server) countersEnable(enable bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		ref, err := progParam(q)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		var window time.Duration
+		if v := q.Get("window"); v != "" {
+			if window, err = time.ParseDuration(v); err != nil {
+				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", ErrBadRequest, v))
+				return
+			}
+			if err := checkWindow(window); err != nil {
+				reply(w, nil, fmt.Errorf("%w: window %w", ErrBadRequest, err))
+				return
+			}
+		}
+		inst, err := s.d.resolveOne(ref)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		if inst.live == nil {
+			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", ErrBadRequest, ref, inst.rec.ID))
+			return
+		}
+		t, err := s.d.ctr.do(r.Context(), counterRequest{enable: enable, inst: inst, window: window})
+		reply(w, t, err)
+	}
+}
+
+func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ref, since, until, err := progRange(q, s.d.now())
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	h, err := s.d.counterHistory(ref, since, until)
+	reply(w, h, err)
+}
+
+// counterHistory lists the finished windows of every instance PROG names,
+// oldest first: for each pair of consecutive samples that counted runs,
+// the per-run figures of what happened between them.
+func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
+	if !until.After(since) {
+		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	insts, err := d.resolve(ref)
+	if err != nil {
+		return api.CounterHistory{}, err
+	}
+	h := api.CounterHistory{Program: ref, Since: since, Until: until, Points: []api.CounterHistoryPoint{}}
+	for _, inst := range insts {
+		samples, err := d.store.CounterSeries(inst.rec.Key, since, until)
+		if err != nil {
+			return api.CounterHistory{}, err
+		}
+		// Exact windows lie between consecutive exact samples; a sampled
+		// sample is a window of its own.
+		var prevExact *store.CounterSample
+		for i := range samples {
+			var p *api.PerfCounters
+			switch s := samples[i]; s.Mechanism {
+			case store.CounterSampled:
+				p = sampledFromStore(s)
+			case store.CounterExact:
+				if prevExact != nil {
+					p = windowBetween(*prevExact, s)
+				}
+				prevExact = &samples[i]
+			}
+			if p != nil {
+				h.Points = append(h.Points, api.CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
+			}
+			if len(h.Points) > maxHistoryPoints {
+				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
+			}
+		}
+	}
+	sort.SliceStable(h.Points, func(i, j int) bool { return h.Points[i].WindowEnd.Before(h.Points[j].WindowEnd) })
+	return h, nil
+}
+
+// windowBetween derives the per-run figures between two cumulative
+// samples, or nil when no run was counted between them. An event counts
+// only when both samples have it.
+func windowBetween(a, b store.CounterSample) *api.PerfCounters {
+	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
+		return nil
+	}
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for i := range store.CounterEvents {
+		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
+			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
+			names = append(names, perfevent.Event(i).String())
+		}
+	}
+	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
+	return pc
+}

@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// maxHistoryPoints bounds one history answer, so a request cannot make the
+// daemon build an unbounded response.
+const maxHistoryPoints = 100_000
+
+// history answers GET /v1/history: one program's points between since
+// (default an hour back) and until, one per ?step.
+func (s *server) history(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ref, since, until, err := progRange(q, s.d.now())
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	var step time.Duration
+	if v := q.Get("step"); v != "" {
+		if step, err = time.ParseDuration(v); err != nil || step <= 0 {
+			reply(w, nil, fmt.Errorf("%w: step %q is not a positive duration", ErrBadRequest, v))
+			return
+		}
+	}
+	h, err := s.d.history(ref, since, until, step)
+	reply(w, h, err)
+}
+
+// history stitches the stored series of every instance PROG names, oldest
+// first. With step > 0 it keeps the last sample of each step-long bucket.
+// Rates are between consecutive kept points of the same instance.
+func (d *Daemon) history(ref string, since, until time.Time, step time.Duration) (api.History, error) {
+	if !until.After(since) {
+		return api.History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+	}
+	if step > 0 && until.Sub(since)/step > maxHistoryPoints {
+		return api.History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", ErrBadRequest, step, until.Sub(since), maxHistoryPoints)
+	}
+	insts, err := d.resolve(ref)
+	if err != nil {
+		return api.History{}, err
+	}
+	if overlap(insts) {
+		return api.History{}, ambiguous(ref, insts)
+	}
+	sort.Slice(insts, func(i, j int) bool { return insts[i].rec.FirstSeen.Before(insts[j].rec.FirstSeen) })
+	h := api.History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []api.HistoryPoint{}}
+	for n, inst := range insts {
+		points, res, err := d.points(inst.rec.Key, since, until, step)
+		if err != nil {
+			return api.History{}, err
+		}
+		h.Resolution = res.String()
+		points = downsample(points, since, step)
+		if len(h.Points)+len(points) > maxHistoryPoints {
+			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
+		}
+		for i, p := range points {
+			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p)}
+			if i > 0 {
+				prev := h.Points[len(h.Points)-1]
+				hp.Rates = api.RatesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))
+			} else if n > 0 {
+				hp.Reload = true
+			}
+			h.Points = append(h.Points, hp)
+		}
+	}
+	return h, nil
+}
+
+// points reads an instance's samples from the coarsest resolution that
+// still gives one point per step: raw below a minute, minute rollups below an
+// hour, hour rollups above. Rollups give each bucket's last sample; the
+// bucket still filling comes from the raw samples.
+func (d *Daemon) points(k store.InstanceKey, since, until time.Time, step time.Duration) ([]store.Point, store.Resolution, error) {
+	res := store.Raw
+	switch {
+	case step >= time.Hour:
+		res = store.Hour
+	case step >= time.Minute:
+		res = store.Minute
+	}
+	if res == store.Raw {
+		p, err := d.store.Series(k, since, until)
+		return p, res, err
+	}
+	rolled, err := d.store.RolledUpTo(res)
+	if err != nil {
+		return nil, res, err
+	}
+	rollups, err := d.store.Rollups(k, res, since.Add(-time.Duration(res)), until)
+	if err != nil {
+		return nil, res, err
+	}
+	var out []store.Point
+	for _, r := range rollups {
+		if !r.Last.Time.Before(since) && !r.Last.Time.After(until) {
+			out = append(out, r.Last)
+		}
+	}
+	if rolled.Before(until) {
+		recent, err := d.store.Series(k, maxTime(since, rolled), until)
+		if err != nil {
+			return nil, res, err
+		}
+		out = append(out, recent...)
+	}
+	return out, res, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// downsample keeps the last point of each step-long bucket counted from
+// since. Counters are cumulative, so dropping points loses no runs.
+func downsample(points []store.Point, since time.Time, step time.Duration) []store.Point {
+	if step <= 0 || len(points) == 0 {
+		return points
+	}
+	out := points[:0:0]
+	bucket := func(t time.Time) int64 { return int64(t.Sub(since) / step) }
+	for i, p := range points {
+		if i+1 == len(points) || bucket(points[i+1].Time) != bucket(p.Time) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"net/http"
+	"os"
+	"syscall"
+
+	"github.com/bpfperf/bpfperf/api"
+)
+
+// status answers GET /v1/status.
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	reply(w, s.d.status(), nil)
+}
+
+// status is the daemon as it runs: its sampler, store and own cost, and
+// what profiling and perf counters do.
+func (d *Daemon) status() api.Status {
+	s := d.sampler
+	s.mu.RLock()
+	st := api.Status{
+		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
+		UptimeSeconds: d.now().Sub(d.started).Seconds(), BootID: d.bootID,
+		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
+		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
+		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,
+		LastSweepMs: float64(s.lastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.lastWrite.Microseconds()) / 1000,
+	}
+	if s.lastErr != nil {
+		st.LastError = s.lastErr.Error()
+	}
+	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
+	s.mu.RUnlock()
+	st.ProgramsSeen, _ = d.store.CountPrograms()
+	st.CPUPercent, st.RSSBytes = d.cost.read()
+	st.Hostname, _ = os.Hostname()
+	st.KernelRelease = kernelRelease()
+	st.Profiling = d.profilingStatus()
+	st.Counters = d.countersStatus()
+	return st
+}
+
+func kernelRelease() string {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return ""
+	}
+	b := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
