@@ -22,11 +22,7 @@ func benchRunsCommand(dial clientFactory) *cli.Command {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench runs: unexpected argument %q", c.Args().First())
 			}
-			since, until, err := timeRange(c)
-			if err != nil {
-				return err
-			}
-			client, err := dial(c)
+			client, since, until, err := dialRange(c, dial)
 			if err != nil {
 				return err
 			}

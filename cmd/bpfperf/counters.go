@@ -79,11 +79,7 @@ func countersCommand(dial clientFactory) *cli.Command {
 					if err != nil {
 						return err
 					}
-					since, until, err := timeRange(c)
-					if err != nil {
-						return err
-					}
-					client, err := dial(c)
+					client, since, until, err := dialRange(c, dial)
 					if err != nil {
 						return err
 					}

@@ -23,11 +23,7 @@ func eventsCommand(dial clientFactory) *cli.Command {
 			if err := noArgs(c); err != nil {
 				return err
 			}
-			since, until, err := timeRange(c)
-			if err != nil {
-				return err
-			}
-			client, err := dial(c)
+			client, since, until, err := dialRange(c, dial)
 			if err != nil {
 				return err
 			}

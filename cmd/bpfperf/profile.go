@@ -93,11 +93,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 					if err := noArgs(c); err != nil {
 						return err
 					}
-					since, until, err := timeRange(c)
-					if err != nil {
-						return err
-					}
-					client, err := dial(c)
+					client, since, until, err := dialRange(c, dial)
 					if err != nil {
 						return err
 					}
@@ -161,11 +157,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 						}
 						return writeProfile(out, p, func() error { return summary(c, fmt.Sprintf("merged %d profiles", len(ps)), p) })
 					}
-					since, until, err := timeRange(c)
-					if err != nil {
-						return err
-					}
-					client, err := dial(c)
+					client, since, until, err := dialRange(c, dial)
 					if err != nil {
 						return err
 					}

@@ -128,11 +128,7 @@ func exportCommand(dial clientFactory) *cli.Command {
 			if err := checkFormat(c, "csv", "jsonl"); err != nil {
 				return err
 			}
-			since, until, err := timeRange(c)
-			if err != nil {
-				return err
-			}
-			client, err := dial(c)
+			client, since, until, err := dialRange(c, dial)
 			if err != nil {
 				return err
 			}

@@ -32,3 +32,14 @@ func timeRange(c *cli.Context) (since, until time.Time, err error) {
 	}
 	return since, until, nil
 }
+
+// dialRange reads --since and --until, then dials the daemon: what every
+// command that queries a time range does first, in that order (a bad range
+// is reported even when no daemon runs).
+func dialRange(c *cli.Context, dial clientFactory) (client *api.Client, since, until time.Time, err error) {
+	if since, until, err = timeRange(c); err != nil {
+		return nil, since, until, err
+	}
+	client, err = dial(c)
+	return client, since, until, err
+}
