@@ -47,8 +47,11 @@ func hotProgram(t testing.TB, name string) (id uint32, tag string) {
 // time and windows too few samples. Exact run counts are not needed here
 // (bpf_stats counts what ran), so the retry after an interrupted batch
 // that privtest.Run avoids does no harm.
-func spin(t testing.TB, prog *ebpf.Program) {
-	stop := make(chan struct{})
+func spin(t testing.TB, prog *ebpf.Program) { t.Cleanup(spinUntil(t, prog)) }
+
+// spinUntil spins prog as spin does until the returned stop is called.
+func spinUntil(t testing.TB, prog *ebpf.Program) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -57,7 +60,7 @@ func spin(t testing.TB, prog *ebpf.Program) {
 		defer runtime.UnlockOSThread()
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			default:
 			}
@@ -67,10 +70,10 @@ func spin(t testing.TB, prog *ebpf.Program) {
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		close(stop)
+	return func() {
+		close(done)
 		wg.Wait()
-	})
+	}
 }
 
 // pprofTop runs `go tool pprof -top` on a file and returns its output.
