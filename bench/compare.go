@@ -14,15 +14,27 @@ import (
 	"golang.org/x/perf/benchmath"
 )
 
-// Samples maps a test name to its measurements in ns per run.
+// Samples maps a test name to its measurements in ns per run, and
+// EventSample's name for a test and a counted event to that event's
+// counts per run, so events are compared with the same test as ns.
 type Samples map[string][]float64
 
-// SamplesOf extracts the measurements of every test that ran.
+// EventSample names the samples of a counted event of a test:
+// "maps/hash/lookup [cycles/run]".
+func EventSample(test, event string) string { return test + " [" + event + "/run]" }
+
+// SamplesOf extracts the measurements of every test that ran, and of each
+// event counted.
 func SamplesOf(rep *Report) Samples {
 	s := Samples{}
 	for _, r := range rep.Results {
 		if ms := r.Measurements(); len(ms) > 0 {
 			s[r.Name] = ms
+		}
+		for e := range r.Events {
+			if v := r.EventMeasurements(e); len(v) > 0 {
+				s[EventSample(r.Name, e)] = v
+			}
 		}
 	}
 	return s
@@ -65,9 +77,15 @@ func parseSamples(b []byte, name string) (Samples, error) {
 			v, ok = res.Value("sec/op")  // benchfmt normalizes ns/op to sec/op
 			v = math.Round(v*1e15) / 1e6 // back to ns without float dust
 		}
+		n := testName(string(res.Name.Full()))
 		if ok {
-			n := testName(string(res.Name.Full()))
 			s[n] = append(s[n], v)
+		}
+		for _, val := range res.Values {
+			if e, isEvent := strings.CutSuffix(val.Unit, "/op"); isEvent && val.Unit != "ns/op" && val.Unit != "sec/op" {
+				k := EventSample(n, e)
+				s[k] = append(s[k], val.Value)
+			}
 		}
 	}
 	if err := rd.Err(); err != nil {

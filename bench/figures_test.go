@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -56,7 +59,7 @@ func BenchmarkFidelity(b *testing.B) {
 		for i := 0; i < 20; i++ {
 			var ns float64
 			err := pinned(cpu, func() (err error) {
-				ns, err = measureOnce(c, repeat)
+				ns, _, err = measureOnce(c, repeat, nil)
 				return err
 			})
 			if err != nil {
@@ -155,4 +158,61 @@ func BenchmarkSuite(b *testing.B) {
 
 func metricName(test string) string {
 	return regexp.MustCompile(`[^a-zA-Z0-9_]+`).ReplaceAllString(test, "_")
+}
+
+// BenchmarkCountersCost is what counting events around each test-run call
+// costs a measurement: the 1K hash lookup and ktime_get_ns tests measured
+// alternately without counters and with them (cycles, instructions and
+// LLC misses where a PMU exists, cpu-clock where none does), 5 rounds of
+// 10 measurements, pinned to CPU 0; it reports both medians' ratio, and
+// the whole run's wall time with and without.
+func BenchmarkCountersCost(b *testing.B) {
+	privtest.Root(b)
+	events := []perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses}
+	if err := ProbeEvents(events); err != nil {
+		b.Logf("no hardware counters (%v): measuring with cpu-clock", err)
+		events = []perfevent.Event{perfevent.CPUClock}
+	}
+	cfg := DefaultConfig()
+	cfg.Filter = regexp.MustCompile(`^(maps/hash/lookup/size=1K/keys=uniform|helpers/ktime_get_ns)$`)
+	cfg.CPUs = []int{0}
+	tests := Select(Suite(), cfg)
+	for b.Loop() {
+		ratios := map[string][]float64{}
+		var wallOff, wallOn []float64
+		for range 5 {
+			var medians [2]map[string]float64
+			for i, evs := range [][]perfevent.Event{nil, events} {
+				cfg.Events = evs
+				rep, err := Run(context.Background(), tests, cfg, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				medians[i] = map[string]float64{}
+				for _, r := range rep.Results {
+					if r.Error != "" {
+						b.Fatal(r.Name, r.Error)
+					}
+					medians[i][r.Name] = r.Summary.Median
+				}
+				if evs == nil {
+					wallOff = append(wallOff, rep.WallSeconds)
+				} else {
+					wallOn = append(wallOn, rep.WallSeconds)
+				}
+			}
+			for name, off := range medians[0] {
+				ratios[name] = append(ratios[name], medians[1][name]/off)
+			}
+		}
+		for name, r := range ratios {
+			slices.Sort(r)
+			b.Logf("%s: ns/run with %v counted / without: %.3f (median of 5 rounds: %.3f)", name, events, r[2], r)
+			b.ReportMetric(r[2], "ratio_"+strings.NewReplacer("/", "_", "=", "_").Replace(name))
+		}
+		slices.Sort(wallOff)
+		slices.Sort(wallOn)
+		b.ReportMetric(wallOff[2], "s_wall_without")
+		b.ReportMetric(wallOn[2], "s_wall_with")
+	}
 }

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // Formats lists the output formats Write knows.
@@ -42,7 +46,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 		width = max(width, len(r.Name)+len(" (noisy)"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tmedian ns\tmean\tmin\tmax\tIQR\tstddev\tCV\trepeat\t\n", width, "test")
+	events := rep.Config.Events
+	fmt.Fprintf(tw, "%-*s\tmedian ns\tmean\tmin\tmax\tIQR\tstddev\tCV\trepeat\t%s\n", width, "test", eventHeader(events))
 	var notes []string
 	for _, r := range rep.Results {
 		switch {
@@ -58,12 +63,15 @@ func WriteTable(w io.Writer, rep *Report) error {
 			if r.Noisy {
 				name += " (noisy)"
 			}
-			fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%d\t\n",
-				width, name, s.Median, s.Mean, s.Min, s.Max, s.IQR, s.Stddev, 100*s.CV, r.Repeat)
+			fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f%%\t%d\t%s\n",
+				width, name, s.Median, s.Mean, s.Min, s.Max, s.IQR, s.Stddev, 100*s.CV, r.Repeat, eventCells(r, events))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(events) > 0 {
+		fmt.Fprintln(w, "\nevents per run, median, counted in kernel mode around each test-run call on its thread; (net) less the empty program of the same hook (baseline/TYPE) where it ran")
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
@@ -72,6 +80,58 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintln(w, n)
 	}
 	return nil
+}
+
+// eventHeader and eventCells are the table's columns of counted events:
+// per run, with the net figure beside the gross one where there is one,
+// then IPC when cycles and instructions were both counted.
+func eventHeader(events []string) string {
+	var b strings.Builder
+	for _, e := range events {
+		b.WriteString(e + "/run\t")
+	}
+	if slices.Contains(events, perfevent.Cycles.String()) && slices.Contains(events, perfevent.Instructions.String()) {
+		b.WriteString("IPC\t")
+	}
+	return b.String()
+}
+
+func eventCells(r Result, events []string) string {
+	var b strings.Builder
+	for _, e := range events {
+		s, ok := r.Events[e]
+		switch {
+		case !ok:
+			b.WriteString("-")
+		case r.EventsNet != nil:
+			fmt.Fprintf(&b, "%s (net %s)", compact(s.Median), compact(r.EventsNet[e]))
+		default:
+			b.WriteString(compact(s.Median))
+		}
+		b.WriteString("\t")
+	}
+	if slices.Contains(events, perfevent.Cycles.String()) && slices.Contains(events, perfevent.Instructions.String()) {
+		if ipc, ok := r.IPC(); ok {
+			fmt.Fprintf(&b, "%.2f", ipc)
+		} else {
+			b.WriteString("-")
+		}
+		b.WriteString("\t")
+	}
+	return b.String()
+}
+
+// compact prints a count per run: 12.3, 1234, 12.3k, 1.23M.
+func compact(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case a >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
 }
 
 func repeatText(c ReportConfig) string {
@@ -110,6 +170,9 @@ func WriteCSV(w io.Writer, rep *Report) error {
 	for _, c := range cpus {
 		header = append(header, fmt.Sprintf("cpu%d_ns", c))
 	}
+	for _, e := range rep.Config.Events {
+		header = append(header, e+"_per_run", e+"_net_per_run")
+	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(header); err != nil {
 		return err
@@ -123,6 +186,16 @@ func WriteCSV(w io.Writer, rep *Report) error {
 		for _, run := range r.Runs {
 			row = append(row, fmt.Sprintf("%.2f", run.Summary.Mean))
 		}
+		for _, e := range rep.Config.Events {
+			gross, net := "", ""
+			if s, ok := r.Events[e]; ok {
+				gross = fmt.Sprintf("%.2f", s.Median)
+			}
+			if v, ok := r.EventsNet[e]; ok {
+				net = fmt.Sprintf("%.2f", v)
+			}
+			row = append(row, gross, net)
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -132,7 +205,8 @@ func WriteCSV(w io.Writer, rep *Report) error {
 }
 
 // WriteBMF writes Bencher Metric Format: per test, a "latency" measure in
-// nanoseconds with the median as value and min/max as bounds.
+// nanoseconds with the median as value and min/max as bounds, and one
+// measure per counted event ("cycles", "instructions", ...) per run.
 func WriteBMF(w io.Writer, rep *Report) error {
 	type metric struct {
 		Value float64 `json:"value"`
@@ -145,6 +219,9 @@ func WriteBMF(w io.Writer, rep *Report) error {
 			continue
 		}
 		out[r.Name] = map[string]metric{"latency": {r.Summary.Median, r.Summary.Min, r.Summary.Max}}
+		for e, es := range r.Events {
+			out[r.Name][e] = metric{es.Median, es.Min, es.Max}
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -164,8 +241,18 @@ func WriteGoBench(w io.Writer, rep *Report) error {
 			continue
 		}
 		name := GoBenchName(r.Name)
-		for _, m := range r.Measurements() {
-			if _, err := fmt.Fprintf(w, "%s\t%d\t%.1f ns/op\n", name, r.Repeat, m); err != nil {
+		events := map[string][]float64{}
+		for _, e := range rep.Config.Events {
+			events[e] = r.EventMeasurements(e)
+		}
+		for i, m := range r.Measurements() {
+			line := fmt.Sprintf("%s\t%d\t%.1f ns/op", name, r.Repeat, m)
+			for _, e := range rep.Config.Events {
+				if v := events[e]; i < len(v) {
+					line += fmt.Sprintf("\t%.1f %s/op", v[i], e)
+				}
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
 				return err
 			}
 		}

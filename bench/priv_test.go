@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/cilium/ebpf"
 )
@@ -278,5 +280,72 @@ func TestObjectWithMapInit(t *testing.T) {
 		if r := rep.Results[0]; r.Error != "" || r.Summary.N != 2 {
 			t.Fatalf("map-init %q: %+v", tc.init, r)
 		}
+	}
+}
+
+// TestCountersAroundTestRuns: events counted per run around each test-run
+// call agree with the kernel's own timing (cpu-clock, which every host has,
+// stands in for cycles here), and are net of the empty program of the same
+// hook when it ran too.
+func TestCountersAroundTestRuns(t *testing.T) {
+	privtest.Root(t)
+	cfg := DefaultConfig()
+	cfg.Filter = regexp.MustCompile(`^(baseline/socket_filter|helpers/ktime_get_ns)$`)
+	cfg.Measures, cfg.Target = 10, 2*time.Millisecond
+	cfg.Events = []perfevent.Event{perfevent.CPUClock}
+	rep, err := Run(context.Background(), Select(Suite(), cfg), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || len(rep.Config.Events) != 1 {
+		t.Fatalf("results %d, events %v", len(rep.Results), rep.Config.Events)
+	}
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			t.Fatalf("%s: %s", r.Name, r.Error)
+		}
+		clock, ok := r.Events["cpu-clock"]
+		if !ok || clock.N != 10 || len(r.EventMeasurements("cpu-clock")) != 10 {
+			t.Fatalf("%s: events %+v", r.Name, r.Events)
+		}
+		// The kernel's mean per run covers its loop, as the counters do;
+		// they add the system call, spread over thousands of runs.
+		ratio := clock.Median / r.Summary.Median
+		t.Logf("%s: kernel %.1f ns/run, cpu-clock counted %.1f ns/run (net %.1f)", r.Name, r.Summary.Median, clock.Median, r.EventsNet["cpu-clock"])
+		if ratio < 0.8 || ratio > 1.3 {
+			t.Errorf("%s: cpu-clock counted %.1f ns/run against the kernel's %.1f", r.Name, clock.Median, r.Summary.Median)
+		}
+		if _, ok := r.EventsNet["cpu-clock"]; !ok {
+			t.Errorf("%s: no net figure, though baseline/socket_filter ran", r.Name)
+		}
+	}
+	if net := rep.Results[1].EventsNet["cpu-clock"]; net <= 0 {
+		t.Errorf("ktime_get_ns net of the empty program: %.1f ns, want more than 0", net)
+	}
+}
+
+// TestCountersHardware: where a PMU exists, cycles, instructions and LLC
+// misses are counted per run and IPC is sane; where none does, asking for
+// them fails naming the missing PMU.
+func TestCountersHardware(t *testing.T) {
+	privtest.Root(t)
+	hw := []perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses}
+	if err := ProbeEvents(hw); err != nil {
+		if !errors.Is(err, perfevent.ErrNoPMU) {
+			t.Fatal(err)
+		}
+		t.Logf("no PMU: %v", err)
+		return
+	}
+	cfg := DefaultConfig()
+	cfg.Filter = regexp.MustCompile(`^baseline/socket_filter$`)
+	cfg.Measures, cfg.Target, cfg.Events = 5, 2*time.Millisecond, hw
+	rep, err := Run(context.Background(), Select(Suite(), cfg), cfg, Options{})
+	if err != nil || rep.Results[0].Error != "" {
+		t.Fatal(err, rep.Results[0].Error)
+	}
+	r := rep.Results[0]
+	if ipc, ok := r.IPC(); !ok || ipc <= 0 || ipc > 8 || r.Events["instructions"].Median <= 0 {
+		t.Errorf("events %+v, IPC %v", r.Events, ipc)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
@@ -32,6 +33,8 @@ type ReportConfig struct {
 	Filter    string  `json:"filter,omitempty"`
 	Quick     bool    `json:"quick,omitempty"`
 	WithStats bool    `json:"with_stats"`
+	// Events are the events counted per run (bpfperf bench --counters).
+	Events []string `json:"events,omitempty"`
 }
 
 // Result is one test's measurements.
@@ -48,6 +51,35 @@ type Result struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Error is a failure: the test should have run and did not.
 	Error string `json:"error,omitempty"`
+	// Events summarizes each counted event per run over all measurements
+	// (Config.Events): gross, the test-run loop's own work included.
+	Events map[string]Summary `json:"events,omitempty"`
+	// EventsNet is each event's median per run less that of the empty
+	// program of the same hook (baseline/TYPE) in the same report, when it
+	// ran: what the program itself costs.
+	EventsNet map[string]float64 `json:"events_net,omitempty"`
+
+	progType ebpf.ProgramType // of the program run; set once it ran
+}
+
+// EventMeasurements returns all per-run values of one event, every CPU's
+// in turn.
+func (r Result) EventMeasurements(event string) []float64 {
+	var all []float64
+	for _, run := range r.Runs {
+		all = append(all, run.Events[event]...)
+	}
+	return all
+}
+
+// IPC is instructions per cycle from the medians, when both were counted.
+func (r Result) IPC() (float64, bool) {
+	cy, okc := r.Events[perfevent.Cycles.String()]
+	in, oki := r.Events[perfevent.Instructions.String()]
+	if !okc || !oki || cy.Median <= 0 {
+		return 0, false
+	}
+	return in.Median / cy.Median, true
 }
 
 // CPURun is the series measured on one CPU. CPU is -1 when unpinned.
@@ -55,6 +87,9 @@ type CPURun struct {
 	CPU          int       `json:"cpu"`
 	Measurements []float64 `json:"measurements_ns"`
 	Summary      Summary   `json:"summary"`
+	// Events are the counted events per run, one value per measurement,
+	// by event name (Config.Events).
+	Events map[string][]float64 `json:"events_per_run,omitempty"`
 }
 
 // Measurements returns all measurements of r, every CPU's in turn.
@@ -111,6 +146,9 @@ func Run(ctx context.Context, tests []Test, cfg Config, opts Options) (*Report, 
 			CPUs: cfg.CPUs, Quick: cfg.Quick, WithStats: opts.WithStats,
 		},
 	}
+	for _, e := range cfg.Events {
+		rep.Config.Events = append(rep.Config.Events, e.String())
+	}
 	if cfg.Repeat == 0 {
 		rep.Config.TargetMS = float64(cfg.Target) / float64(time.Millisecond)
 	}
@@ -166,6 +204,7 @@ func Run(ctx context.Context, tests []Test, cfg Config, opts Options) (*Report, 
 		}
 	}
 	release()
+	netOfHarness(rep.Results)
 
 	after, err := statsCounting()
 	if err != nil {
@@ -193,6 +232,40 @@ func runTest(res *Result, t Test, state any, cfg Config) {
 		res.Runs = nil
 	default:
 		res.Summary = Summarize(res.Measurements())
+		res.progType = c.Program.Type()
+		for _, e := range cfg.Events {
+			if res.Events == nil {
+				res.Events = map[string]Summary{}
+			}
+			res.Events[e.String()] = Summarize(res.EventMeasurements(e.String()))
+		}
+	}
+}
+
+// netOfHarness fills EventsNet: each event's median per run less that of
+// the empty program of the same hook (its baseline/TYPE test), where the
+// report has one. BPF_PROG_TEST_RUN's loop does work for every run (set
+// up the context, call the program, keep time) that the counters see as
+// the program's; the empty program of the same hook shows how much.
+func netOfHarness(results []Result) {
+	baselines := map[ebpf.ProgramType]*Result{}
+	for i, r := range results {
+		if r.Events != nil && r.Name == "baseline/"+typeName(r.progType) {
+			baselines[r.progType] = &results[i]
+		}
+	}
+	for i := range results {
+		r := &results[i]
+		base := baselines[r.progType]
+		if base == nil || r.Events == nil {
+			continue
+		}
+		r.EventsNet = map[string]float64{}
+		for e, s := range r.Events {
+			if b, ok := base.Events[e]; ok {
+				r.EventsNet[e] = s.Median - b.Median
+			}
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // Config says how to run a suite. The zero value is not valid: start from
@@ -32,6 +34,10 @@ type Config struct {
 	Filter *regexp.Regexp
 	// Quick trims the built-in suite for CI (see Suite).
 	Quick bool
+	// Events are counted around every measurement's test-run call on its
+	// thread, in kernel mode, and reported per run (Result.Events): the
+	// hardware events where a PMU exists (bpfperf bench --counters).
+	Events []perfevent.Event
 }
 
 // DefaultConfig is what `bpfperf bench` runs without flags.
@@ -78,44 +84,82 @@ type Case struct {
 
 func want(v uint32) *uint32 { return &v }
 
-// measureSeries takes n measurements of c on the calling thread.
-func measureSeries(c *Case, repeat, n int, warmup bool) ([]float64, error) {
-	out := make([]float64, 0, n)
+// ProbeEvents says whether events can be counted on a thread here (see
+// Config.Events): nil, or why not (a *perfevent.OpenError).
+func ProbeEvents(events []perfevent.Event) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c, err := perfevent.OpenThreadCounters(events)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// measureSeries takes n measurements of c on the calling thread, counting
+// events around each when there are any: run.Events gets each event's
+// count per run, one value per measurement.
+func measureSeries(c *Case, repeat, n int, warmup bool, events []perfevent.Event) (run CPURun, err error) {
+	var ctrs *perfevent.ThreadCounters
+	if len(events) > 0 {
+		if ctrs, err = perfevent.OpenThreadCounters(events); err != nil {
+			return run, err
+		}
+		defer ctrs.Close()
+		run.Events = map[string][]float64{}
+	}
 	if warmup {
-		if _, err := measureOnce(c, repeat); err != nil {
-			return nil, err
+		if _, _, err := measureOnce(c, repeat, ctrs); err != nil {
+			return run, err
 		}
 	}
-	for len(out) < n {
-		ns, err := measureOnce(c, repeat)
+	for len(run.Measurements) < n {
+		ns, counts, err := measureOnce(c, repeat, ctrs)
 		if err != nil {
-			return nil, err
+			return run, err
 		}
-		out = append(out, ns)
+		run.Measurements = append(run.Measurements, ns)
+		for i, e := range events {
+			run.Events[e.String()] = append(run.Events[e.String()], counts[i]/float64(repeat))
+		}
 	}
-	return out, nil
+	return run, nil
 }
 
 // measureOnce is one BPF_PROG_TEST_RUN call: the kernel's mean over repeat
-// runs. An interrupted call is retried from scratch.
-func measureOnce(c *Case, repeat int) (float64, error) {
+// runs, and with ctrs the events counted around the call (the syscall's
+// entry and exit are in them, a share that falls as 1/repeat). An
+// interrupted call is retried from scratch.
+func measureOnce(c *Case, repeat int, ctrs *perfevent.ThreadCounters) (float64, []float64, error) {
 	for tries := 0; ; tries++ {
 		if c.Before != nil {
 			if err := c.Before(); err != nil {
-				return 0, err
+				return 0, nil, err
+			}
+		}
+		if ctrs != nil {
+			if err := ctrs.Start(); err != nil {
+				return 0, nil, err
 			}
 		}
 		ret, ns, err := testRun(c.Program, c.Input, uint32(repeat))
+		var counts []float64
+		if ctrs != nil {
+			var cerr error
+			if counts, _, cerr = ctrs.Stop(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
 		if errors.Is(err, errInterrupted) && tries < 100 {
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if c.Want != nil && ret != *c.Want {
-			return 0, fmt.Errorf("%w: returned %d, want %d", ErrWrongResult, ret, *c.Want)
+			return 0, nil, fmt.Errorf("%w: returned %d, want %d", ErrWrongResult, ret, *c.Want)
 		}
-		return float64(ns), nil
+		return float64(ns), counts, nil
 	}
 }
 
@@ -126,7 +170,7 @@ func calibrate(c *Case, target time.Duration, limit int) (int, error) {
 		n = limit
 	}
 	start := time.Now()
-	ns, err := measureOnce(c, n)
+	ns, _, err := measureOnce(c, n, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -194,8 +238,9 @@ func measure(c *Case, cfg Config) (repeat int, runs []CPURun, err error) {
 		go func() {
 			defer wg.Done()
 			errs[i] = pinned(cpu, func() error {
-				ms, err := measureSeries(c, repeat, cfg.Measures, cfg.Warmup)
-				runs[i] = CPURun{CPU: cpu, Measurements: ms, Summary: Summarize(ms)}
+				run, err := measureSeries(c, repeat, cfg.Measures, cfg.Warmup, cfg.Events)
+				run.CPU, run.Summary = cpu, Summarize(run.Measurements)
+				runs[i] = run
 				return err
 			})
 		}()

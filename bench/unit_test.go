@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 func TestSummarize(t *testing.T) {
@@ -325,5 +328,91 @@ func TestLoadSuiteFile(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("tests:\n  - objekt: m.o\n"), 0o600)
 	if _, err := LoadSuiteFile(filepath.Join(dir, "bad.yaml")); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("unknown field: %v", err)
+	}
+}
+
+// counterReport is fakeReport with cycles and instructions counted per run
+// for the two tests that ran, both XDP programs.
+func counterReport() *Report {
+	rep := fakeReport()
+	rep.Config.Events = []string{"cycles", "instructions"}
+	events := []map[string][]float64{
+		{"cycles": {40, 42, 41}, "instructions": {100, 100, 100}},
+		{"cycles": {140, 150, 145}, "instructions": {300, 302, 301}},
+	}
+	for i := range events {
+		r := &rep.Results[i]
+		r.progType = ebpf.XDP
+		r.Runs[0].Events = events[i]
+		r.Events = map[string]Summary{}
+		for e, v := range events[i] {
+			r.Events[e] = Summarize(v)
+		}
+	}
+	netOfHarness(rep.Results)
+	return rep
+}
+
+// Counted events: net of the empty program of the same hook, and in every
+// output: table columns with IPC, CSV columns, BMF measures, Go benchmark
+// units that read back as samples compare tests like ns.
+func TestOutputsWithEvents(t *testing.T) {
+	rep := counterReport()
+	hash := rep.Results[1]
+	if hash.EventsNet["cycles"] != 145-41 || hash.EventsNet["instructions"] != 301-100 {
+		t.Errorf("net of baseline/xdp: %v", hash.EventsNet)
+	}
+	if ipc, ok := hash.IPC(); !ok || math.Abs(ipc-301.0/145) > 1e-9 {
+		t.Errorf("IPC %v %v", ipc, ok)
+	}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cycles/run", "instructions/run", "IPC", "145 (net 104)", "301 (net 201)", "2.08"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := WriteCSV(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(buf.String(), "\n"); lines[0] != "timestamp,test,entry_point,avg_ns,cpu0_ns,cycles_per_run,cycles_net_per_run,instructions_per_run,instructions_net_per_run" ||
+		!strings.HasSuffix(lines[2], ",145.00,104.00,301.00,201.00") {
+		t.Errorf("csv:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := WriteBMF(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var bmf map[string]map[string]map[string]float64
+	if err := json.Unmarshal(buf.Bytes(), &bmf); err != nil {
+		t.Fatal(err)
+	}
+	if c := bmf["baseline/xdp"]["cycles"]; c["value"] != 41 || c["lower_value"] != 40 || c["upper_value"] != 42 {
+		t.Errorf("bmf cycles: %v", bmf["baseline/xdp"])
+	}
+	for _, format := range []string{"json", "gobench"} {
+		buf.Reset()
+		if err := Write(&buf, rep, format); err != nil {
+			t.Fatal(err)
+		}
+		s, err := parseSamples(buf.Bytes(), format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := EventSample("maps/hash/lookup/size=1K/keys=zipf", "cycles")
+		if !floatsEqual(s[name], []float64{140, 150, 145}) || len(s) != 6 {
+			t.Errorf("%s round trip: %v", format, s)
+		}
+	}
+	// compare sees a change in cycles per run like one in ns.
+	name := EventSample("maps/hash/lookup/size=1K/keys=zipf", "cycles")
+	base := Samples{name: {140, 150, 145, 141, 149, 144, 146, 143}}
+	cur := Samples{name: {290, 300, 295, 291, 299, 294, 296, 293}}
+	regs := CompareMin(base, cur, 5).Regressions(5)
+	if len(regs) != 1 || regs[0].Test != name {
+		t.Errorf("regressions %+v", regs)
 	}
 }

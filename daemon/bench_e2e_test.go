@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -90,7 +91,24 @@ func TestBenchStore(t *testing.T) {
 	for _, base := range []string{"run:1", "1", "last", "run:last"} {
 		var cmp bench.Comparison
 		d.json(t, &cmp, "bench", "compare", base, saved)
-		if len(cmp.Deltas) != 1 || cmp.Deltas[0].Test != "baseline/socket_filter" || cmp.Deltas[0].Pct != 0 || cmp.Deltas[0].Significant || cmp.Deltas[0].N1 != len(want.Results[0].Measurements()) {
+		// Where a PMU exists bench counts events by default, and each is
+		// compared too ("baseline/socket_filter [cycles/run]"): no change
+		// in any of them either.
+		ns := 0
+		for _, dl := range cmp.Deltas {
+			if dl.Test == "baseline/socket_filter" {
+				ns++
+				if dl.N1 != len(want.Results[0].Measurements()) {
+					t.Errorf("compare %s %s: n %d", base, saved, dl.N1)
+				}
+			} else if !strings.HasPrefix(dl.Test, "baseline/socket_filter [") {
+				t.Errorf("compare %s %s: unexpected test %q", base, saved, dl.Test)
+			}
+			if dl.Pct != 0 || dl.Significant {
+				t.Errorf("compare %s %s: %+v", base, saved, dl)
+			}
+		}
+		if ns != 1 {
 			t.Errorf("compare %s %s = %+v", base, saved, cmp)
 		}
 	}
@@ -210,4 +228,51 @@ func TestBenchStoreBadInput(t *testing.T) {
 	if out, errOut, code := run(bin.cli, "--socket", noDaemon, "bench", "compare", saved, saved); code != 0 {
 		t.Errorf("compare of two files without a daemon: exit %d: %s\n%s", code, errOut, out)
 	}
+}
+
+// TestBenchCounters: `bpfperf bench --counters.events cpu-clock` counts per
+// run in every output and stores it; `--counters` names the missing PMU in
+// one line where there is none (and counts where there is one); a bad
+// event name is one line.
+func TestBenchCounters(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir())
+	args := append(append([]string{"--socket", d.socket}, benchArgs...), "--counters.events", "cpu-clock")
+	out, errOut, code := run(bin.cli, append(args, "-o", "json", "--store")...)
+	if code != 0 {
+		t.Fatalf("bench --counters.events cpu-clock: exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Config  struct{ Events []string }
+		Results []struct {
+			Name   string
+			Events map[string]struct {
+				N      int     `json:"n"`
+				Median float64 `json:"median_ns"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Config.Events) != 1 || len(rep.Results) == 0 || rep.Results[0].Events["cpu-clock"].Median <= 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+	table, errOut, code := run(bin.cli, append(args, "-o", "table")...)
+	if code != 0 || !strings.Contains(table, "cpu-clock/run") {
+		t.Errorf("table: exit %d %s\n%s", code, errOut, table)
+	}
+	stored := d.cli(t, "bench", "get", "last", "-o", "gobench")
+	if !strings.Contains(stored, "cpu-clock/op") {
+		t.Errorf("stored run as gobench has no cpu-clock/op:\n%s", stored)
+	}
+
+	out, errOut, code = run(bin.cli, append(append([]string{"--socket", d.socket}, benchArgs...), "--counters")...)
+	if code != 0 {
+		oneLineError(t, "bench --counters without a PMU", out, errOut, code, "no hardware PMU")
+	} else if !strings.Contains(out, "cycles/run") || !strings.Contains(out, "IPC") {
+		t.Errorf("bench --counters with a PMU:\n%s", out)
+	}
+	out, errOut, code = run(bin.cli, append(append([]string{"--socket", d.socket}, benchArgs...), "--counters.events", "bogus")...)
+	oneLineError(t, "bench --counters.events bogus", out, errOut, code, "--counters.events")
 }

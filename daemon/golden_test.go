@@ -76,6 +76,9 @@ var dataKeyed = map[string]bool{
 	"jit":             true, // bench report fingerprint: sysctls
 	"vulnerabilities": true, // bench report fingerprint: /sys/devices/system/cpu/vulnerabilities
 	"labels":          true, // bench test labels
+	"events":          true, // bench report results: per counted event (lists named events stay lists)
+	"events_per_run":  true, // bench report runs: per counted event
+	"events_net":      true, // bench report results: per counted event
 }
 
 func TestGoldenAPI(t *testing.T) {

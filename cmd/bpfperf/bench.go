@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // benchCommand runs BPF micro-benchmarks locally through BPF_PROG_TEST_RUN.
@@ -36,6 +38,8 @@ func benchCommand(dial clientFactory) *cli.Command {
 			&cli.BoolFlag{Name: "parallel", Usage: "run every test on all CPUs at once (per-CPU parallel mode)"},
 			&cli.StringFlag{Name: "filter", Usage: "run only tests whose name matches `REGEX`"},
 			&cli.BoolFlag{Name: "with-stats", Usage: "turn bpf_stats on during the run (adds ~45 ns per run)"},
+			&cli.BoolFlag{Name: "counters", Usage: "count --counters.events per run around each test run, in kernel mode (default: on where a PMU exists; --counters=false turns it off)"},
+			&cli.StringFlag{Name: "counters.events", Value: "cycles,instructions,llc-misses", Usage: "the events --counters counts, comma separated: cycles, instructions, llc-misses (need a PMU), cpu-clock"},
 			&cli.BoolFlag{Name: "quick", Usage: "a trimmed suite with shorter measurements, for CI"},
 			&cli.StringFlag{Name: "object", Usage: "benchmark a program in this BPF ELF `FILE` instead of the built-in suite"},
 			&cli.StringFlag{Name: "program", Usage: "with --object: the program to run"},
@@ -99,7 +103,39 @@ func benchConfig(c *cli.Context) (bench.Config, error) {
 	if c.IsSet("object") && c.IsSet("suite") {
 		return cfg, fmt.Errorf("--object and --suite: pick one")
 	}
+	events, err := counterEvents(c)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Events = events
 	return cfg, cfg.Validate()
+}
+
+// counterEvents are the events bench counts per run: --counters.events
+// where they open here. Asked for (--counters, or --counters.events set),
+// events that do not open are an error saying why; by default they are
+// quietly left out, so hosts without a PMU run bench as before.
+func counterEvents(c *cli.Context) ([]perfevent.Event, error) {
+	if c.IsSet("counters") && !c.Bool("counters") {
+		return nil, nil
+	}
+	var events []perfevent.Event
+	for name := range strings.SplitSeq(c.String("counters.events"), ",") {
+		e, err := perfevent.Parse(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("--counters.events: %w", err)
+		}
+		if !slices.Contains(events, e) {
+			events = append(events, e)
+		}
+	}
+	if err := bench.ProbeEvents(events); err != nil {
+		if c.IsSet("counters") || c.IsSet("counters.events") {
+			return nil, fmt.Errorf("--counters: %w", err)
+		}
+		return nil, nil
+	}
+	return events, nil
 }
 
 // parseCPUs reads "3", "0,2" or "0-3".

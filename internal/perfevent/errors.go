@@ -67,7 +67,11 @@ func NewOpenError(e Event, cpu int, err error) error {
 
 func (e *OpenError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "open %v event on cpu %d: ", e.Event, e.CPU)
+	if e.CPU < 0 {
+		fmt.Fprintf(&b, "open %v event on this thread: ", e.Event)
+	} else {
+		fmt.Fprintf(&b, "open %v event on cpu %d: ", e.Event, e.CPU)
+	}
 	if e.Reason != nil {
 		fmt.Fprintf(&b, "%v (%s)", e.Reason, unix.ErrnoName(e.Errno))
 	} else {
