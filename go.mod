@@ -8,6 +8,7 @@ require (
 	github.com/charmbracelet/x/ansi v0.10.1
 	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/elastic/go-perf v0.0.0-20241029065020-30bec95324b8
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/muesli/termenv v0.16.0
 	github.com/urfave/cli/v2 v2.27.7

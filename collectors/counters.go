@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -14,10 +15,10 @@ import (
 
 // openCounter opens e in counting mode on one CPU, for all tasks. A
 // failure is a *perfevent.OpenError saying why in words.
-func openCounter(e perfevent.Event, cpu int) (int, error) {
+func openCounter(e perfevent.Event, cpu int) (*perf.Event, error) {
 	a, err := e.CountingAttr()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	return perfevent.Open(e, a, cpu)
 }
@@ -94,14 +95,14 @@ func (s CounterSupport) DefaultEvents() []perfevent.Event {
 func ProbeCounters() CounterSupport {
 	var s CounterSupport
 	for _, e := range perfevent.All {
-		fd, err := openCounter(e, 0)
+		ev, err := openCounter(e, 0)
 		if err != nil {
 			if e == perfevent.Cycles {
 				s.PMU = err
 			}
 			continue
 		}
-		unix.Close(fd)
+		ev.Close()
 		s.Events = append(s.Events, e)
 	}
 	s.Exact = probeExact()

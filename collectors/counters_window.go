@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -111,12 +112,12 @@ type CounterWindow struct {
 
 	totals, runs, entryReadings, eventsMap *ebpf.Map
 
-	mu     sync.Mutex
-	links  []link.Link
-	perfFD []int
-	reason StopReason
-	done   chan struct{}
-	quit   chan struct{}
+	mu         sync.Mutex
+	links      []link.Link
+	perfEvents []*perf.Event // one per event and CPU; nil for an offline CPU
+	reason     StopReason
+	done       chan struct{}
+	quit       chan struct{}
 }
 
 // Start attaches counting to the target program with the given id for at
@@ -197,13 +198,13 @@ func (w *CounterWindow) attach(c *ExactCounters) error {
 
 	for _, e := range w.events {
 		for cpu := 0; cpu < c.ncpu; cpu++ {
-			fd, err := openCounter(e, cpu)
+			ev, err := openCounter(e, cpu)
 			if errors.Is(err, unix.ENODEV) && cpu > 0 {
-				fd = -1 // offline CPU: nothing runs there
+				ev = nil // offline CPU: nothing runs there
 			} else if err != nil {
 				return err
 			}
-			w.perfFD = append(w.perfFD, fd)
+			w.perfEvents = append(w.perfEvents, ev)
 		}
 	}
 
@@ -229,9 +230,13 @@ func (w *CounterWindow) attach(c *ExactCounters) error {
 	defer objs.CountersExit.Close()
 	w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
 
-	for i, fd := range w.perfFD {
-		if fd < 0 {
+	for i, ev := range w.perfEvents {
+		if ev == nil {
 			continue
+		}
+		fd, err := ev.FD()
+		if err != nil {
+			return fmt.Errorf("%s: perf event %d: %w", op, i, err)
 		}
 		if err := w.eventsMap.Put(uint32(i), uint32(fd)); err != nil {
 			return fmt.Errorf("%s: put perf event %d: %w", op, i, err)
@@ -317,12 +322,12 @@ func (w *CounterWindow) detach(reason StopReason) {
 		l.Close()
 	}
 	w.links = nil
-	for _, fd := range w.perfFD {
-		if fd >= 0 {
-			unix.Close(fd)
+	for _, ev := range w.perfEvents {
+		if ev != nil {
+			ev.Close()
 		}
 	}
-	w.perfFD = nil
+	w.perfEvents = nil
 	w.parent.release(w)
 	close(w.done)
 }

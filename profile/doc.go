@@ -6,8 +6,8 @@
 // The pieces, in the order the daemon uses them:
 //
 //   - Sampler opens one sampling perf event per online CPU (cpu-clock at
-//     Hz, or cycles where a PMU exists) with kernel call chains, and
-//     Capture reads their ring buffers for a bounded window.
+//     Hz, or a hardware event where a PMU exists) with kernel call chains,
+//     and Capture reads their ring buffers for a bounded window.
 //   - Symbolizer resolves addresses: kernel frames from a cached
 //     /proc/kallsyms, BPF frames from the JIT information of each program,
 //     read once by Learn when the program appears, so programs unloaded
@@ -15,22 +15,23 @@
 //   - Build makes a pprof profile of a capture; Merge, Diff and
 //     ProgramShares work on such profiles; Marshal and Parse encode them.
 //
-// # Why raw perf_event_open and not go-perf or a BPF program
+// # Perf events through go-perf
 //
-// The sampler calls perf_event_open and reads the mmap'ed ring buffers
-// itself (golang.org/x/sys/unix), decoding the one record layout it asks
-// for. At 99 Hz on every CPU there are a few hundred samples a second, so
-// copying them to user space costs little, and a timer-driven drain (no
-// wakeup per sample, no poll goroutine per CPU) keeps it at that.
+// Events are opened, mapped and read with github.com/elastic/go-perf
+// (internal/perfevent defines them once for the whole project). Capture
+// drains each CPU's ring on a timer, taking records with go-perf's
+// non-blocking path (HasRecord, then ReadRawRecord, which returns at once
+// when a record is there), so there is no wakeup per sample; it decodes
+// the one sample layout it asks for itself, sharing identical stacks
+// between samples. Until 2026-11-23 the sampler called perf_event_open and
+// read the rings by hand; BenchmarkReaderCost measured both readers side
+// by side (README: Profiles) before the hand-written one went.
 //
-// github.com/elastic/go-perf would do the same with more code: it is served
-// only at a pseudo-version, reads records one at a time through a poll per
-// event, and its generality (groups, counting, every record type) is not
-// needed here. A BPF perf_event program aggregating stacks in a stack map
-// would copy less, but the daemon would then load a program of its own,
-// which would show up among the programs it watches and cost run time on
-// every sample; stack maps drop stacks on hash collisions, and the program
-// would need clang-built objects and BTF. None of that pays off at 99 Hz.
+// A BPF perf_event program aggregating stacks in a stack map would copy
+// less, but the daemon would then load a program of its own, which would
+// show up among the programs it watches and cost run time on every sample;
+// stack maps drop stacks on hash collisions. None of that pays off at
+// 99 Hz.
 //
 // # Attribution
 //

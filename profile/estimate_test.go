@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
@@ -151,20 +150,5 @@ func TestBuildMultiplexed(t *testing.T) {
 	c.RunningShare = 1 // never scaled when the event ran the whole window
 	if p, _ := Build(c, NewSymbolizer(SymbolizerConfig{}), BuildOptions{All: true}); len(p.Comments) != 1 {
 		t.Errorf("not multiplexed: comments %q", p.Comments)
-	}
-}
-
-// TestHardwareEventAttrs: each hardware event asks for its
-// PERF_TYPE_HARDWARE config in frequency mode.
-func TestHardwareEventAttrs(t *testing.T) {
-	for ev, cfg := range map[perfevent.Event]uint64{
-		perfevent.Cycles:       unix.PERF_COUNT_HW_CPU_CYCLES,
-		perfevent.Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS,
-		perfevent.LLCMisses:    unix.PERF_COUNT_HW_CACHE_MISSES,
-	} {
-		attr, err := ev.SamplingAttr(99, sampleType)
-		if err != nil || attr.Type != unix.PERF_TYPE_HARDWARE || attr.Config != cfg || attr.Bits&unix.PerfBitFreq == 0 || attr.Sample != 99 || attr.Sample_type != sampleType {
-			t.Errorf("%v: %+v, %v", ev, attr, err)
-		}
 	}
 }

@@ -1,153 +1,117 @@
 package profile
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"unsafe"
 
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
-// ring is one CPU's sampling event and its mmap'ed ring buffer.
+// ring is one CPU's sampling event and its mapped ring buffer (go-perf's).
 type ring struct {
-	fd   int
-	cpu  int
-	mem  []byte
-	meta *unix.PerfEventMmapPage
-	data []byte
-	buf  []byte // a record that wraps around the end of data
+	ev  *perf.Event
+	cpu int
+	raw perf.RawRecord
 }
 
-func openRing(e perfevent.Event, attr *unix.PerfEventAttr, cpu, pages int) (*ring, error) {
-	fd, err := perfevent.Open(e, attr, cpu)
+func openRing(e perfevent.Event, attr *perf.Attr, cpu, pages int) (*ring, error) {
+	ev, err := perfevent.Open(e, attr, cpu)
 	if err != nil {
 		return nil, err
 	}
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(fd, 0, (1+pages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("mmap ring: %w", err)
+	if err := ev.MapRingNumPages(pages); err != nil {
+		ev.Close()
+		return nil, fmt.Errorf("map ring on cpu %d: %w", cpu, err)
 	}
-	return &ring{
-		fd:   fd,
-		cpu:  cpu,
-		mem:  mem,
-		meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])),
-		data: mem[page:],
-	}, nil
+	return &ring{ev: ev, cpu: cpu}, nil
 }
 
 func (r *ring) enable() error {
-	if err := unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+	if err := r.ev.Enable(); err != nil {
 		return fmt.Errorf("enable event on cpu %d: %w", r.cpu, err)
 	}
 	return nil
 }
 
-func (r *ring) disable() {
-	unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_DISABLE, 0)
-}
+func (r *ring) disable() { r.ev.Disable() }
 
 // setFrequency changes a frequency-mode event's samples per second.
 func (r *ring) setFrequency(hz int) error {
-	v := uint64(hz)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.fd), unix.PERF_EVENT_IOC_PERIOD, uintptr(unsafe.Pointer(&v)))
-	if errno != 0 {
-		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, errno)
+	if err := r.ev.UpdatePeriod(uint64(hz)); err != nil {
+		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, err)
 	}
 	return nil
 }
 
-// times are the event's total time enabled and time running on the PMU
-// (perfevent.ReadFormat), in ns.
+func (r *ring) close() error { return r.ev.Close() }
+
+// times are the event's total time enabled and time running on the PMU,
+// in ns.
 type times struct{ enabled, running uint64 }
 
 func (r *ring) times() times {
-	var b [24]byte // value, time enabled, time running
-	if n, err := unix.Read(r.fd, b[:]); err != nil || n != len(b) {
+	c, err := r.ev.ReadCount()
+	if err != nil {
 		return times{}
 	}
-	return times{enabled: binary.NativeEndian.Uint64(b[8:]), running: binary.NativeEndian.Uint64(b[16:])}
+	return times{enabled: uint64(c.Enabled), running: uint64(c.Running)}
 }
 
-func (r *ring) close() error {
-	err := unix.Munmap(r.mem)
-	if cerr := unix.Close(r.fd); err == nil {
-		err = cerr
-	}
-	return err
+// next reads the next record without waiting: false when the ring is
+// empty. The record's data is valid until the next call.
+func (r *ring) next() bool {
+	// With a record there, ReadRawRecord returns at once, never polling.
+	return r.ev.HasRecord() && r.ev.ReadRawRecord(context.Background(), &r.raw) == nil
 }
 
 // skip drops whatever the ring holds.
 func (r *ring) skip() {
-	atomic.StoreUint64(&r.meta.Data_tail, atomic.LoadUint64(&r.meta.Data_head))
+	for r.next() {
+	}
 }
 
-// Offsets in a PERF_RECORD_SAMPLE with our sample_type
-// (IP|TID|TIME|CPU|PERIOD|CALLCHAIN), after the 8-byte header.
+// Offsets in a sample record's data (after the 8-byte header) with the
+// sampler's format (IP|TID|TIME|CPU|PERIOD|CALLCHAIN).
 const (
-	offIP     = 8
-	offPID    = 16
-	offTID    = 20
-	offTime   = 24
-	offCPU    = 32
-	offPeriod = 40
-	offNr     = 48
-	offIPs    = 56
+	offIP     = 0
+	offPID    = 8
+	offTID    = 12
+	offTime   = 16
+	offCPU    = 24
+	offPeriod = 32
+	offNr     = 40
+	offIPs    = 48
 )
 
-// read decodes every record between tail and head into c and frees their
-// room.
+// read decodes every record in the ring into c and frees their room.
 func (r *ring) read(d *decoder, c *Capture) {
-	head := atomic.LoadUint64(&r.meta.Data_head)
-	tail := atomic.LoadUint64(&r.meta.Data_tail)
-	size := uint64(len(r.data))
-	for tail < head {
-		hdr := r.bytes(tail, 8, size)
-		typ := binary.NativeEndian.Uint32(hdr)
-		n := uint64(binary.NativeEndian.Uint16(hdr[6:]))
-		if n < 8 || tail+n > head {
-			break // cannot happen with a sane kernel; drop the rest
-		}
-		rec := r.bytes(tail, n, size)
-		switch typ {
-		case unix.PERF_RECORD_SAMPLE:
-			if s, ok := d.sample(rec); ok {
-				c.Samples = append(c.Samples, s)
-			}
-		case unix.PERF_RECORD_LOST:
-			if len(rec) >= 24 {
-				c.Lost += binary.NativeEndian.Uint64(rec[16:])
-			}
-		case unix.PERF_RECORD_THROTTLE:
-			c.Throttled++
-		}
-		tail += n
+	for r.next() {
+		d.record(c, r.raw.Header.Type, r.raw.Data)
 	}
-	atomic.StoreUint64(&r.meta.Data_tail, head)
 }
 
-// bytes returns n bytes at offset off of the ring, copied into r.buf when
-// they wrap around its end.
-func (r *ring) bytes(off, n, size uint64) []byte {
-	start := off % size
-	if start+n <= size {
-		return r.data[start : start+n]
+// record adds one record (its data, after the header) to c: a sample, a
+// count of samples the kernel lost, or a throttle.
+func (d *decoder) record(c *Capture, typ perf.RecordType, data []byte) {
+	switch typ {
+	case perf.RecordTypeSample:
+		if s, ok := d.sample(data); ok {
+			c.Samples = append(c.Samples, s)
+		}
+	case perf.RecordTypeLost:
+		if len(data) >= 16 { // id, lost
+			c.Lost += binary.NativeEndian.Uint64(data[8:])
+		}
+	case perf.RecordTypeThrottle:
+		c.Throttled++
 	}
-	if uint64(cap(r.buf)) < n {
-		r.buf = make([]byte, n)
-	}
-	b := r.buf[:n]
-	k := copy(b, r.data[start:])
-	copy(b[k:], r.data)
-	return b
 }
 
 // decoder turns raw samples into Samples, sharing identical stacks and

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -144,13 +145,13 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if cfg.Event.Hardware() {
 		hz = min(hz, MaxHardwareHz)
 	}
-	attr, err := cfg.Event.SamplingAttr(hz, sampleType)
+	attr, err := cfg.Event.SamplingAttr(hz, sampleFormat)
 	if err != nil {
 		return nil, err
 	}
 	s := &Sampler{cfg: cfg}
 	s.hz.Store(int64(hz))
-	if attr.Bits&unix.PerfBitFreq == 0 {
+	if !attr.Options.Freq {
 		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
 	}
 	for _, cpu := range cfg.CPUs {
@@ -164,9 +165,8 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	return s, nil
 }
 
-// sampleType is what each sample records; ring.go decodes this layout.
-const sampleType = unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME |
-	unix.PERF_SAMPLE_CPU | unix.PERF_SAMPLE_PERIOD | unix.PERF_SAMPLE_CALLCHAIN
+// sampleFormat is what each sample records; ring.go decodes this layout.
+var sampleFormat = perf.SampleFormat{IP: true, Tid: true, Time: true, CPU: true, Period: true, Callchain: true}
 
 // onlineCPUs parses sys/devices/system/cpu/online ("0-3,6").
 func onlineCPUs(sysRoot string) ([]int, error) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-perf"
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
@@ -106,17 +107,13 @@ func TestClosed(t *testing.T) {
 	}
 }
 
-// TestRingRead decodes records written into a fake ring, one of them
-// wrapping around its end, a lost and a throttle record, and maps sample
-// times onto CLOCK_BOOTTIME.
-func TestRingRead(t *testing.T) {
-	var meta unix.PerfEventMmapPage
-	r := &ring{meta: &meta, data: make([]byte, 512)}
+// TestDecodeRecords decodes sample, lost and throttle records as go-perf
+// hands them over (the data after the header), shares identical stacks,
+// and maps sample times onto CLOCK_BOOTTIME.
+func TestDecodeRecords(t *testing.T) {
 	ne := binary.NativeEndian
 	sample := func(pid, tid, cpu uint32, tm uint64, ips ...uint64) []byte {
 		b := make([]byte, offIPs+8*len(ips))
-		ne.PutUint32(b, unix.PERF_RECORD_SAMPLE)
-		ne.PutUint16(b[6:], uint16(len(b)))
 		ne.PutUint64(b[offIP:], 0x401000)
 		ne.PutUint32(b[offPID:], pid)
 		ne.PutUint32(b[offTID:], tid)
@@ -129,39 +126,29 @@ func TestRingRead(t *testing.T) {
 		}
 		return b
 	}
-	lost := make([]byte, 24)
-	ne.PutUint32(lost, unix.PERF_RECORD_LOST)
-	ne.PutUint16(lost[6:], 24)
-	ne.PutUint64(lost[16:], 7)
-	throttle := make([]byte, 24)
-	ne.PutUint32(throttle, unix.PERF_RECORD_THROTTLE)
-	ne.PutUint16(throttle[6:], 24)
+	lost := make([]byte, 16)
+	ne.PutUint64(lost[8:], 7)
 	kernel := uint64(1<<64 + unix.PERF_CONTEXT_KERNEL)
-	recs := [][]byte{
-		sample(0, 0, 1, 100, kernel, 0xffffffff81000105, 0xffffffff81000205),
-		lost,
-		throttle,
-		sample(42, 43, 0, 200, kernel, 0xffffffffc0003010, 0xffffffff81000205),
-		sample(42, 43, 0, 300, kernel, 0xffffffffc0003010, 0xffffffff81000205),
-		sample(42, 44, 1, 400), // user mode: no kernel frames
-	}
-	// Start near the end so that the third record wraps.
-	pos := uint64(3*512 + 400)
-	start := pos
-	for _, rec := range recs {
-		for i, b := range rec {
-			r.data[(pos+uint64(i))%512] = b
-		}
-		pos += uint64(len(rec))
-	}
-	meta.Data_tail, meta.Data_head = start, pos
 	d := newDecoder(t.TempDir())
 	d.toBoot = 5000 // boottime ran 5 µs ahead of the monotonic sample clock
 	var c Capture
-	r.read(d, &c)
+	for _, rec := range []struct {
+		typ  perf.RecordType
+		data []byte
+	}{
+		{perf.RecordTypeSample, sample(0, 0, 1, 100, kernel, 0xffffffff81000105, 0xffffffff81000205)},
+		{perf.RecordTypeLost, lost},
+		{perf.RecordTypeThrottle, make([]byte, 24)},
+		{perf.RecordTypeSample, sample(42, 43, 0, 200, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
+		{perf.RecordTypeSample, sample(42, 43, 0, 300, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
+		{perf.RecordTypeSample, sample(42, 44, 1, 400)}, // user mode: no kernel frames
+		{perf.RecordTypeSample, []byte{1, 2, 3}},        // truncated: dropped
+	} {
+		d.record(&c, rec.typ, rec.data)
+	}
 	got := c.Samples
-	if c.Lost != 7 || c.Throttled != 1 || meta.Data_tail != pos {
-		t.Errorf("lost %d, throttled %d, tail %d; want 7, 1, %d", c.Lost, c.Throttled, meta.Data_tail, pos)
+	if c.Lost != 7 || c.Throttled != 1 {
+		t.Errorf("lost %d, throttled %d; want 7, 1", c.Lost, c.Throttled)
 	}
 	want := []Sample{
 		{Time: 5100, CPU: 1, Comm: "swapper", Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},

@@ -5,15 +5,17 @@
 // store's event columns all use this order and these attributes.
 //
 // It also says why an event did not open, in words a user can act on
-// (OpenError), since perf_event_open answers with a bare errno.
+// (OpenError), since perf_event_open answers with a bare errno. Events
+// are opened, read and mapped through github.com/elastic/go-perf.
 package perfevent
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unsafe"
+	"time"
 
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,32 +76,36 @@ func (e Event) Unit() string {
 	return "count"
 }
 
-// config is the event's perf type and config.
-func (e Event) config() (typ uint32, config uint64, err error) {
+// configurator is the event as go-perf defines it.
+func (e Event) configurator() (perf.Configurator, error) {
 	switch e {
 	case CPUClock:
-		return unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK, nil
+		return perf.CPUClock, nil
 	case Cycles:
-		return unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES, nil
+		return perf.CPUCycles, nil
 	case Instructions:
-		return unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_INSTRUCTIONS, nil
+		return perf.Instructions, nil
 	case LLCMisses:
 		// The generic cache-misses event rather than the LL cache
 		// read-miss one: AMD's PMUs have no LL entry in the cache event
 		// table, and perf stat -e cache-misses counts there.
-		return unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CACHE_MISSES, nil
+		return perf.CacheMisses, nil
 	}
-	return 0, 0, fmt.Errorf("unknown perf event %d", e)
+	return nil, fmt.Errorf("unknown perf event %d", e)
 }
 
 // CountingAttr is the attribute of a counting event (no samples), read
 // with read(2) or bpf_perf_event_read_value.
-func (e Event) CountingAttr() (*unix.PerfEventAttr, error) {
-	typ, config, err := e.config()
+func (e Event) CountingAttr() (*perf.Attr, error) {
+	c, err := e.configurator()
 	if err != nil {
 		return nil, err
 	}
-	return &unix.PerfEventAttr{Size: uint32(unix.PERF_ATTR_SIZE_VER0), Type: typ, Config: config}, nil
+	attr := new(perf.Attr)
+	if err := c.Configure(attr); err != nil {
+		return nil, err
+	}
+	return attr, nil
 }
 
 // SampleClock is the clock of sample times. Hardware events fire from an
@@ -109,50 +115,42 @@ func (e Event) CountingAttr() (*unix.PerfEventAttr, error) {
 // and callers that need another clock map the times onto it.
 const SampleClock = unix.CLOCK_MONOTONIC
 
-// ReadFormat is what a read(2) of a sampling event returns: the count,
-// then the time it was enabled and the time it ran, so a multiplexed
-// event's share of the window can be told.
-const ReadFormat = unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING
-
 // SamplingAttr is the attribute of a disabled, system-wide sampling event
-// with kernel call chains. cpu-clock samples at a fixed period of 1/hz
-// seconds, so every sample stands for the same time; hardware events in
-// frequency mode, where the kernel varies the period to keep hz and each
-// sample records its own. sampleType is the PERF_SAMPLE_* set the caller
-// decodes.
-func (e Event) SamplingAttr(hz int, sampleType uint64) (*unix.PerfEventAttr, error) {
-	typ, config, err := e.config()
-	if err != nil {
-		return nil, err
-	}
+// with kernel call chains, whose reads give time enabled and running (so a
+// multiplexed event's share of the window can be told). cpu-clock samples
+// at a fixed period of 1/hz seconds, so every sample stands for the same
+// time; hardware events in frequency mode, where the kernel varies the
+// period to keep hz and each sample records its own. format is what each
+// sample records, which the caller decodes.
+func (e Event) SamplingAttr(hz int, format perf.SampleFormat) (*perf.Attr, error) {
 	if hz <= 0 {
 		return nil, fmt.Errorf("%v: sampling frequency %d Hz", e, hz)
 	}
-	attr := &unix.PerfEventAttr{
-		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Type:        typ,
-		Config:      config,
-		Sample_type: sampleType,
-		Read_format: ReadFormat,
-		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeHv |
-			unix.PerfBitExcludeCallchainUser | unix.PerfBitUseClockID,
-		Clockid: SampleClock,
+	attr, err := e.CountingAttr()
+	if err != nil {
+		return nil, err
 	}
+	attr.SampleFormat = format
+	attr.CountFormat = perf.CountFormat{Enabled: true, Running: true}
+	attr.Options.Disabled = true
+	attr.Options.ExcludeHypervisor = true
+	attr.Options.ExcludeUserCallchain = true
+	attr.Options.UseClockID = true
+	attr.ClockID = SampleClock
 	if e == CPUClock {
-		attr.Sample = uint64(1e9) / uint64(hz)
+		attr.SetSamplePeriod(uint64(time.Second) / uint64(hz))
 	} else {
-		attr.Bits |= unix.PerfBitFreq
-		attr.Sample = uint64(hz)
+		attr.SetSampleFreq(uint64(hz))
 	}
 	return attr, nil
 }
 
 // Open opens attr on one CPU for every task, and classifies a failure
 // (see OpenError).
-func Open(e Event, attr *unix.PerfEventAttr, cpu int) (int, error) {
-	fd, err := unix.PerfEventOpen(attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+func Open(e Event, attr *perf.Attr, cpu int) (*perf.Event, error) {
+	ev, err := perf.Open(attr, perf.AllThreads, cpu, nil)
 	if err != nil {
-		return -1, NewOpenError(e, cpu, err)
+		return nil, NewOpenError(e, cpu, err)
 	}
-	return fd, nil
+	return ev, nil
 }

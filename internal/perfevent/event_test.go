@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,24 +28,32 @@ func TestNames(t *testing.T) {
 // Every sampling event uses a clock the kernel accepts for NMI-driven
 // events: with CLOCK_BOOTTIME a hardware event does not open.
 func TestSamplingAttr(t *testing.T) {
+	format := perf.SampleFormat{IP: true, Callchain: true}
 	for _, e := range All {
-		a, err := e.SamplingAttr(99, unix.PERF_SAMPLE_IP)
+		a, err := e.SamplingAttr(99, format)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.Clockid != unix.CLOCK_MONOTONIC || a.Bits&unix.PerfBitUseClockID == 0 {
-			t.Errorf("%v: clock %d, want CLOCK_MONOTONIC", e, a.Clockid)
+		if a.ClockID != unix.CLOCK_MONOTONIC || !a.Options.UseClockID {
+			t.Errorf("%v: clock %d, want CLOCK_MONOTONIC", e, a.ClockID)
 		}
-		freq := a.Bits&unix.PerfBitFreq != 0
+		if !a.Options.Disabled || !a.Options.ExcludeUserCallchain || a.SampleFormat != format || !a.CountFormat.Enabled || !a.CountFormat.Running {
+			t.Errorf("%v: %+v", e, a)
+		}
 		switch {
-		case e == CPUClock && (freq || a.Sample != uint64(1e9)/99):
-			t.Errorf("cpu-clock: freq %v period %d, want a fixed period of 1/99 s", freq, a.Sample)
-		case e != CPUClock && (!freq || a.Sample != 99):
-			t.Errorf("%v: freq %v sample %d, want frequency mode at 99 Hz", e, freq, a.Sample)
+		case e == CPUClock && (a.Options.Freq || a.Sample != uint64(1e9)/99):
+			t.Errorf("cpu-clock: freq %v period %d, want a fixed period of 1/99 s", a.Options.Freq, a.Sample)
+		case e != CPUClock && (!a.Options.Freq || a.Sample != 99):
+			t.Errorf("%v: freq %v sample %d, want frequency mode at 99 Hz", e, a.Options.Freq, a.Sample)
 		}
 	}
-	if _, err := Cycles.SamplingAttr(0, 0); err == nil {
+	if _, err := Cycles.SamplingAttr(0, format); err == nil {
 		t.Error("0 Hz: want an error")
+	}
+	for e, want := range map[Event]uint64{Cycles: unix.PERF_COUNT_HW_CPU_CYCLES, Instructions: unix.PERF_COUNT_HW_INSTRUCTIONS, LLCMisses: unix.PERF_COUNT_HW_CACHE_MISSES} {
+		if a, _ := e.CountingAttr(); a.Type != perf.HardwareEvent || a.Config != want {
+			t.Errorf("%v: type %v config %d", e, a.Type, a.Config)
+		}
 	}
 }
 

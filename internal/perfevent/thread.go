@@ -1,11 +1,10 @@
 package perfevent
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
+	"github.com/elastic/go-perf"
 )
 
 // ThreadCounters count events on one OS thread, in kernel mode only, as one
@@ -16,8 +15,9 @@ import (
 // call runs on.
 type ThreadCounters struct {
 	events []Event
-	fds    []int // fds[0] leads the group
-	buf    []byte
+	leader *perf.Event
+	all    []*perf.Event // leader first
+	start  perf.GroupCount
 }
 
 // OpenThreadCounters opens events, disabled, on the calling thread. A
@@ -26,27 +26,26 @@ func OpenThreadCounters(events []Event) (*ThreadCounters, error) {
 	if len(events) == 0 {
 		return nil, errors.New("thread counters: no events")
 	}
-	c := &ThreadCounters{events: events, buf: make([]byte, 8*(3+len(events)))}
+	c := &ThreadCounters{events: events}
 	for i, e := range events {
 		attr, err := e.CountingAttr()
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		attr.Read_format = ReadFormat | unix.PERF_FORMAT_GROUP
-		attr.Bits |= unix.PerfBitExcludeUser | unix.PerfBitExcludeHv
-		group := -1
-		if i == 0 {
-			attr.Bits |= unix.PerfBitDisabled
-		} else {
-			group = c.fds[0]
-		}
-		fd, err := unix.PerfEventOpen(attr, 0, -1, group, unix.PERF_FLAG_FD_CLOEXEC)
+		attr.CountFormat = perf.CountFormat{Group: true, Enabled: true, Running: true}
+		attr.Options.ExcludeUser = true
+		attr.Options.ExcludeHypervisor = true
+		attr.Options.Disabled = i == 0 // members follow the leader
+		ev, err := perf.Open(attr, perf.CallingThread, perf.AnyCPU, c.leader)
 		if err != nil {
 			c.Close()
 			return nil, NewOpenError(e, -1, err)
 		}
-		c.fds = append(c.fds, fd)
+		if i == 0 {
+			c.leader = ev
+		}
+		c.all = append(c.all, ev)
 	}
 	return c, nil
 }
@@ -54,12 +53,14 @@ func OpenThreadCounters(events []Event) (*ThreadCounters, error) {
 // Events are the events counted, in the order Stop returns them.
 func (c *ThreadCounters) Events() []Event { return c.events }
 
-// Start zeroes the counts and starts counting.
+// Start notes the counts so far and starts counting.
 func (c *ThreadCounters) Start() error {
-	if err := c.ioctl(unix.PERF_EVENT_IOC_RESET); err != nil {
-		return err
+	start, err := c.leader.ReadGroupCount()
+	if err != nil {
+		return fmt.Errorf("thread counters: %w", err)
 	}
-	return c.ioctl(unix.PERF_EVENT_IOC_ENABLE)
+	c.start = start
+	return c.leader.Enable()
 }
 
 // Stop stops counting and returns each event's count since Start, scaled
@@ -67,51 +68,43 @@ func (c *ThreadCounters) Start() error {
 // scales), and the share of the time it was on the PMU (1 when it was
 // never multiplexed; 0 when it never ran, and the counts are then 0).
 func (c *ThreadCounters) Stop() (counts []float64, running float64, err error) {
-	if err := c.ioctl(unix.PERF_EVENT_IOC_DISABLE); err != nil {
-		return nil, 0, err
+	if err := c.leader.Disable(); err != nil {
+		return nil, 0, fmt.Errorf("thread counters: %w", err)
 	}
-	n, err := unix.Read(c.fds[0], c.buf)
+	end, err := c.leader.ReadGroupCount()
 	if err != nil {
-		return nil, 0, fmt.Errorf("read thread counters: %w", err)
+		return nil, 0, fmt.Errorf("thread counters: %w", err)
 	}
-	return decodeGroup(c.buf[:n], len(c.events))
+	return groupDelta(c.start, end, len(c.events))
 }
 
-// decodeGroup reads a PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|RUNNING record:
-// nr, time enabled, time running, then nr values.
-func decodeGroup(b []byte, want int) ([]float64, float64, error) {
-	ne := binary.NativeEndian
-	if len(b) < 24 || int(ne.Uint64(b)) != want || len(b) < 24+8*want {
-		return nil, 0, fmt.Errorf("read thread counters: %d bytes for %d events", len(b), want)
+// groupDelta is what a group counted between two reads, scaled when it was
+// multiplexed.
+func groupDelta(a, b perf.GroupCount, want int) ([]float64, float64, error) {
+	if len(a.Values) != want || len(b.Values) != want {
+		return nil, 0, fmt.Errorf("read thread counters: %d and %d values for %d events", len(a.Values), len(b.Values), want)
 	}
-	enabled, running := ne.Uint64(b[8:]), ne.Uint64(b[16:])
+	enabled, running := b.Enabled-a.Enabled, b.Running-a.Running
 	share, scale := 1.0, 1.0
 	switch {
-	case running == 0:
+	case running <= 0:
 		share, scale = 0, 0
 	case running < enabled:
 		share, scale = float64(running)/float64(enabled), float64(enabled)/float64(running)
 	}
 	out := make([]float64, want)
 	for i := range out {
-		out[i] = float64(ne.Uint64(b[24+8*i:])) * scale
+		out[i] = float64(b.Values[i].Value-a.Values[i].Value) * scale
 	}
 	return out, share, nil
-}
-
-func (c *ThreadCounters) ioctl(req uint) error {
-	if err := unix.IoctlSetInt(c.fds[0], req, unix.PERF_IOC_FLAG_GROUP); err != nil {
-		return fmt.Errorf("thread counters: %w", err)
-	}
-	return nil
 }
 
 // Close closes the events.
 func (c *ThreadCounters) Close() error {
 	var errs []error
-	for i := len(c.fds) - 1; i >= 0; i-- {
-		errs = append(errs, unix.Close(c.fds[i]))
+	for i := len(c.all) - 1; i >= 0; i-- {
+		errs = append(errs, c.all[i].Close())
 	}
-	c.fds = nil
+	c.all, c.leader = nil, nil
 	return errors.Join(errs...)
 }

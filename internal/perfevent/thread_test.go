@@ -1,42 +1,46 @@
 package perfevent
 
 import (
-	"encoding/binary"
 	"errors"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/elastic/go-perf"
+
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
-func group(nr, enabled, running uint64, values ...uint64) []byte {
-	b := binary.NativeEndian.AppendUint64(nil, nr)
-	b = binary.NativeEndian.AppendUint64(b, enabled)
-	b = binary.NativeEndian.AppendUint64(b, running)
+func group(enabled, running time.Duration, values ...uint64) perf.GroupCount {
+	g := perf.GroupCount{Enabled: enabled, Running: running}
 	for _, v := range values {
-		b = binary.NativeEndian.AppendUint64(b, v)
+		g.Values = append(g.Values, struct {
+			Value uint64
+			ID    uint64
+			Label string
+		}{Value: v})
 	}
-	return b
+	return g
 }
 
-// A group read is scaled by enabled/running when multiplexed, like perf
-// stat, and says its share of time on the PMU.
-func TestDecodeGroup(t *testing.T) {
-	got, share, err := decodeGroup(group(2, 1000, 1000, 10, 20), 2)
+// What a group counted between two reads is scaled by enabled/running when
+// it was multiplexed, like perf stat, with its share of time on the PMU.
+func TestGroupDelta(t *testing.T) {
+	start := group(100, 100, 5, 7)
+	got, share, err := groupDelta(start, group(1100, 1100, 15, 27), 2)
 	if err != nil || share != 1 || got[0] != 10 || got[1] != 20 {
 		t.Errorf("whole window: %v %v %v", got, share, err)
 	}
-	got, share, err = decodeGroup(group(2, 1000, 250, 10, 20), 2)
+	got, share, err = groupDelta(start, group(1100, 350, 15, 27), 2)
 	if err != nil || share != 0.25 || got[0] != 40 || got[1] != 80 {
 		t.Errorf("multiplexed a quarter of the time: %v %v %v", got, share, err)
 	}
-	got, share, err = decodeGroup(group(1, 1000, 0, 0), 1)
+	got, share, err = groupDelta(start, group(1100, 100, 5, 7), 2)
 	if err != nil || share != 0 || got[0] != 0 {
 		t.Errorf("never on the PMU: %v %v %v", got, share, err)
 	}
-	if _, _, err := decodeGroup(group(3, 1, 1, 1, 2, 3), 2); err == nil {
+	if _, _, err := groupDelta(start, group(1, 1, 1, 2, 3), 2); err == nil {
 		t.Error("a group of 3 read as 2: want an error")
 	}
 }
