@@ -275,7 +275,7 @@ func TestPprofScrapeLikeParca(t *testing.T) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		t.Fatal(err)
 	}
-	defer objs.HotEntry.Close()
+	t.Cleanup(func() { objs.HotEntry.Close() }) // after spin's cleanup stops the runs
 	spin(t, objs.HotEntry)
 	hot := hotSourceLine(t)
 
