@@ -23,23 +23,30 @@ import (
 // write it reports itself.
 func BenchmarkDaemon1000Programs(b *testing.B) {
 	privtest.Root(b)
+	progs := loadFilters(b, "bench_d", 1000)
+	for range b.N {
+		b.Run("sampling", func(b *testing.B) { daemonCost(b, progs, "--profile.every", "0") })
+		b.Run("with-profiling", func(b *testing.B) { daemonCost(b, progs) })
+	}
+}
+
+// loadFilters loads n empty socket filters named prefix0, prefix1, ...,
+// closed when the benchmark ends.
+func loadFilters(b *testing.B, prefix string, n int) []*ebpf.Program {
 	var progs []*ebpf.Program
-	defer func() {
+	b.Cleanup(func() {
 		for _, p := range progs {
 			p.Close()
 		}
-	}()
-	for i := range 1000 {
-		p, err := privtest.LoadSocketFilter(fmt.Sprintf("bench_d%d", i))
+	})
+	for i := range n {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("%s%d", prefix, i))
 		if err != nil {
 			b.Fatal(err)
 		}
 		progs = append(progs, p)
 	}
-	for range b.N {
-		b.Run("sampling", func(b *testing.B) { daemonCost(b, progs, "--profile.every", "0") })
-		b.Run("with-profiling", func(b *testing.B) { daemonCost(b, progs) })
-	}
+	return progs
 }
 
 // daemonCost runs bpfperfd with args for 30 s over progs and reports its

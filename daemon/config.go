@@ -29,6 +29,7 @@ type Config struct {
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
+	Web         WebConfig // the opt-in TCP listener (web.go)
 	// Now is the daemon's clock: when each sweep is read (so the rates),
 	// when exact counter windows open and close, how fresh the latest
 	// profile window is, retention, and the defaults of since and until;
@@ -79,6 +80,9 @@ func (c *Config) validate() error {
 	}
 	if r := c.Retention; r.Raw < time.Hour || r.Minute < r.Raw || r.Rollup < r.Minute {
 		return fmt.Errorf("%w: retention must grow with coarseness: --retention.raw %v (at least 1h) <= --retention.minute %v <= --retention.rollup %v", ErrBadConfig, r.Raw, r.Minute, r.Rollup)
+	}
+	if err := c.Web.validate(); err != nil {
+		return err
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -56,14 +56,7 @@ func (d *Daemon) fillCounters(row *api.ProgRow) {
 	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
 		row.Own = true
 	}
-	var exact *api.PerfCounters
-	if tg := c.targets[row.ID]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
-		exact = tg.last
-	}
-	last := exact
-	if s := d.latestSampled(row.ID); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
-		last = s
-	}
+	last := d.lastCountersLocked(row.ID)
 	if last == nil {
 		return
 	}
@@ -111,4 +104,18 @@ func counterReasonDetail(err error) string {
 		return r
 	}
 	return r + ": " + err.Error()
+}
+
+// lastCountersLocked is a program's last finished window of per-run
+// figures: the newer of the exact and the sampled ones, nil for none.
+// Called with d.ctr.mu held.
+func (d *Daemon) lastCountersLocked(id uint32) *api.PerfCounters {
+	var last *api.PerfCounters
+	if tg := d.ctr.targets[id]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
+		last = tg.last
+	}
+	if s := d.latestSampled(id); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
+		last = s
+	}
+	return last
 }

@@ -32,6 +32,7 @@ type Daemon struct {
 	lastLoop atomic.Int64
 	prof     profiling
 	ctr      counting
+	metrics  *metrics
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -103,6 +104,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
 	}
+	d.metrics = newMetrics(d)
+	smp.ticked = d.metrics.observe
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 
@@ -114,6 +117,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	srv := &http.Server{Handler: (&server{d: d}).routes(), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
+	stopWeb, err := d.startWeb()
+	if err != nil {
+		return err
+	}
+	defer stopWeb()
 
 	if err := db.WriteTick(store.Tick{Time: d.started, Events: []store.Event{
 		{Time: d.started, Kind: "daemon_start", Detail: cfg.Version},
@@ -145,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	go d.expire(loopCtx)
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval)
+	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval, "web", cfg.Web.ListenAddress)
 
 	select {
 	case <-ctx.Done():

@@ -36,6 +36,14 @@ var (
 	ErrProfilingOff = errors.New("CPU profiling is off")
 	// ErrUnknownBenchRun: no stored run has that id.
 	ErrUnknownBenchRun = store.ErrUnknownBenchRun
+
+	// Answering over TCP (web.go).
+
+	// ErrReadOnly: the TCP listener only reads; what changes state or
+	// starts work stays on the unix socket.
+	ErrReadOnly = errors.New("read-only over TCP: use the unix socket")
+	// ErrTooManyScrapes: --web.max-requests requests are being answered.
+	ErrTooManyScrapes = errors.New("too many concurrent requests")
 )
 
 // statusOf is the HTTP status an API error answers with: the first kind
@@ -48,7 +56,8 @@ func statusOf(err error) int {
 		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration}},
 		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
 		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
-		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff}},
+		{http.StatusMethodNotAllowed, []error{ErrReadOnly}},
+		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff, ErrTooManyScrapes}},
 		// This host cannot sample or count the event.
 		{http.StatusNotImplemented, []error{perfevent.ErrNoPMU, perfevent.ErrPMURefused}},
 	} {

@@ -29,6 +29,8 @@ func TestStatusOf(t *testing.T) {
 		profile.ErrBusy:                http.StatusConflict,
 		ErrCountersUnavailable:         http.StatusServiceUnavailable,
 		ErrProfilingOff:                http.StatusServiceUnavailable,
+		ErrTooManyScrapes:              http.StatusServiceUnavailable,
+		ErrReadOnly:                    http.StatusMethodNotAllowed,
 		errors.New("the disk is full"): http.StatusInternalServerError,
 		perfevent.NewOpenError(perfevent.Cycles, 0, unix.ENOENT):     http.StatusNotImplemented,
 		perfevent.NewOpenError(perfevent.Cycles, 0, unix.EOPNOTSUPP): http.StatusNotImplemented,

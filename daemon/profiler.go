@@ -45,6 +45,11 @@ type profiling struct {
 	windows     int64
 	lastErr     error
 	storeFailed bool
+	// For /metrics: each loaded program's sampled CPU time summed over
+	// the continuous windows since the daemon started, and the samples
+	// the kernel dropped, by event.
+	cpuNs map[uint32]int64
+	lost  map[string]uint64
 }
 
 // startProfiling starts the learner, continuous profiling (unless
@@ -107,6 +112,7 @@ func (d *Daemon) startProfiling(ctx context.Context) error {
 					p = w.Profile
 				}
 				d.profileWindow(p, err)
+				d.profileLost(w)
 				d.sampledWindowEnds(ctx, w) // sampled perf counters (counters_sampled.go)
 			}
 			if err := prof.Run(ctx, cfg.Every, cfg.Duration, emit); err != nil {
@@ -147,6 +153,7 @@ func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
 	end := time.Unix(0, p.TimeNanos+p.DurationNanos)
 	build := time.Since(end)
 	shares, serr := profile.ProgramShares(p)
+	nanos, _ := profile.ProgramNanos(p) // fails as ProgramShares does
 	info, id, err := d.storeProfile(p, store.ProfileContinuous)
 	known := map[uint32]bool{}
 	for _, id := range d.prof.prof.Symbolizer().Programs() {
@@ -156,6 +163,17 @@ func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	pr.windows++
+	if pr.cpuNs == nil {
+		pr.cpuNs = map[uint32]int64{}
+	}
+	for id, ns := range nanos {
+		pr.cpuNs[id] += ns
+	}
+	for id := range pr.cpuNs {
+		if !known[id] && nanos[id] == 0 {
+			delete(pr.cpuNs, id) // unloaded: its series leaves /metrics
+		}
+	}
 	pr.covered, pr.known = pr.known, known
 	pr.shares, pr.lastEnd, pr.lastBuild = shares, end, build
 	if serr != nil {
@@ -172,6 +190,22 @@ func (d *Daemon) profileWindow(p *pprof.Profile, err error) {
 		pr.storeFailed = true
 	} else {
 		pr.storeFailed = false
+	}
+}
+
+// profileLost adds up the samples each capture of a window lost.
+func (d *Daemon) profileLost(w *profile.Window) {
+	if w == nil {
+		return
+	}
+	pr := &d.prof
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.lost == nil {
+		pr.lost = map[string]uint64{}
+	}
+	for ev, st := range w.Stats {
+		pr.lost[ev.String()] += st.Lost
 	}
 }
 

@@ -62,6 +62,9 @@ type sampler struct {
 	// appeared, if set, is called (under mu) for each program seen for the
 	// first time, after its metadata is read.
 	appeared func(id uint32, name string)
+	// ticked, if set, is called after each tick with how long its sweep
+	// and its store write took (metrics.go's histograms).
+	ticked func(sweep, write time.Duration)
 }
 
 func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -219,7 +222,11 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	}
 	s.mu.Lock()
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
+	write := s.lastWrite
 	s.mu.Unlock()
+	if s.ticked != nil {
+		s.ticked(sweep, write)
+	}
 	return err
 }
 

@@ -87,6 +87,25 @@ func Diff(base, new *profile.Profile) (*profile.Profile, error) {
 // fails with ErrNoCPUValue when p has no cpu/nanoseconds values, and
 // returns an empty map when p has no duration.
 func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
+	ns, err := ProgramNanos(p)
+	if err != nil {
+		return nil, err
+	}
+	shares := make(map[uint32]float64, len(ns))
+	if p.DurationNanos <= 0 {
+		return shares, nil
+	}
+	for id, v := range ns {
+		shares[id] = 100 * float64(v) / float64(p.DurationNanos)
+	}
+	return shares, nil
+}
+
+// ProgramNanos returns, for each program id in p's prog_id labels, the
+// nanoseconds of CPU its samples stand for (attributed as ProgramShares
+// does: tail-call targets get their own). It fails with ErrNoCPUValue when
+// p has no cpu/nanoseconds values.
+func ProgramNanos(p *profile.Profile) (map[uint32]int64, error) {
 	vi := -1
 	for i, st := range p.SampleType {
 		if st.Type == "cpu" && st.Unit == "nanoseconds" {
@@ -96,10 +115,7 @@ func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
 	if vi < 0 {
 		return nil, ErrNoCPUValue
 	}
-	shares := map[uint32]float64{}
-	if p.DurationNanos <= 0 {
-		return shares, nil
-	}
+	ns := map[uint32]int64{}
 	for _, s := range p.Sample {
 		ids := s.Label[LabelProgID]
 		if len(ids) != 1 || vi >= len(s.Value) {
@@ -109,12 +125,9 @@ func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
 		if err != nil {
 			continue
 		}
-		shares[uint32(id)] += float64(s.Value[vi])
+		ns[uint32(id)] += s.Value[vi]
 	}
-	for id, ns := range shares {
-		shares[id] = 100 * ns / float64(p.DurationNanos)
-	}
-	return shares, nil
+	return ns, nil
 }
 
 // ProgramEstimate is what one program's samples in a profile stand for.

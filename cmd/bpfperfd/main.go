@@ -49,6 +49,10 @@ func main() {
 			&cli.DurationFlag{Name: "counters.window", Value: daemon.DefaultCountersWindow, Usage: "how long each perf counter window counts a target (100ms to 1h)"},
 			&cli.DurationFlag{Name: "counters.every", Usage: "how often a target's counter window starts (default 1m, at least --counters.window)"},
 			&cli.IntFlag{Name: "counters.max", Value: daemon.DefaultCountersMax, Usage: "programs counted at once (1 to 64); each adds cost to every run"},
+			&cli.StringFlag{Name: "web.listen-address", Usage: "serve /metrics, /debug/pprof/profile and the read-only /v1 GETs over TCP on this host:port, e.g. 127.0.0.1:9476 (off when empty)"},
+			&cli.StringFlag{Name: "web.config.file", Usage: "exporter-toolkit web config for TLS and basic auth on --web.listen-address"},
+			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
+			&cli.IntFlag{Name: "web.max-requests", Value: daemon.DefaultWebMaxRequests, Usage: "requests answered at once over TCP; more get 503"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
 		},
@@ -125,5 +129,9 @@ func run(c *cli.Context) error {
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
 		Counters:    counters,
+		Web: daemon.WebConfig{
+			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),
+			MaxPrograms: c.Int("web.max-programs"), MaxRequests: c.Int("web.max-requests"),
+		},
 	})
 }

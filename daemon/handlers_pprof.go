@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/bpfperf/bpfperf/profile"
+)
+
+// pprofProfile answers GET /debug/pprof/profile?seconds=N on the TCP
+// listener the way Go's net/http/pprof does, so Parca (process_cpu,
+// delta: true) and Grafana Alloy's pyroscope.scrape read it: a gzipped
+// pprof of the BPF CPU time of the next N seconds (default 30, capped by
+// --profile.limit), symbolized like every other profile. It is the running
+// profiler's on-demand capture, not a sampler of its own; one runs at a
+// time, so a scrape while another (or a `bpfperf profile capture`) runs
+// answers 409 at once rather than waiting. The profile is not stored: the
+// scraper keeps it, and the continuous windows cover the same time.
+func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
+	prof, err := s.d.profiler()
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	limit := prof.MaxDuration()
+	dur := min(defaultPprofSeconds*time.Second, limit)
+	if v := r.URL.Query().Get("seconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || n > int64(limit/time.Second) {
+			reply(w, nil, fmt.Errorf("%w: seconds=%q: want a whole number of seconds from 1 to %d (the daemon's --profile.limit)", ErrBadRequest, v, limit/time.Second))
+			return
+		}
+		dur = time.Duration(n) * time.Second
+	}
+	s.d.prof.capturing.Store(true)
+	p, err := prof.Capture(r.Context(), prof.Event(), dur)
+	if errors.Is(err, profile.ErrBusy) {
+		reply(w, nil, fmt.Errorf("%w: one capture at a time (another scrape or an on-demand capture is running); try again when it ends", profile.ErrBusy))
+		return
+	}
+	s.d.prof.capturing.Store(false)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	data, err := profile.Marshal(p)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
+	writeProfile(w, data)
+}

@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// programsOnly is the per-program part of programCollector, which needs
+// no store or stats.
+type programsOnly struct{ c *programCollector }
+
+func (p programsOnly) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(p, ch) }
+func (p programsOnly) Collect(ch chan<- prometheus.Metric) { p.c.collectPrograms(ch) }
+
+// TestMetricsCap: beyond --web.max-programs the newest programs (highest
+// ids) are summed into id="other"; programs keep their info series.
+func TestMetricsCap(t *testing.T) {
+	d := &Daemon{cfg: Config{Web: WebConfig{MaxPrograms: 2}}, sampler: &sampler{progs: map[uint32]*program{}}}
+	for id, v := range map[uint32][2]uint64{7: {1e9, 10}, 3: {2e9, 20}, 9: {3e9, 30}, 12: {4e9, 40}} {
+		d.sampler.progs[id] = &program{
+			meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677",
+				Attach: []collectors.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}, Owners: []collectors.Owner{{PID: 1, Comm: "agent"}, {PID: 2, Comm: "agent"}}},
+			cur: collectors.Sample{ID: id, RunTimeNs: v[0], RunCnt: v[1]},
+		}
+	}
+	want := `
+# HELP bpfperf_program_runs_total Runs of the program, as bpf_stats counts them (run_cnt).
+# TYPE bpfperf_program_runs_total counter
+bpfperf_program_runs_total{id="3"} 20
+bpfperf_program_runs_total{id="7"} 10
+bpfperf_program_runs_total{id="other"} 70
+# HELP bpfperf_program_run_time_seconds_total CPU time the program's runs took, as bpf_stats counts it (run_time_ns); a tail-call chain is charged to its entry program.
+# TYPE bpfperf_program_run_time_seconds_total counter
+bpfperf_program_run_time_seconds_total{id="3"} 2
+bpfperf_program_run_time_seconds_total{id="7"} 1
+bpfperf_program_run_time_seconds_total{id="other"} 7
+# HELP bpfperf_program_info A loaded program's metadata, 1 for each, to join on id.
+# TYPE bpfperf_program_info gauge
+bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="3",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
+bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="7",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
+# HELP bpfperf_programs_in_other Loaded programs beyond --web.max-programs, summed into id="other".
+# TYPE bpfperf_programs_in_other gauge
+bpfperf_programs_in_other 2
+`
+	names := []string{"bpfperf_program_runs_total", "bpfperf_program_run_time_seconds_total", "bpfperf_program_info", "bpfperf_programs_in_other"}
+	if err := testutil.CollectAndCompare(programsOnly{&programCollector{d: d}}, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// An unloaded program leaves the output.
+	delete(d.sampler.progs, 3)
+	if n := testutil.CollectAndCount(programsOnly{&programCollector{d: d}}, "bpfperf_program_info"); n != 2 {
+		t.Errorf("after an unload: %d info series, want 2 (ids 7 and 9)", n)
+	}
+}
