@@ -14,6 +14,7 @@ type Sample struct {
 	Type            uint32 // kernel enum bpf_prog_type
 	Tag             [8]byte
 	Name            string // kernel's 16-byte name, NUL-trimmed
+	LoadTime        uint64 // ns since boot (CLOCK_BOOTTIME)
 	RunTimeNs       uint64
 	RunCnt          uint64
 	RecursionMisses uint64
@@ -72,6 +73,7 @@ func Sweep(buf []Sample) ([]Sample, error) {
 			Type:            info.typ,
 			Tag:             info.tag,
 			Name:            cString(info.name[:]),
+			LoadTime:        info.loadTime,
 			RunTimeNs:       info.runTimeNs,
 			RunCnt:          info.runCnt,
 			RecursionMisses: info.recursionMisses,
