@@ -1,11 +1,13 @@
 package collectors
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -16,6 +18,10 @@ import (
 // older than 5.19, has no BTF, or its verifier refused the program. It
 // matches ebpf.ErrNotSupported where the cause is the kernel's age.
 var ErrIterUnsupported = errors.New("iterator sweep not supported")
+
+// ErrIterMismatch says the iterator's figures for an idle program differ
+// from OBJ_GET_INFO_BY_FD's: the iterator cannot be trusted on this kernel.
+var ErrIterMismatch = errors.New("iterator sweep differs from OBJ_GET_INFO_BY_FD")
 
 // recordSize is the size of struct record in bpf/progiter/progiter.c.
 const recordSize = 64
@@ -41,6 +47,9 @@ type ProgIter struct {
 // ErrIterUnsupported when the kernel cannot run it, and ErrNotPermitted
 // when privileges are missing.
 func NewProgIter() (*ProgIter, error) {
+	if major, minor, ok := kernelVersion(); ok && (major < 5 || major == 5 && minor < 19) {
+		return nil, fmt.Errorf("%w: kernel %d.%d is older than 5.19 (bpf_map_lookup_percpu_elem)", ErrIterUnsupported, major, minor)
+	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("%w: no kernel BTF: %w", ErrIterUnsupported, err)
 	}
@@ -128,6 +137,69 @@ func (it *ProgIter) read() ([]byte, error) {
 		return nil, fmt.Errorf("read iterator: %d bytes is not a whole number of %d-byte records", len(data), recordSize)
 	}
 	return data, nil
+}
+
+// Check proves the iterator against OBJ_GET_INFO_BY_FD on up to n
+// programs spread over the id range: two iterator sweeps around one info
+// read per program, and every program idle between the two sweeps must
+// read the same both ways. It returns how many idle programs agreed, or an
+// error wrapping ErrIterMismatch naming the first that did not. Programs
+// that ran in between or went away are not compared.
+func (it *ProgIter) Check(n int) (int, error) {
+	first, err := it.Sweep(nil)
+	if err != nil {
+		return 0, err
+	}
+	step := max(1, len(first)/max(1, n))
+	var info progInfo
+	var fd []Sample
+	for i := 0; i < len(first) && len(fd) < n; i += step {
+		if first[i].ID == it.id {
+			continue // runs during every sweep
+		}
+		s, err := readProgram(first[i].ID, &info)
+		if err != nil {
+			continue // gone, or refused: the fd sweep would skip it too
+		}
+		fd = append(fd, s)
+	}
+	second, err := it.Sweep(nil)
+	if err != nil {
+		return 0, err
+	}
+	agreed := 0
+	for _, f := range fd {
+		a, ok1 := findByID(first, f.ID)
+		b, ok2 := findByID(second, f.ID)
+		if !ok1 || !ok2 || a != b {
+			continue // busy or gone
+		}
+		if a != f {
+			return agreed, fmt.Errorf("%w: program %d %q: iterator %d runs %d ns %d misses, info %d runs %d ns %d misses",
+				ErrIterMismatch, f.ID, f.Name, a.RunCnt, a.RunTimeNs, a.RecursionMisses, f.RunCnt, f.RunTimeNs, f.RecursionMisses)
+		}
+		agreed++
+	}
+	return agreed, nil
+}
+
+// findByID finds id in samples sorted by id.
+func findByID(samples []Sample, id uint32) (Sample, bool) {
+	i, ok := slices.BinarySearchFunc(samples, id, func(s Sample, id uint32) int { return cmp.Compare(s.ID, id) })
+	if !ok {
+		return Sample{}, false
+	}
+	return samples[i], true
+}
+
+// kernelVersion is the running kernel's major and minor version.
+func kernelVersion() (major, minor int, ok bool) {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return 0, 0, false
+	}
+	n, _ := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	return major, minor, n == 2
 }
 
 // decodeRecord reads one struct record (bpf/progiter/progiter.c).

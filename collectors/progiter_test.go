@@ -296,3 +296,19 @@ func TestIterSweepInVM(t *testing.T) {
 		})
 	}
 }
+
+func TestIterCheck(t *testing.T) {
+	privtest.Root(t)
+	runTimeStats(t)
+	it := newProgIter(t)
+	for range 5 {
+		loadSocketFilter(t, "check")
+	}
+	n, err := it.Check(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Errorf("check compared %d idle programs, want at least the 5 loaded here", n)
+	}
+}

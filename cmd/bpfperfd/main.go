@@ -34,6 +34,7 @@ func main() {
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
+			&cli.StringFlag{Name: "sweep", Value: "auto", Usage: "how programs are read each tick: auto (iter, else fd), iter (one BPF iterator read; needs Linux 5.19 and BTF), fd (open, describe, close each program)"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
 			&cli.StringFlag{Name: "retention.minute", Value: "35d", Usage: "how long minute rollups are kept"},
 			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long hour rollups, events and unloaded programs are kept"},
@@ -50,6 +51,7 @@ func main() {
 			&cli.DurationFlag{Name: "counters.every", Usage: "how often a target's counter window starts (default 1m, at least --counters.window)"},
 			&cli.IntFlag{Name: "counters.max", Value: daemon.DefaultCountersMax, Usage: "programs counted at once (1 to 64); each adds cost to every run"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
+			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
 		},
 		HideHelpCommand: true,
@@ -118,6 +120,7 @@ func run(c *cli.Context) error {
 		SocketGroup: c.String("socket-group"),
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
+		Sweep:       c.String("sweep"),
 		ProcRoot:    "/proc",
 		Retention:   keep,
 		Profile:     prof,
@@ -125,5 +128,7 @@ func run(c *cli.Context) error {
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
 		Counters:    counters,
+
+		SweepFailLoad: c.Bool("debug.sweep-fail-load"),
 	})
 }
