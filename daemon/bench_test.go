@@ -45,6 +45,29 @@ func BenchmarkDaemon1000Programs(b *testing.B) {
 	}
 }
 
+// BenchmarkDaemon10000Programs runs bpfperfd at 1 s over 10,000 idle
+// programs with the iterator sweep, sampling alone, and reports its cost
+// as BenchmarkDaemon1000Programs does.
+func BenchmarkDaemon10000Programs(b *testing.B) {
+	privtest.Root(b)
+	var progs []*ebpf.Program
+	defer func() {
+		for _, p := range progs {
+			p.Close()
+		}
+	}()
+	for i := range 10000 {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("bench_e%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		progs = append(progs, p)
+	}
+	for range b.N {
+		b.Run("sampling-idle", func(b *testing.B) { daemonCost(b, progs, 0, "--profile.every", "0") })
+	}
+}
+
 // daemonCost runs bpfperfd with args for 30 s over progs, the first busy
 // of them running 3 times a second, and reports its cost.
 func daemonCost(b *testing.B, progs []*ebpf.Program, busy int, args ...string) {
