@@ -19,7 +19,18 @@ type Status struct {
 	LastSample     time.Time `json:"last_sample,omitzero"`
 	LastSweepMs    float64   `json:"last_sweep_ms"`
 	LastWriteMs    float64   `json:"last_write_ms"`
-	LastError      string    `json:"last_error,omitempty"`
+	// Sweep is how programs are read each tick: "iter" (one BPF iterator
+	// read) or "fd" (open, describe and close each program); SweepDetail
+	// says why, and when the iterator was last proved against
+	// OBJ_GET_INFO_BY_FD.
+	Sweep       string `json:"sweep,omitempty"`
+	SweepDetail string `json:"sweep_detail,omitempty"`
+	// The iterator's own run time (its bpf_stats), the collection cost paid
+	// in the kernel: the last sweep's, and since it loaded as a share of
+	// one CPU.
+	SweepBPFMs         float64 `json:"sweep_bpf_ms,omitempty"`
+	SweepBPFCPUPercent float64 `json:"sweep_bpf_cpu_percent,omitempty"`
+	LastError          string  `json:"last_error,omitempty"`
 	// Programs the last sweep skipped because the kernel refused to open
 	// them (a security module can deny single programs), and why.
 	SkippedPrograms int    `json:"skipped_programs,omitempty"`

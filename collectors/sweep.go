@@ -14,6 +14,7 @@ type Sample struct {
 	Type            uint32 // kernel enum bpf_prog_type
 	Tag             [8]byte
 	Name            string // kernel's 16-byte name, NUL-trimmed
+	LoadTime        uint64 // ns since boot (CLOCK_BOOTTIME)
 	RunTimeNs       uint64
 	RunCnt          uint64
 	RecursionMisses uint64
@@ -50,32 +51,18 @@ func Sweep(buf []Sample) ([]Sample, error) {
 		}
 		id = next
 
-		fd, err := openProgram(unix.BPF_PROG_GET_FD_BY_ID, id)
+		smp, err := readProgram(id, &info)
 		if errors.Is(err, ErrGone) {
 			continue
 		}
 		if err != nil {
-			// One program the kernel will not open (a security module can
-			// deny single programs) must not blind us to all the others.
+			// One program the kernel will not open or describe (a security
+			// module can deny single programs) must not blind us to all
+			// the others.
 			skip(err)
 			continue
 		}
-		info = progInfo{}
-		err = objInfo(fd, unsafe.Pointer(&info), statsInfoLen)
-		unix.Close(fd)
-		if err != nil {
-			skip(err)
-			continue
-		}
-		buf = append(buf, Sample{
-			ID:              info.id,
-			Type:            info.typ,
-			Tag:             info.tag,
-			Name:            cString(info.name[:]),
-			RunTimeNs:       info.runTimeNs,
-			RunCnt:          info.runCnt,
-			RecursionMisses: info.recursionMisses,
-		})
+		buf = append(buf, smp)
 	}
 	switch {
 	case skipped == 0:
@@ -85,6 +72,31 @@ func Sweep(buf []Sample) ([]Sample, error) {
 	default:
 		return buf, &SkippedError{Skipped: skipped, First: first}
 	}
+}
+
+// readProgram opens program id, reads its counters with one small
+// BPF_OBJ_GET_INFO_BY_FD into info and closes it.
+func readProgram(id uint32, info *progInfo) (Sample, error) {
+	fd, err := openProgram(unix.BPF_PROG_GET_FD_BY_ID, id)
+	if err != nil {
+		return Sample{}, err
+	}
+	*info = progInfo{}
+	err = objInfo(fd, unsafe.Pointer(info), statsInfoLen)
+	unix.Close(fd)
+	if err != nil {
+		return Sample{}, err
+	}
+	return Sample{
+		ID:              info.id,
+		Type:            info.typ,
+		Tag:             info.tag,
+		Name:            cString(info.name[:]),
+		LoadTime:        info.loadTime,
+		RunTimeNs:       info.runTimeNs,
+		RunCnt:          info.runCnt,
+		RecursionMisses: info.recursionMisses,
+	}, nil
 }
 
 // openProgram is fdByID; tests replace it to make the kernel refuse one

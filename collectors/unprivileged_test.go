@@ -93,6 +93,12 @@ func checkUnprivileged(t *testing.T, procRoot string) {
 	if _, err := ReadMeta(1); !errors.Is(err, ErrNotPermitted) {
 		t.Errorf("ReadMeta: %v, want ErrNotPermitted", err)
 	}
+	if it, err := NewProgIter(); !errors.Is(err, ErrNotPermitted) {
+		t.Errorf("NewProgIter: %v, want ErrNotPermitted", err)
+		if it != nil {
+			it.Close()
+		}
+	}
 	if _, err := EnableStats(StatsConfig{ProcRoot: procRoot, Mode: "fd"}); !errors.Is(err, ErrNotPermitted) {
 		t.Errorf("EnableStats(fd): %v, want ErrNotPermitted", err)
 	}

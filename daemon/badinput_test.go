@@ -79,6 +79,7 @@ func TestDaemonBadInput(t *testing.T) {
 		{[]string{"--state-dir", file, "--socket", sock}, "not a directory"},
 		{[]string{"--state-dir", dir, "--socket", sock, "--interval", "1ms"}, "--interval"},
 		{[]string{"--state-dir", dir, "--socket", sock, "--stats-mode", "magic"}, "--stats-mode"},
+		{[]string{"--state-dir", dir, "--socket", sock, "--sweep", "magic"}, "--sweep"},
 		{[]string{"--state-dir", dir, "--socket", sock, "--log-level", "loud"}, "--log-level"},
 		{[]string{"--state-dir", dir, "--socket", filepath.Join(dir, "no/dir/x.sock")}, "socket directory"},
 		{[]string{"--bogus"}, "bogus"},

@@ -17,7 +17,8 @@ import (
 )
 
 // BenchmarkDaemon1000Programs runs bpfperfd at its default 1 s interval,
-// first with sampling alone and then with continuous profiling (the default),
+// with sampling alone (100 programs busy; then all idle, with the iterator
+// sweep and with the fd sweep) and with continuous profiling (the default),
 // over 1,000 loaded programs for 30 s and reports its CPU (relative to one
 // core, from /proc/<pid>/stat) and RSS, and the median sweep and store
 // write it reports itself.
@@ -25,8 +26,21 @@ func BenchmarkDaemon1000Programs(b *testing.B) {
 	privtest.Root(b)
 	progs := loadFilters(b, "bench_d", 1000)
 	for range b.N {
-		b.Run("sampling", func(b *testing.B) { daemonCost(b, progs, "--profile.every", "0") })
-		b.Run("with-profiling", func(b *testing.B) { daemonCost(b, progs) })
+		b.Run("sampling", func(b *testing.B) { daemonCost(b, progs, 100, "--profile.every", "0") })
+		b.Run("sampling-idle", func(b *testing.B) { daemonCost(b, progs, 0, "--profile.every", "0") })
+		b.Run("sampling-idle-fd-sweep", func(b *testing.B) { daemonCost(b, progs, 0, "--profile.every", "0", "--sweep", "fd") })
+		b.Run("with-profiling", func(b *testing.B) { daemonCost(b, progs, 100) })
+	}
+}
+
+// BenchmarkDaemon10000Programs runs bpfperfd at 1 s over 10,000 idle
+// programs with the iterator sweep, sampling alone, and reports its cost
+// as BenchmarkDaemon1000Programs does.
+func BenchmarkDaemon10000Programs(b *testing.B) {
+	privtest.Root(b)
+	progs := loadFilters(b, "bench_e", 10000)
+	for range b.N {
+		b.Run("sampling-idle", func(b *testing.B) { daemonCost(b, progs, 0, "--profile.every", "0") })
 	}
 }
 
@@ -49,9 +63,9 @@ func loadFilters(b *testing.B, prefix string, n int) []*ebpf.Program {
 	return progs
 }
 
-// daemonCost runs bpfperfd with args for 30 s over progs and reports its
-// cost.
-func daemonCost(b *testing.B, progs []*ebpf.Program, args ...string) {
+// daemonCost runs bpfperfd with args for 30 s over progs, the first busy
+// of them running 3 times a second, and reports its cost.
+func daemonCost(b *testing.B, progs []*ebpf.Program, busy int, args ...string) {
 	{
 		state := b.TempDir()
 		// BPFPERF_BENCH_DAEMON_ARGS adds flags, e.g. --debug.cpuprofile=F
@@ -63,9 +77,10 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, args ...string) {
 		time.Sleep(8 * time.Second)
 		cpu0, at0 := procCPU(b, d.cmd.Process.Pid), time.Now()
 		var sweeps, writes []float64
+		var sweepBPF float64
 		for i := range 30 {
 			// Keep some programs busy so the store writes real deltas.
-			for _, p := range progs[:100] {
+			for _, p := range progs[:busy] {
 				privtest.Run(p, 3)
 			}
 			time.Sleep(time.Second)
@@ -77,6 +92,7 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, args ...string) {
 				b.Fatal(err)
 			}
 			sweeps, writes = append(sweeps, st.LastSweepMs), append(writes, st.LastWriteMs)
+			sweepBPF = st.SweepBPFCPUPercent
 		}
 		cpu := (procCPU(b, d.cmd.Process.Pid) - cpu0).Seconds() / time.Since(at0).Seconds() * 100
 		rss := rssBytes(b, d.cmd.Process.Pid)
@@ -84,6 +100,9 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, args ...string) {
 		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 		b.ReportMetric(median(sweeps), "sweep-ms")
 		b.ReportMetric(median(writes), "write-ms")
+		// The iterator program's own run time, part of cpu-% (it runs in
+		// the daemon's read()).
+		b.ReportMetric(sweepBPF, "sweep-bpf-cpu-%")
 		b.ReportMetric(float64(dirSize(b, state))/(1<<20), "store-MiB-30s")
 		d.stop(b, syscall.SIGTERM)
 	}

@@ -22,6 +22,7 @@ type Config struct {
 	SocketGroup string        // group owning the socket, if it exists
 	Interval    time.Duration // sampling interval
 	StatsMode   string        // "auto", "fd" or "sysctl"
+	Sweep       string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
 	ProcRoot    string        // usually /proc
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
@@ -40,6 +41,9 @@ type Config struct {
 	// PanicAfter makes the sampler panic after this long; tests use it to
 	// check that a panic still restores the stats sysctl.
 	PanicAfter time.Duration
+	// SweepFailLoad makes the iterator sweep's load fail, as on a kernel
+	// that refuses it; tests use it to check the fallback.
+	SweepFailLoad bool
 }
 
 // Defaults for flags.
@@ -68,6 +72,13 @@ func (c *Config) validate() error {
 	case "auto", "fd", "sysctl":
 	default:
 		return fmt.Errorf("%w: --stats-mode %q is not one of auto, fd, sysctl", ErrBadConfig, c.StatsMode)
+	}
+	switch c.Sweep {
+	case "":
+		c.Sweep = sweepAuto
+	case sweepAuto, sweepIter, sweepFd:
+	default:
+		return fmt.Errorf("%w: --sweep %q is not one of auto, iter, fd", ErrBadConfig, c.Sweep)
 	}
 	if c.Retention.Raw == 0 {
 		c.Retention.Raw = DefaultRetentionRaw

@@ -79,6 +79,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("store boot id: %w", err)
 	}
 
+	sw, err := newSweeper(&cfg, cfg.Now())
+	if err != nil {
+		return err
+	}
+	defer sw.close()
+
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
 	if err != nil {
 		return fmt.Errorf("enable BPF run-time stats: %w", err)
@@ -94,8 +100,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
+	log.Info("sweep", "kind", sw.kind, "detail", sw.detail)
 
-	smp, err := newSampler(&cfg, db, bootID, boot)
+	smp, err := newSampler(&cfg, sw, db, bootID, boot)
 	if err != nil {
 		return err
 	}

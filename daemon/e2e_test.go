@@ -161,7 +161,9 @@ func needBpftool(t *testing.T) {
 	}
 }
 
-// progFds counts the fds of pid that hold a BPF program or link.
+// progFds counts the fds of pid that hold a BPF program or link, except
+// the daemon's own iterator sweep (an iter link on bpf_prog and its
+// program), which it holds for its life.
 func progFds(t *testing.T, pid int) int {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
@@ -169,10 +171,29 @@ func progFds(t *testing.T, pid int) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	type held struct{ fdinfo, progID string }
+	var bpfFds []held
+	own := map[string]bool{} // program ids of the daemon's iterator links
 	for _, fd := range fds {
 		target, _ := os.Readlink(filepath.Join(dir, fd.Name()))
-		if strings.Contains(target, "bpf-prog") || strings.Contains(target, "bpf_link") {
+		if !strings.Contains(target, "bpf-prog") && !strings.Contains(target, "bpf_link") {
+			continue
+		}
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
+		h := held{fdinfo: string(info)}
+		for _, line := range strings.Split(h.fdinfo, "\n") {
+			if v, ok := strings.CutPrefix(line, "prog_id:"); ok {
+				h.progID = strings.TrimSpace(v)
+			}
+		}
+		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") {
+			own[h.progID] = true
+		}
+		bpfFds = append(bpfFds, h)
+	}
+	n := 0
+	for _, h := range bpfFds {
+		if !own[h.progID] {
 			n++
 		}
 	}

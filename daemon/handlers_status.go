@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"os"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 )
@@ -31,6 +34,13 @@ func (d *Daemon) status() api.Status {
 	}
 	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
 	s.mu.RUnlock()
+	var last, total, since uint64
+	st.Sweep, st.SweepDetail, last, total, since = s.sweeper.state()
+	st.SweepBPFMs = float64(last) / 1e6
+	var ts unix.Timespec
+	if total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {
+		st.SweepBPFCPUPercent, _ = api.CPUPercent(float64(total), time.Duration(uint64(ts.Nano())-since))
+	}
 	st.ProgramsSeen, _ = d.store.CountPrograms()
 	st.CPUPercent, st.RSSBytes = d.cost.read()
 	st.Hostname, _ = os.Hostname()

@@ -38,6 +38,7 @@ const ownersMinGap = 5 * time.Second
 // and writes each tick to the store in one transaction.
 type sampler struct {
 	cfg     *Config
+	sweeper *sweeper
 	store   *store.DB
 	bootID  string
 	boot    uint32
@@ -67,9 +68,9 @@ type sampler struct {
 	ticked func(sweep, write time.Duration)
 }
 
-func newSampler(cfg *Config, db *store.DB, bootID string, boot uint32) (*sampler, error) {
+func newSampler(cfg *Config, sw *sweeper, db *store.DB, bootID string, boot uint32) (*sampler, error) {
 	s := &sampler{
-		cfg: cfg, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
+		cfg: cfg, sweeper: sw, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
 		progs: map[uint32]*program{}, seenByName: map[string]string{},
 	}
 	// Remember the newest tag per program key already in the store, so a
@@ -107,7 +108,7 @@ func (s *sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, e
 // tick runs one sweep and stores it.
 func (s *sampler) tick(now time.Time, first bool) error {
 	start := time.Now()
-	samples, err := collectors.Sweep(s.buf[:0])
+	samples, err := s.sweeper.sweep(s.buf[:0], now)
 	s.buf = samples
 	sweep := time.Since(start)
 	var skipped *collectors.SkippedError

@@ -43,6 +43,12 @@ func statusCommand(dial clientFactory) *cli.Command {
 				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
 				{"daemon rss", fmtBytes(s.RSSBytes)},
 			}
+			if s.Sweep != "" {
+				kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
+			}
+			if s.Sweep == "iter" {
+				kv = append(kv, [2]string{"sweep bpf cost", fmt.Sprintf("%.3f ms last sweep, %.4f%% of one CPU since load (the iterator's own bpf_stats)", s.SweepBPFMs, s.SweepBPFCPUPercent)})
+			}
 			if p := s.Profiling; p != nil {
 				line := fmt.Sprintf("on demand only, %d Hz %s", p.Hz, p.Event)
 				if p.Continuous {

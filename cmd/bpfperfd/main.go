@@ -34,6 +34,7 @@ func main() {
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
+			&cli.StringFlag{Name: "sweep", Value: "auto", Usage: "how programs are read each tick: auto (iter, else fd), iter (one BPF iterator read; needs Linux 5.19 and BTF), fd (open, describe, close each program)"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
 			&cli.StringFlag{Name: "retention.minute", Value: "35d", Usage: "how long minute rollups are kept"},
 			&cli.StringFlag{Name: "retention.rollup", Value: "400d", Usage: "how long hour rollups, events and unloaded programs are kept"},
@@ -54,6 +55,7 @@ func main() {
 			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
 			&cli.IntFlag{Name: "web.max-requests", Value: daemon.DefaultWebMaxRequests, Usage: "requests answered at once over TCP; more get 503"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
+			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
 		},
 		HideHelpCommand: true,
@@ -122,6 +124,7 @@ func run(c *cli.Context) error {
 		SocketGroup: c.String("socket-group"),
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
+		Sweep:       c.String("sweep"),
 		ProcRoot:    "/proc",
 		Retention:   keep,
 		Profile:     prof,
@@ -133,5 +136,6 @@ func run(c *cli.Context) error {
 			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),
 			MaxPrograms: c.Int("web.max-programs"), MaxRequests: c.Int("web.max-requests"),
 		},
+		SweepFailLoad: c.Bool("debug.sweep-fail-load"),
 	})
 }

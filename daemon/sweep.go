@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// The sweep modes of --sweep.
+const (
+	sweepAuto = "auto" // the iterator, else the fd sweep
+	sweepIter = "iter" // the iterator; the daemon does not start without it
+	sweepFd   = "fd"   // four system calls per program
+)
+
+const (
+	// iterCheckEvery is how often the iterator's figures are proved
+	// against OBJ_GET_INFO_BY_FD while it runs.
+	iterCheckEvery = 5 * time.Minute
+	// iterCheckSample is how many programs each proof reads by fd.
+	iterCheckSample = 16
+)
+
+// errSimulatedIterFailure is what --debug.sweep-fail-load makes the
+// iterator's load return.
+var errSimulatedIterFailure = fmt.Errorf("%w: load failure simulated by --debug.sweep-fail-load", collectors.ErrIterUnsupported)
+
+// sweeper reads every program's counters each tick: with the iterator
+// (collectors.ProgIter) where it runs and agrees with OBJ_GET_INFO_BY_FD,
+// else with the per-program fd sweep (collectors.Sweep). Only the
+// sampler's goroutine calls sweep; status reads under mu.
+type sweeper struct {
+	log     *slog.Logger
+	iter    *collectors.ProgIter
+	checked time.Time // last proof against OBJ_GET_INFO_BY_FD
+
+	mu     sync.Mutex
+	kind   string // sweepIter or sweepFd: what runs now
+	detail string // why, in words
+	// The iterator program's own run time (its bpf_stats): cumulative,
+	// and the last sweep's share.
+	costNs, lastCostNs uint64
+	costSince          uint64 // the iterator's load time (ns since boot)
+}
+
+// newSweeper picks the sweep for mode. In auto mode a kernel that cannot
+// run the iterator, or an iterator that disagrees with
+// OBJ_GET_INFO_BY_FD, means the fd sweep, logged in one line; in iter mode
+// it is an error.
+func newSweeper(cfg *Config, now time.Time) (*sweeper, error) {
+	w := &sweeper{log: cfg.Logger, kind: sweepFd}
+	if cfg.Sweep == sweepFd {
+		w.detail = "--sweep fd"
+		return w, nil
+	}
+	load := collectors.NewProgIter
+	if cfg.SweepFailLoad {
+		load = func() (*collectors.ProgIter, error) { return nil, errSimulatedIterFailure }
+	}
+	it, err := load()
+	if err == nil {
+		w.iter, w.kind = it, sweepIter
+		err = w.check(now)
+	}
+	if err != nil {
+		if cfg.Sweep == sweepIter {
+			w.close()
+			return nil, fmt.Errorf("%w: --sweep iter: %w", ErrBadConfig, err)
+		}
+		w.fallBack(err)
+	}
+	return w, nil
+}
+
+// check proves the iterator against OBJ_GET_INFO_BY_FD.
+func (w *sweeper) check(now time.Time) error {
+	w.checked = now
+	n, err := w.iter.Check(iterCheckSample)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.detail = fmt.Sprintf("iterator (iter/bpf_prog), %d idle programs equal to OBJ_GET_INFO_BY_FD at %s", n, now.UTC().Format(time.RFC3339))
+	w.mu.Unlock()
+	return nil
+}
+
+// fallBack switches to the fd sweep for good and says why.
+func (w *sweeper) fallBack(why error) {
+	w.log.Warn("iterator sweep off, using the fd sweep", "why", why)
+	if w.iter != nil {
+		w.iter.Close()
+		w.iter = nil
+	}
+	w.mu.Lock()
+	w.kind, w.detail, w.lastCostNs = sweepFd, "fell back: "+why.Error(), 0
+	w.mu.Unlock()
+}
+
+// sweep reads every program into buf, proving the iterator again every
+// iterCheckEvery.
+func (w *sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sample, error) {
+	if w.iter != nil && now.Sub(w.checked) >= iterCheckEvery {
+		if err := w.check(now); err != nil && !errors.Is(err, collectors.ErrNotPermitted) {
+			w.fallBack(err)
+		}
+	}
+	if w.iter == nil {
+		return collectors.Sweep(buf)
+	}
+	start := len(buf)
+	out, err := w.iter.Sweep(buf)
+	if err != nil {
+		w.fallBack(err)
+		return collectors.Sweep(buf[:start])
+	}
+	for _, s := range out[start:] {
+		if s.ID == w.iter.ProgramID() {
+			w.mu.Lock()
+			if w.costNs > 0 {
+				w.lastCostNs = s.RunTimeNs - w.costNs
+			}
+			w.costNs, w.costSince = s.RunTimeNs, s.LoadTime
+			w.mu.Unlock()
+			break
+		}
+	}
+	return out, nil
+}
+
+// state is what status shows: the sweep, why, and the iterator's own
+// run time, the last sweep's and in all since it loaded.
+func (w *sweeper) state() (kind, detail string, lastCostNs, costNs, since uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kind, w.detail, w.lastCostNs, w.costNs, w.costSince
+}
+
+func (w *sweeper) close() {
+	if w.iter != nil {
+		w.iter.Close()
+		w.iter = nil
+	}
+}
