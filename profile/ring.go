@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
@@ -67,9 +68,18 @@ func (r *ring) times() times {
 // next reads the next record without waiting: false when the ring is
 // empty. The record's data is valid until the next call.
 func (r *ring) next() bool {
-	// With a record there, ReadRawRecord returns at once, never polling.
-	return r.ev.HasRecord() && r.ev.ReadRawRecord(context.Background(), &r.raw) == nil
+	// With a record there, ReadRawRecord returns it at once; without one
+	// (or with a ring it finds damaged and resets) an expired context
+	// makes it return instead of polling, so a drain never blocks.
+	return r.ev.ReadRawRecord(expired, &r.raw) == nil
 }
+
+// expired is a context whose deadline has passed.
+var expired = func() context.Context {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	cancel()
+	return ctx
+}()
 
 // skip drops whatever the ring holds.
 func (r *ring) skip() {
