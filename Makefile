@@ -4,6 +4,7 @@
 #   sudo make demo     run the daemon against a workload and show what it sees
 #   sudo make test     run every test (privileged ones need root)
 #   sudo make bench    print performance figures, side by side with peers
+#   make deb           build dist/bpfperf_<version>_<arch>.deb (nfpm)
 
 GO      ?= go
 PREFIX  ?= /usr/local
@@ -16,13 +17,19 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deps install uninstall test test-vm bench generate check-generate demo run clean
+.PHONY: all build deb deps install uninstall test test-vm bench generate check-generate demo run clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/bpfperfd ./cmd/bpfperfd
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/bpfperf ./cmd/bpfperf
+
+# The Debian package: binaries in /usr/bin, the unit, sysusers.d. Built by
+# internal/deb's mkdeb (nfpm as a library, its own module so nfpm's
+# dependencies stay out of the daemon's).
+deb: build
+	$(GO) -C internal/deb run ./cmd/mkdeb -root $(CURDIR) -bin $(CURDIR)/bin -version $(VERSION)
 
 deps:
 	./.ci/deps
@@ -46,6 +53,8 @@ uninstall:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 ./...
+	$(GO) -C internal/deb vet ./...
+	$(GO) -C internal/deb test -count=1 ./...
 
 # Tests this kernel refuses (fentry/fexit exact counters), in Debian's stock
 # kernel under qemu. `make test` runs them too.
@@ -85,4 +94,4 @@ run: build
 	bin/bpfperfd
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

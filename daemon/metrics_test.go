@@ -1,21 +1,36 @@
 package daemon
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/bpfperf/bpfperf/collectors"
 )
 
-// programsOnly is the per-program part of programCollector, which needs
-// no store or stats.
-type programsOnly struct{ c *programCollector }
+// programsOnly gathers the per-program families alone, which need no
+// store or stats.
+type programsOnly struct{ pf *programFamilies }
 
-func (p programsOnly) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(p, ch) }
-func (p programsOnly) Collect(ch chan<- prometheus.Metric) { p.c.collectPrograms(ch) }
+func (p programsOnly) Gather() ([]*dto.MetricFamily, func(), error) {
+	mfs, done := p.pf.gather()
+	return mfs, done, nil
+}
+
+// count is how many series family name has in one scrape.
+func (p programsOnly) count(name string) int {
+	mfs, done := p.pf.gather()
+	defer done()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.Metric)
+		}
+	}
+	return 0
+}
 
 // TestMetricsCap: beyond --web.max-programs the newest programs (highest
 // ids) are summed into id="other"; programs keep their info series.
@@ -48,12 +63,49 @@ bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="7",name="p",owner="agent",t
 bpfperf_programs_in_other 2
 `
 	names := []string{"bpfperf_program_runs_total", "bpfperf_program_run_time_seconds_total", "bpfperf_program_info", "bpfperf_programs_in_other"}
-	if err := testutil.CollectAndCompare(programsOnly{&programCollector{d: d}}, strings.NewReader(want), names...); err != nil {
-		t.Error(err)
+	g := programsOnly{newProgramFamilies(d)}
+	// The second scrape reuses the first one's series.
+	for range 2 {
+		if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want), names...); err != nil {
+			t.Error(err)
+		}
 	}
 	// An unloaded program leaves the output.
 	delete(d.sampler.progs, 3)
-	if n := testutil.CollectAndCount(programsOnly{&programCollector{d: d}}, "bpfperf_program_info"); n != 2 {
+	if n := g.count("bpfperf_program_info"); n != 2 {
 		t.Errorf("after an unload: %d info series, want 2 (ids 7 and 9)", n)
+	}
+	if _, ok := g.pf.byID[3]; ok {
+		t.Error("an unloaded program's series are still kept")
+	}
+}
+
+// TestMetricsInfoChanges: a program's info series follows its metadata
+// (owners come and go), and its counters follow each sweep.
+func TestMetricsInfoChanges(t *testing.T) {
+	d := &Daemon{sampler: &sampler{progs: map[uint32]*program{}}}
+	p := &program{
+		meta: collectors.Meta{ID: 5, Name: "p", Type: "xdp", Tag: "0011223344556677", Owners: []collectors.Owner{{PID: 1, Comm: "agent"}}},
+		cur:  collectors.Sample{ID: 5, RunTimeNs: 1e9, RunCnt: 10},
+	}
+	d.sampler.progs[5] = p
+	g := programsOnly{newProgramFamilies(d)}
+	want := func(owner string, runs int) string {
+		return `
+# HELP bpfperf_program_info A loaded program's metadata, 1 for each, to join on id.
+# TYPE bpfperf_program_info gauge
+bpfperf_program_info{attach="",id="5",name="p",owner="` + owner + `",tag="0011223344556677",type="xdp"} 1
+# HELP bpfperf_program_runs_total Runs of the program, as bpf_stats counts them (run_cnt).
+# TYPE bpfperf_program_runs_total counter
+bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
+	}
+	names := []string{"bpfperf_program_info", "bpfperf_program_runs_total"}
+	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent", 10)), names...); err != nil {
+		t.Error(err)
+	}
+	p.meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
+	p.cur.RunCnt = 12
+	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent,loader", 12)), names...); err != nil {
+		t.Error(err)
 	}
 }

@@ -105,7 +105,7 @@ func (d *Daemon) startWeb() (stop func(), err error) {
 // MaxRequests at a time.
 func (d *Daemon) webRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.registry, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerForTransactional(d.metrics, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{d}, ErrorHandling: promhttp.ContinueOnError,
 	}))
 	mux.HandleFunc("GET /debug/pprof/profile", (&server{d: d}).pprofProfile)

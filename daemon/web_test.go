@@ -245,6 +245,108 @@ func TestPrometheusScrapesRunCounts(t *testing.T) {
 	})
 }
 
+// TestGrafanaDashboardQueries runs every query of the shipped Grafana
+// dashboard against a real Prometheus scraping bpfperfd while a program
+// runs: none may fail, and the per-program ones must find the program.
+func TestGrafanaDashboardQueries(t *testing.T) {
+	privtest.Root(t)
+	exprs := dashboardExprs(t, "../systemd/examples/grafana-dashboard.json")
+	web := freeAddr(t)
+	startDaemon(t, t.TempDir(), "--web.listen-address", web, "--profile.every", "2s")
+	prom := startPrometheus(t, web)
+
+	prog, err := privtest.LoadLoop(uniqueName("graf"), 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	stop, ran := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				ran <- nil
+				return
+			default:
+			}
+			if err := privtest.Run(prog, 200); err != nil {
+				ran <- err
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+	}()
+	info, _ := prog.Info()
+	pid, _ := info.ID()
+	id := strconv.Itoa(int(pid))
+	eventuallyFor(t, 30*time.Second, "Prometheus to see the program run", func() bool {
+		v, ok := prom.one(t, fmt.Sprintf(`rate(bpfperf_program_runs_total{id=%q}[5s])`, id))
+		return ok && v > 0
+	})
+
+	// As Grafana would send them: the Host variable set to this daemon,
+	// $__rate_interval to a few of the test's 1 s scrapes.
+	vars := strings.NewReplacer("$__rate_interval", "5s", "$instance", web)
+	for _, e := range exprs {
+		q := vars.Replace(e)
+		if strings.Contains(q, "$") {
+			t.Errorf("%s: a variable the test does not set", e)
+			continue
+		}
+		n := len(prom.query(t, q)) // fails on a query error
+		if !strings.Contains(q, "bpfperf_program_") {
+			t.Logf("%d series: %s", n, q)
+			continue
+		}
+		byID := fmt.Sprintf(`(%s) and on(id) bpfperf_program_info{id=%q}`, q, id)
+		if strings.HasPrefix(q, "sum by (instance)") {
+			byID = q // summed over the programs
+		}
+		eventuallyFor(t, 10*time.Second, "a series of the running program from "+q, func() bool {
+			return len(prom.query(t, byID)) > 0
+		})
+	}
+}
+
+// dashboardExprs is every PromQL expr in a Grafana dashboard's panels.
+func dashboardExprs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: panel %q has no query", path, p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	if len(exprs) == 0 {
+		t.Fatalf("%s: no queries", path)
+	}
+	return exprs
+}
+
 // eventuallyFor polls cond every 100 ms for up to limit.
 func eventuallyFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
