@@ -232,14 +232,19 @@ func (s *sampler) tick(now time.Time, first bool) error {
 }
 
 // mustStore says whether this tick's sample of p goes to the store: the
-// first one, any change, and a heartbeat spread over ticks by program id so
+// first one, any change (but the sweep iterator's own), and a heartbeat spread over ticks by program id so
 // idle programs do not all write in the same tick.
 func (s *sampler) mustStore(p *program) bool {
 	if p.stored == nil {
 		return true
 	}
 	c, old := p.cur, p.stored
-	if c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses {
+	changed := c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses
+	// The sweep's own iterator runs every tick: storing each of its runs
+	// would make every tick write, and commit, on a host where nothing
+	// else moves. It is stored at the heartbeat; its cumulative counters
+	// keep its rate exact, and status shows its latest cost.
+	if changed && p.key.ID != s.sweeper.iterID() {
 		return true
 	}
 	return store.IdleHeartbeat(s.ticks, p.key.ID, uint64(heartbeat/s.cfg.Interval))

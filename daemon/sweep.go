@@ -132,6 +132,14 @@ func (w *sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sa
 	return out, nil
 }
 
+// iterID is the iterator program's id, or 0 when the fd sweep runs.
+func (w *sweeper) iterID() uint32 {
+	if w == nil || w.iter == nil {
+		return 0
+	}
+	return w.iter.ProgramID()
+}
+
 // state is what status shows: the sweep, why, and the iterator's own
 // run time, the last sweep's and in all since it loaded.
 func (w *sweeper) state() (kind, detail string, lastCostNs, costNs, since uint64) {

@@ -134,8 +134,17 @@ func (db *DB) Stats() (Stats, error) {
 }
 
 // IdleHeartbeat says whether tick is the one, out of every `every`, at
-// which an unchanged series is stored anyway. Spreading by id keeps idle
-// programs from all writing in the same tick.
+// which an unchanged series is stored anyway. Programs are spread by id
+// over a few ticks of each period (heartbeatSlots), not over all of them:
+// most ticks of a host whose programs are idle then write nothing, and a
+// tick with nothing to write costs no transaction (WriteTicks), while no
+// single tick writes every idle program.
 func IdleHeartbeat(tick uint64, id uint32, every uint64) bool {
-	return (tick+uint64(id))%max(every, 1) == 0
+	every = max(every, 1)
+	slots := min(every, heartbeatSlots)
+	return tick%every == uint64(id)%slots*(every/slots)
 }
+
+// heartbeatSlots is how many ticks of each heartbeat period store idle
+// programs.
+const heartbeatSlots = 6
