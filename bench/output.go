@@ -90,10 +90,15 @@ func eventHeader(events []string) string {
 	for _, e := range events {
 		b.WriteString(e + "/run\t")
 	}
-	if slices.Contains(events, perfevent.Cycles.String()) && slices.Contains(events, perfevent.Instructions.String()) {
+	if hasIPC(events) {
 		b.WriteString("IPC\t")
 	}
 	return b.String()
+}
+
+// hasIPC says whether both events of IPC were counted.
+func hasIPC(events []string) bool {
+	return slices.Contains(events, perfevent.Cycles.String()) && slices.Contains(events, perfevent.Instructions.String())
 }
 
 func eventCells(r Result, events []string) string {
@@ -110,7 +115,7 @@ func eventCells(r Result, events []string) string {
 		}
 		b.WriteString("\t")
 	}
-	if slices.Contains(events, perfevent.Cycles.String()) && slices.Contains(events, perfevent.Instructions.String()) {
+	if hasIPC(events) {
 		if ipc, ok := r.IPC(); ok {
 			fmt.Fprintf(&b, "%.2f", ipc)
 		} else {
