@@ -455,23 +455,36 @@ func TestAgreesWithPerf(t *testing.T) {
 
 	window := fmt.Sprintf("%.6f,%.6f", float64(from)/1e9, float64(to)/1e9)
 	out, err := exec.Command(perf, "report", "-i", data, "--stdio", "--no-children", "--sort", "sym",
-		"-g", "none", "--percent-limit", "0", "--time", window).Output()
+		"-g", "none", "--percent-limit", "0", "-n", "--time", window).Output()
 	if err != nil {
 		t.Fatalf("perf report: %v", err)
 	}
-	// perf names JITed code bpf_prog_<tag>_<function>; a subprogram has
-	// a tag of its own.
-	line := regexp.MustCompile(`^\s*([0-9.]+)%\s+\[k\] bpf_prog_[0-9a-f]{16}_(hot_entry|spin|warm)\s*$`)
-	var perfPct float64
+	// Shares by sample count, as ours are: perf's percentages weigh each
+	// sample by its period, and a vCPU the host stalled gives the next
+	// sample a longer one. perf names JITed code bpf_prog_<tag>_<function>;
+	// a subprogram has a tag of its own.
+	row := regexp.MustCompile(`^\s*[0-9.]+%\s+([0-9]+)\s+\[.\] (.*?)\s*$`)
+	prog := regexp.MustCompile(`^bpf_prog_[0-9a-f]{16}_(hot_entry|spin|warm)$`)
+	var perfProg, perfAll int
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
-		if m := line.FindStringSubmatch(sc.Text()); m != nil {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			perfPct += v
+		m := row.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		perfAll += n
+		if prog.MatchString(m[2]) {
+			perfProg += n
 		}
 	}
-	t.Logf("program share of all samples in %s: ours %.2f%% (%d of %d), perf %.2f%%", window, oursPct, ours, all, perfPct)
-	if perfPct == 0 {
+	if perfAll == 0 {
+		t.Fatalf("perf report has no samples in %s:\n%s", window, out)
+	}
+	perfPct := 100 * float64(perfProg) / float64(perfAll)
+	t.Logf("program share of all samples in %s: ours %.2f%% (%d of %d), perf %.2f%% (%d of %d)",
+		window, oursPct, ours, all, perfPct, perfProg, perfAll)
+	if perfProg == 0 {
 		t.Fatalf("perf report has no line for the program:\n%s", out)
 	}
 	if d := oursPct - perfPct; d > 3 || d < -3 {
