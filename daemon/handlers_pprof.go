@@ -14,11 +14,12 @@ import (
 // listener the way Go's net/http/pprof does, so Parca (process_cpu,
 // delta: true) and Grafana Alloy's pyroscope.scrape read it: a gzipped
 // pprof of the BPF CPU time of the next N seconds (default 30, capped by
-// --profile.limit), symbolized like every other profile. It is the running
-// profiler's on-demand capture, not a sampler of its own; one runs at a
-// time, so a scrape while another (or a `bpfperf profile capture`) runs
-// answers 409 at once rather than waiting. The profile is not stored: the
-// scraper keeps it, and the continuous windows cover the same time.
+// --profile.limit), symbolized like every other profile. It is cut out of
+// the continuous sampler's samples (profile.Profiler.Scrape), so any
+// number of scrapes share the perf events the daemon already holds; with
+// continuous profiling off it is an on-demand capture, one at a time (409
+// otherwise). The profile is not stored: the scraper keeps it, and the
+// continuous windows cover the same time.
 func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
 	prof, err := s.d.profiler()
 	if err != nil {
@@ -35,13 +36,11 @@ func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
 		}
 		dur = time.Duration(n) * time.Second
 	}
-	s.d.prof.capturing.Store(true)
-	p, err := prof.Capture(r.Context(), prof.Event(), dur)
+	p, err := prof.Scrape(r.Context(), dur)
 	if errors.Is(err, profile.ErrBusy) {
-		reply(w, nil, fmt.Errorf("%w: one capture at a time (another scrape or an on-demand capture is running); try again when it ends", profile.ErrBusy))
+		reply(w, nil, fmt.Errorf("%w: continuous profiling is off, and an on-demand capture runs one at a time; try again when it ends", profile.ErrBusy))
 		return
 	}
-	s.d.prof.capturing.Store(false)
 	if err != nil {
 		reply(w, nil, err)
 		return

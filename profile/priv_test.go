@@ -54,6 +54,19 @@ func progID(tb testing.TB, prog *ebpf.Program) (uint32, *ebpf.ProgramInfo) {
 	return uint32(id), info
 }
 
+// loadHotProgram loads hot.c's hot_entry for the test (closed at its end)
+// and returns it with its id.
+func loadHotProgram(tb testing.TB) (*ebpf.Program, uint32) {
+	tb.Helper()
+	var objs hotObjects
+	if err := loadHotObjects(&objs, nil); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { objs.Close() })
+	id, _ := progID(tb, objs.HotEntry)
+	return objs.HotEntry, id
+}
+
 func newSampler(tb testing.TB, cfg SamplerConfig) *Sampler {
 	tb.Helper()
 	s, err := NewSampler(cfg)

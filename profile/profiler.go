@@ -76,6 +76,7 @@ type Profiler struct {
 	// tried them; eventErrs says why the others did not.
 	events    []perfevent.Event
 	eventErrs map[perfevent.Event]error
+	scrapes   *scrapes
 }
 
 // NewProfiler checks the configuration and that the kernel lets it sample
@@ -85,7 +86,7 @@ type Profiler struct {
 // with ErrBadRate for a bad Hz. Events that do not open only show in
 // EventErrors.
 func NewProfiler(cfg ProfilerConfig) (*Profiler, error) {
-	p := &Profiler{cfg: cfg, sym: cfg.Symbolizer, eventErrs: map[perfevent.Event]error{}}
+	p := &Profiler{cfg: cfg, sym: cfg.Symbolizer, eventErrs: map[perfevent.Event]error{}, scrapes: newScrapes()}
 	if p.sym == nil {
 		p.sym = NewSymbolizer(SymbolizerConfig{ProcRoot: cfg.Sampler.ProcRoot})
 	}
@@ -155,6 +156,9 @@ func (p *Profiler) Run(ctx context.Context, every, window time.Duration, emit fu
 		return err
 	}
 	defer s.Close()
+	s.tap = p.scrapes
+	p.scrapes.run(nil)
+	defer p.scrapes.run(fmt.Errorf("continuous profiling stopped: %w", ErrClosed))
 	others := map[perfevent.Event]*Sampler{}
 	failed := map[perfevent.Event]error{} // opened in NewProfiler, not now
 	for _, ev := range p.events {
@@ -200,10 +204,33 @@ func (p *Profiler) Run(ctx context.Context, every, window time.Duration, emit fu
 		if _, err := p.sym.Prune(); err != nil && ctx.Err() == nil {
 			emit(nil, err)
 		}
+		if !p.sampleGap(ctx, s, start.Add(every)) {
+			return nil
+		}
+	}
+}
+
+// sampleGap waits for the next window to start at next, sampling on s in
+// the meantime while a scrape needs samples (the samples go to the
+// scrapes only). It returns false when ctx ends first.
+func (p *Profiler) sampleGap(ctx context.Context, s *Sampler, next time.Time) bool {
+	for {
+		wait := time.Until(next)
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		if p.scrapes.pending() {
+			s.capture(ctx, wait)
+			if ctx.Err() != nil {
+				return false
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(every - time.Since(start)):
+			return false
+		case <-time.After(wait):
+		case <-p.scrapes.wake:
 		}
 	}
 }

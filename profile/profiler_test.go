@@ -21,13 +21,8 @@ func TestProfiler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs hotObjects
-	if err := loadHotObjects(&objs, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer objs.Close()
-	id, _ := progID(t, objs.HotEntry)
-	w := spin(t, objs.HotEntry)
+	prog, id := loadHotProgram(t)
+	w := spin(t, prog)
 
 	if err := prof.Run(context.Background(), time.Second, 2*time.Second, nil); !errors.Is(err, ErrBadDuration) {
 		t.Errorf("Run with window > every: %v", err)

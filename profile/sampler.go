@@ -75,6 +75,10 @@ type Sampler struct {
 
 	mu     sync.Mutex // guards closed against Close during Capture
 	closed bool
+	// tap, if set, sees every capture's samples as they are drained: how
+	// the profiler's scrapes share its continuous sampler (scrape.go).
+	// Set before the first capture.
+	tap sampleTap
 }
 
 // Sample is one sample: where a CPU was and which task ran on it.
@@ -224,6 +228,12 @@ func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error
 	if err := CheckDuration(d, s.cfg.MaxDuration); err != nil {
 		return nil, err
 	}
+	return s.capture(ctx, d)
+}
+
+// capture is Capture without the bounds on d: the profiler samples the
+// gap between two continuous windows, however short, for its scrapes.
+func (s *Sampler) capture(ctx context.Context, d time.Duration) (*Capture, error) {
 	if !s.busy.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("capture: %w", ErrBusy)
 	}
@@ -250,12 +260,15 @@ func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error
 		}
 	}
 	drain := func() {
-		before := len(d2.stacks)
+		before, samples, lost := len(d2.stacks), len(c.Samples), c.Lost
 		for _, r := range s.rings {
 			r.read(d2, c)
 		}
 		if sym := s.cfg.Symbolizer; sym != nil && len(d2.stacks) > before {
 			sym.Observe(d2.fresh[before:])
+		}
+		if s.tap != nil {
+			s.tap.drained(c, c.Samples[samples:], c.Lost-lost)
 		}
 	}
 
@@ -287,6 +300,9 @@ loop:
 	}
 	if enabled > 0 {
 		c.RunningShare = float64(running) / float64(enabled)
+	}
+	if s.tap != nil {
+		s.tap.ended(c)
 	}
 	if c.Throttled > 0 {
 		s.backOff()

@@ -1,0 +1,95 @@
+package profile
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// TestScrapeSharesContinuousSampler: scrapes are cut out of the running
+// continuous sampler's samples. Three at once all succeed (an on-demand
+// capture would refuse the second), open no perf event of their own, and
+// each covers its whole span, gaps between windows included: with 400 ms
+// windows every 1.5 s, a 2 s scrape of a busy program still holds about
+// 2 s of its samples.
+func TestScrapeSharesContinuousSampler(t *testing.T) {
+	privtest.Root(t)
+	prof, err := NewProfiler(ProfilerConfig{Sampler: SamplerConfig{Hz: 999, MaxDuration: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, id := loadHotProgram(t)
+	if err := prof.Symbolizer().Learn(id); err != nil {
+		t.Fatal(err)
+	}
+	w := spin(t, prog)
+
+	// Not running: a scrape is an on-demand capture.
+	if p, err := prof.Scrape(context.Background(), 200*time.Millisecond); err != nil || sampleTotal(p) == 0 {
+		t.Fatalf("scrape with no continuous sampler: %d samples, %v", sampleTotal(p), err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error)
+	windows := make(chan struct{}, 100)
+	go func() {
+		ran <- prof.Run(ctx, 1500*time.Millisecond, 400*time.Millisecond, func(*Window, error) { windows <- struct{}{} })
+	}()
+	<-windows // the sampler runs; now between two windows
+	fds := kernelFDs()
+
+	const scrapes = 3
+	const span = 2 * time.Second
+	got := make([]*profile.Profile, scrapes)
+	errs := make([]error, scrapes)
+	var wg sync.WaitGroup
+	for i := range scrapes {
+		wg.Go(func() { got[i], errs[i] = prof.Scrape(context.Background(), span) })
+	}
+	time.Sleep(span / 2)
+	during := kernelFDs()
+	wg.Wait()
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	w.check(t)
+	if during != fds {
+		t.Errorf("perf event and BPF fds: %d before the scrapes, %d during: a scrape opened events of its own", fds, during)
+	}
+	for i, p := range got {
+		if errs[i] != nil {
+			t.Errorf("scrape %d: %v", i, errs[i])
+			continue
+		}
+		if d := time.Duration(p.DurationNanos); d != span {
+			t.Errorf("scrape %d lasted %v, want %v", i, d, span)
+		}
+		// The spinner keeps one CPU in the program nearly all the time:
+		// at 999 Hz that is about 2,000 samples over 2 s. A scrape fed
+		// only by the 400 ms windows would hold at most about 800.
+		nanos, err := ProgramNanos(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cpu := time.Duration(nanos[id]); cpu < span/2 {
+			t.Errorf("scrape %d: program's sampled CPU %v over a %v scrape, want most of it", i, cpu, span)
+		}
+	}
+	// After Run stops, scrapes are on-demand captures again.
+	if _, err := prof.Scrape(context.Background(), 200*time.Millisecond); err != nil {
+		t.Errorf("scrape after Run stopped: %v", err)
+	}
+}
+
+func sampleTotal(p *profile.Profile) int {
+	if p == nil {
+		return 0
+	}
+	return len(p.Sample)
+}
