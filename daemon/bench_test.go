@@ -76,6 +76,7 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, busy int, args ...string) {
 		// programs (metadata, and symbols for the profiler: ~100 µs each).
 		time.Sleep(8 * time.Second)
 		cpu0, at0 := procCPU(b, d.cmd.Process.Pid), time.Now()
+		switches0 := contextSwitches(b, d.cmd.Process.Pid)
 		var sweeps, writes []float64
 		var sweepBPF float64
 		for i := range 30 {
@@ -95,9 +96,13 @@ func daemonCost(b *testing.B, progs []*ebpf.Program, busy int, args ...string) {
 			sweepBPF = st.SweepBPFCPUPercent
 		}
 		cpu := (procCPU(b, d.cmd.Process.Pid) - cpu0).Seconds() / time.Since(at0).Seconds() * 100
+		switches := float64(contextSwitches(b, d.cmd.Process.Pid)-switches0) / time.Since(at0).Seconds()
 		rss := rssBytes(b, d.cmd.Process.Pid)
 		b.ReportMetric(cpu, "cpu-%")
 		b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		// Each wake-up of the daemon's threads costs a context switch or
+		// two, and on a paravirtual host those cost more than the work.
+		b.ReportMetric(switches, "ctx-switches/s")
 		b.ReportMetric(median(sweeps), "sweep-ms")
 		b.ReportMetric(median(writes), "write-ms")
 		// The iterator program's own run time, part of cpu-% (it runs in
@@ -125,6 +130,29 @@ func procCPU(b *testing.B, pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// contextSwitches sums the voluntary and involuntary context switches of
+// every thread of pid.
+func contextSwitches(b *testing.B, pid int) int64 {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
 
 func rssBytes(b *testing.B, pid int) int64 {

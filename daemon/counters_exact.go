@@ -156,10 +156,20 @@ func (c *counting) poke() {
 // every window and stores what they counted.
 func (d *Daemon) counterLoop(ctx context.Context) {
 	c := &d.ctr
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(counterPoll)
 	defer t.Stop()
 	for {
 		d.counterPass(d.now())
+		// Poll only while there are targets: with none, nothing is due
+		// until a request or a matched program wakes the loop, and an idle
+		// daemon should not wake five times a second for nothing.
+		var poll <-chan time.Time
+		if c.hasTargets() {
+			t.Reset(counterPoll)
+			poll = t.C
+		} else {
+			t.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			c.mu.Lock()
@@ -178,9 +188,20 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 		case req := <-c.reqs:
 			req.reply <- d.counterRequest(req)
 		case <-c.wake:
-		case <-t.C:
+		case <-poll:
 		}
 	}
+}
+
+// counterPoll is how often the counter loop looks for finished and due
+// windows while it has targets.
+const counterPoll = 200 * time.Millisecond
+
+// hasTargets says whether the loop has targets or matched programs to take.
+func (c *counting) hasTargets() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.targets) > 0 || len(c.pending) > 0
 }
 
 // counterPass takes in matched programs, closes finished windows, drops

@@ -34,6 +34,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// BPFPERF_TEST_DAEMON runs a bpfperfd built elsewhere instead, to
+	// compare two builds' costs in the benchmarks, alternated in one run.
+	if prebuilt := os.Getenv("BPFPERF_TEST_DAEMON"); prebuilt != "" {
+		bin.daemon = prebuilt
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
