@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// TestSweeperFallsBackOnMismatch: when a later proof finds the iterator's
+// figures differ from OBJ_GET_INFO_BY_FD, the sweeper unloads its iterator,
+// says why, and the same tick's sweep is the fd sweep's, exact: a program
+// run 7 times reads 7 runs.
+func TestSweeperFallsBackOnMismatch(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	stats, err := collectors.EnableStats(collectors.StatsConfig{Mode: "fd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Restore()
+	now := time.Now()
+	w, err := newSweeper(&Config{Sweep: sweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if kind, detail, _, _, _ := w.state(); kind != sweepIter {
+		t.Fatalf("sweep at start: %s (%s), want the iterator on this kernel", kind, detail)
+	}
+
+	prog, err := privtest.LoadSocketFilter("sweep_fallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if err := privtest.Run(prog, 7); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := prog.Info()
+	id, _ := info.ID()
+
+	w.prove = func(int) (int, error) {
+		return 0, fmt.Errorf("%w: program %d: simulated", collectors.ErrIterMismatch, id)
+	}
+	out, err := w.sweep(nil, now.Add(iterCheckEvery))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, detail, _, _, _ := w.state()
+	if kind != sweepFd || !strings.Contains(detail, "differs from OBJ_GET_INFO_BY_FD") {
+		t.Errorf("after a failed proof: sweep %s (%s), want the fd sweep and why", kind, detail)
+	}
+	if w.iterID() != 0 {
+		t.Errorf("iterator still held after falling back")
+	}
+	var runs uint64
+	found := false
+	for _, s := range out {
+		if s.ID == uint32(id) {
+			found, runs = true, s.RunCnt
+		}
+	}
+	if !found || runs != 7 {
+		t.Errorf("fd sweep after the fallback: program %d found %v with %d runs, want 7", id, found, runs)
+	}
+}
