@@ -17,7 +17,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps install uninstall test test-vm bench generate check-generate demo run clean
+.PHONY: all build deb deps install uninstall test test-vm bench fuzz generate check-generate demo run clean
 
 all: build
 
@@ -63,6 +63,21 @@ test-vm:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/
+
+# Go fuzz targets over what users and disks hand us: suite, map-init and
+# object files, bench reports, pprof input, time ranges, store records.
+# `make test` runs their seeds and committed corpus (testdata/fuzz); this
+# searches further, FUZZTIME each. A crasher lands in testdata/fuzz: commit
+# it with the fix.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := api:FuzzParseTime store:FuzzChunk store:FuzzDecodeChunk store:FuzzDecodeSealed \
+	store:FuzzDecodeProfile store:FuzzDecodeBenchRun bench:FuzzSuiteFile bench:FuzzMapInit \
+	bench:FuzzObjectFile bench:FuzzReadJSON profile:FuzzParseData
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz ./$$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+	done
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +35,13 @@ func ParseDuration(v string) (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("bad duration %q", v)
 		}
-		return time.Duration(n * float64(24*time.Hour)), nil
+		ns := n * float64(24*time.Hour)
+		// Beyond ±292 years a Duration wraps around (1e308d read as
+		// -2562047h): refuse it rather than go back in time.
+		if math.IsNaN(ns) || math.Abs(ns) >= math.MaxInt64 {
+			return 0, fmt.Errorf("duration %q is out of range (at most about 106,000d)", v)
+		}
+		return time.Duration(ns), nil
 	}
 	return time.ParseDuration(v)
 }
