@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer os.Remove(cfg.Socket)
-	srv := &http.Server{Handler: (&server{d: d}).routes(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: auditChanges(log, (&server{d: d}).routes()), ReadHeaderTimeout: 5 * time.Second, ConnContext: withPeerCred}
 	go srv.Serve(ln)
 	defer srv.Close()
 	stopWeb, err := d.startWeb()
