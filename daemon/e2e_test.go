@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,11 +57,19 @@ type daemonProc struct {
 // the last flag wins) on stateDir and waits until its API answers.
 func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonUnder(t, nil, stateDir, args...)
+}
+
+// startDaemonUnder is startDaemon with bpfperfd run by the command wrap
+// (e.g. prlimit with its flags); nil runs it directly.
+func startDaemonUnder(t testing.TB, wrap []string, stateDir string, args ...string) *daemonProc {
+	t.Helper()
 	// The daemon holds stats on: keep stats-sensitive tests of other
 	// packages from running meanwhile.
 	privtest.LockStats(t)
 	d := &daemonProc{stateDir: stateDir, socket: filepath.Join(stateDir, "api.sock"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(bin.daemon, append([]string{"--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"}, args...)...)
+	argv := append(append(slices.Clone(wrap), bin.daemon, "--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"), args...)
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
