@@ -17,7 +17,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps install uninstall test test-vm bench fuzz generate check-generate demo run clean
+.PHONY: all build deb deps install uninstall test test-vm bench fuzz soak generate check-generate demo run clean
 
 all: build
 
@@ -78,6 +78,11 @@ fuzz:
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz ./$$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; \
 	done
+
+# Long runs CI has no time for: 10,000 programs loaded and unloaded under a
+# daemon sampling every 100 ms (make test churns 2,000).
+soak:
+	BPFPERF_CHURN_PROGRAMS=10000 $(GO) test -count=1 -run '^TestChurn$$' -v -timeout 30m ./daemon/
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:

@@ -155,10 +155,10 @@ func contextSwitches(b *testing.B, pid int) int64 {
 	return n
 }
 
-func rssBytes(b *testing.B, pid int) int64 {
+func rssBytes(tb testing.TB, pid int) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
