@@ -21,6 +21,9 @@ const (
 	// iterCheckEvery is how often the iterator's figures are proved
 	// against OBJ_GET_INFO_BY_FD while it runs.
 	iterCheckEvery = 5 * time.Minute
+	// iterRecheckSoon is when a proof that found no idle program to
+	// compare is tried again.
+	iterRecheckSoon = 10 * time.Second
 	// iterCheckSample is how many programs each proof reads by fd.
 	iterCheckSample = 16
 )
@@ -86,8 +89,15 @@ func (w *sweeper) check(now time.Time) error {
 		return err
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == 0 {
+		// Nothing idle to compare yet (a host with every program busy, or
+		// none): not a proof. Try again soon rather than in 5 minutes.
+		w.checked = now.Add(iterRecheckSoon - iterCheckEvery)
+		w.detail = fmt.Sprintf("iterator (iter/bpf_prog), not yet compared with OBJ_GET_INFO_BY_FD: no idle program at %s", now.UTC().Format(time.RFC3339))
+		return nil
+	}
 	w.detail = fmt.Sprintf("iterator (iter/bpf_prog), %d idle programs equal to OBJ_GET_INFO_BY_FD at %s", n, now.UTC().Format(time.RFC3339))
-	w.mu.Unlock()
 	return nil
 }
 

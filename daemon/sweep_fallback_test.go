@@ -70,3 +70,29 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 		t.Errorf("fd sweep after the fallback: program %d found %v with %d runs, want 7", id, found, runs)
 	}
 }
+
+// TestSweeperRetriesAProofWithNothingToCompare: a proof that found no idle
+// program is not a proof: status says so, and the next one comes within
+// seconds, not minutes.
+func TestSweeperRetriesAProofWithNothingToCompare(t *testing.T) {
+	privtest.Root(t)
+	now := time.Now()
+	w, err := newSweeper(&Config{Sweep: sweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if w.iterID() == 0 {
+		t.Fatal("the iterator does not run on this kernel")
+	}
+	proofs := 0
+	w.prove = func(int) (int, error) { proofs++; return 0, nil }
+	w.sweep(nil, now.Add(iterCheckEvery))
+	if _, detail, _, _, _ := w.state(); proofs != 1 || !strings.Contains(detail, "not yet compared") {
+		t.Errorf("after a proof with nothing idle: %d proofs, detail %q", proofs, detail)
+	}
+	w.sweep(nil, now.Add(iterCheckEvery+iterRecheckSoon))
+	if proofs != 2 {
+		t.Errorf("no new proof %v later (%d proofs)", iterRecheckSoon, proofs)
+	}
+}
