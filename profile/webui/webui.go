@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -56,6 +57,13 @@ func Serve(ctx context.Context, p *profile.Profile, addr string, ready func(url 
 // but each request carries its own in its URL, so several profiles can be
 // served at once.
 func Handlers(p *profile.Profile) (map[string]http.Handler, error) {
+	// The driver refuses to serve without a config directory for its
+	// settings file, and a system service has no $HOME: point it at one
+	// that does not exist, so it reads no settings (and, with saveconfig
+	// left out, writes none).
+	if _, err := os.UserConfigDir(); err != nil {
+		os.Setenv("XDG_CONFIG_HOME", "/nonexistent/bpfperf-pprof")
+	}
 	var handlers map[string]http.Handler
 	err := driver.PProf(&driver.Options{
 		// A fixed port: the driver picks a free one (by listening) for

@@ -66,7 +66,11 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 	}
 }
 
+// TestHandlers: pprof's views of a profile, without the views that write
+// its settings, also for a service with no $HOME.
 func TestHandlers(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
 	h, err := Handlers(testProfile())
 	if err != nil {
 		t.Fatal(err)
