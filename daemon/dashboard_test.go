@@ -154,6 +154,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(runPage, "tailcall/chain=16") || !regexp.MustCompile(`id="tailcalls".*<canvas`).MatchString(runPage) {
 		t.Errorf("bench run page: no tail-call result or no chain-length chart:\n%.2000s", runPage)
 	}
+	for _, bad := range []string{"base=" + run[1], "base=x&new=" + run[1], "base=999&new=" + run[1]} {
+		if code, _, body := get(t, "http://"+web+"/v1/bench/compare?"+bad); code != 400 && code != 404 {
+			t.Errorf("/v1/bench/compare?%s: %d %s, want 400 or 404", bad, code, body)
+		}
+	}
+	// A run against itself: bench compare's table, nothing significant.
+	same := b.dom(t, "bench.html?run="+run[1]+"&base="+run[1], "")
+	if !regexp.MustCompile(`id="compare".*<td class="text">tailcall/chain=16</td>.*<td>\+0\.0%</td><td>1\.000</td><td class="text">~</td>`).MatchString(same) {
+		t.Errorf("bench compare page: run %s against itself does not show tailcall/chain=16 unchanged (+0.0%%, p 1.000, ~):\n%.3000s", run[1], same)
+	}
 
 }
 

@@ -1,6 +1,8 @@
 // Benchmarks: the stored runs (/v1/bench/runs), one run's results
 // (/v1/bench/runs/{id}, the report `bpfperf bench -o json` wrote) with its
-// tail-call chain-length curve, and two runs' medians side by side.
+// tail-call chain-length curve, and two runs compared as `bpfperf bench
+// compare` does (/v1/bench/compare: the CLI's medians, intervals and
+// Mann-Whitney U test, computed by the daemon with the same code).
 import { getJSON, el, header, showError, fmt } from './lib.js';
 
 header('Benchmarks');
@@ -16,26 +18,27 @@ async function list() {
   main.replaceChildren(el('h1', {}, 'Stored benchmark runs'),
     runs.length ? el('table', { id: 'runs' }, el('tr', {}, ...['RUN', 'TIME', 'LABEL', 'TESTS', 'FAILED', 'KERNEL', 'COMMIT'].map((h) => el('th', {}, h))), ...rows)
       : el('p', { class: 'empty' }, 'No stored runs: bpfperf bench --store keeps one.'),
-    el('p', {}, 'Compare two runs: bench.html?run=NEW&base=OLD'));
+    el('p', {}, 'Compare two runs as bpfperf bench compare does: bench.html?run=NEW&base=OLD'));
 }
 
 async function run(id, baseId) {
   const rep = await getJSON(`/v1/bench/runs/${encodeURIComponent(id)}`);
-  const base = baseId ? await getJSON(`/v1/bench/runs/${encodeURIComponent(baseId)}`) : null;
-  const baseBy = new Map((base?.results || []).map((r) => [r.name, r]));
-  const head = ['TEST', 'MEDIAN', 'IQR', 'CV', 'N', ...(base ? [`RUN ${baseId} MEDIAN`, 'Δ %'] : []), 'NOTE'];
-  const rows = rep.results.map((r) => {
-    const b = baseBy.get(r.name);
-    const delta = b && b.summary.median_ns ? 100 * (r.summary.median_ns / b.summary.median_ns - 1) : null;
-    return el('tr', {}, el('td', { class: 'text' }, r.name), el('td', {}, fmt.ns(r.summary.median_ns)), el('td', {}, fmt.ns(r.summary.iqr_ns)),
-      el('td', {}, r.summary.cv?.toFixed(3) ?? ''), el('td', {}, r.summary.n),
-      ...(base ? [el('td', {}, b ? fmt.ns(b.summary.median_ns) : ''), el('td', {}, delta == null ? '' : delta.toFixed(1))] : []),
-      el('td', { class: 'text' }, r.error || r.skipped || ''));
-  });
-  main.replaceChildren(el('h1', {}, `Benchmark run ${id}${base ? ` against run ${baseId}` : ''}`),
+  const cmp = baseId ? await getJSON(`/v1/bench/compare?base=${encodeURIComponent(baseId)}&new=${encodeURIComponent(id)}`) : null;
+  const head = ['TEST', 'MEDIAN', 'IQR', 'CV', 'N', 'NOTE'];
+  const rows = rep.results.map((r) => el('tr', {}, el('td', { class: 'text' }, r.name), el('td', {}, fmt.ns(r.summary.median_ns)),
+    el('td', {}, fmt.ns(r.summary.iqr_ns)), el('td', {}, r.summary.cv?.toFixed(3) ?? ''), el('td', {}, r.summary.n),
+    el('td', { class: 'text' }, r.error || r.skipped || '')));
+  main.replaceChildren(el('h1', {}, `Benchmark run ${id}${cmp ? ` against run ${baseId}` : ''}`),
     el('p', {}, `${fmt.time(rep.time)} · kernel ${rep.fingerprint.kernel} · ${rep.fingerprint.cpus} CPUs · `,
       el('a', { href: 'bench.html' }, 'all runs')));
-  if (base) main.append(el('p', { class: 'empty' }, 'Δ compares medians only; bpfperf bench compare tells which differences are significant.'));
+  if (cmp) {
+    const crows = cmp.deltas.map((d) => el('tr', { class: d.significant ? 'significant' : null }, el('td', { class: 'text' }, d.test),
+      el('td', {}, `${fmt.ns(d.base_ns)} ${d.base_ci}`), el('td', {}, `${fmt.ns(d.new_ns)} ${d.new_ci}`),
+      el('td', {}, `${d.delta_pct >= 0 ? '+' : ''}${d.delta_pct.toFixed(1)}%`), el('td', {}, d.p.toFixed(3)),
+      el('td', { class: 'text' }, d.significant ? 'significant' : '~'), el('td', { class: 'text' }, (d.warnings || []).join('; '))));
+    main.append(el('h2', {}, `Compared with run ${baseId} (α ${cmp.alpha}, changes under ${cmp.min_delta_pct}% are drift)`),
+      el('table', { id: 'compare' }, el('tr', {}, ...['TEST', 'BASE', 'NEW', 'Δ', 'P', '', 'NOTE'].map((h, i) => el('th', { class: i === 0 || i > 4 ? 'text' : null }, h))), ...crows));
+  }
   const tail = rep.results.filter((r) => r.group === 'tailcall' && !r.error && !r.skipped && r.labels?.chain && r.name !== 'tailcall/limit')
     .map((r) => [Number(r.labels.chain), r.summary.median_ns]).sort((a, b) => a[0] - b[0]);
   if (tail.length) {
