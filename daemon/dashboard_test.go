@@ -96,8 +96,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	info, _ := hot.Info()
 	pid, _ := info.ID()
 	id := fmt.Sprint(pid)
-	// A stored benchmark run with the tail-call chain curve.
-	d.cli(t, "bench", "--filter", `^tailcall/chain=(1|8|16|32)$`, "--target", "2ms", "--measures", "3", "--store", "--label", "dashboard test")
+	// A stored benchmark run with the tail-call chain curve and a map panel.
+	d.cli(t, "bench", "--filter", `^(tailcall/chain=(1|8|16|32)|maps/(hash|array)/lookup/size=(1|1K)/keys=uniform)$`, "--target", "2ms", "--measures", "3", "--store", "--label", "dashboard test")
 
 	// A profile window and a few sweeps with runs: the chart has points.
 	var profiles []api.ProfileInfo
@@ -153,6 +153,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	runPage := b.dom(t, "bench.html?run="+run[1], "bench-run")
 	if !strings.Contains(runPage, "tailcall/chain=16") || !regexp.MustCompile(`id="tailcalls".*<canvas`).MatchString(runPage) {
 		t.Errorf("bench run page: no tail-call result or no chain-length chart:\n%.2000s", runPage)
+	}
+	if n := chartPoints(t, runPage, `<div class="chart"`); n != 4 {
+		t.Errorf("bench run page: the map panel drew %d points, want 4 (hash and array, 1 and 1K entries)", n)
+	}
+	if !strings.Contains(runPage, `<div class="u-title">lookup, uniform keys</div>`) {
+		t.Errorf("bench run page: no 'lookup, uniform keys' map panel")
 	}
 	for _, bad := range []string{"base=" + run[1], "base=x&new=" + run[1], "base=999&new=" + run[1]} {
 		if code, _, body := get(t, "http://"+web+"/v1/bench/compare?"+bad); code != 400 && code != 404 {

@@ -49,7 +49,40 @@ async function run(id, baseId) {
       axes: [{ label: 'tail calls in the chain' }, { label: 'ns/run (median)', size: 60 }] },
     [tail.map((t) => t[0]), tail.map((t) => t[1])], box);
   }
+  drawMaps(rep);
   main.append(el('h2', {}, 'Results'), el('table', { id: 'results' }, el('tr', {}, ...head.map((h, i) => el('th', { class: i === 0 || i === head.length - 1 ? 'text' : null }, h))), ...rows));
+}
+
+// drawMaps draws bench plot's map panels: one per operation and key
+// pattern, median ns/run against map entries (log scale), a line per map
+// type.
+function drawMaps(rep) {
+  const panels = new Map();
+  for (const r of rep.results) {
+    if (r.group !== 'maps' || r.error || r.skipped || !r.labels?.size) continue;
+    const title = `${r.labels.op}, ${r.labels.keys} keys`;
+    if (!panels.has(title)) panels.set(title, new Map());
+    const lines = panels.get(title);
+    if (!lines.has(r.labels.map)) lines.set(r.labels.map, []);
+    lines.get(r.labels.map).push([Number(r.labels.size), r.summary.median_ns]);
+  }
+  if (!panels.size) return;
+  const grid = el('div', { class: 'charts', id: 'maps' });
+  main.append(el('h2', {}, 'Maps: ns per run vs map entries'), grid);
+  const colors = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#a16207', '#db2777'];
+  for (const [title, lines] of panels) {
+    const names = [...lines.keys()].sort();
+    const data = uPlot.join(names.map((n) => {
+      const pts = lines.get(n).sort((a, b) => a[0] - b[0]);
+      return [pts.map((p) => p[0]), pts.map((p) => p[1])];
+    }));
+    const box = el('div', { class: 'chart' });
+    grid.append(box);
+    box.dataset.points = data.slice(1).reduce((n, ys) => n + ys.filter((v) => v != null).length, 0);
+    new uPlot({ title, width: 540, height: 260, scales: { x: { time: false, distr: 3 } },
+      series: [{ label: 'entries' }, ...names.map((n, i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, spanGaps: true, points: { show: true } }))],
+      axes: [{ label: 'map entries' }, { label: 'ns/run (median)', size: 60 }] }, data, box);
+  }
 }
 
 (params.get('run') ? run(params.get('run'), params.get('base')) : list()).catch((e) => showError(main, e));
