@@ -132,7 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if strings.Contains(prog, `class="error"`) {
 		t.Errorf("program page shows an error:\n%.3000s", prog)
 	}
-	src := regexp.MustCompile(`<iframe class="pprof" id="flamegraph" src="([^"]+)"`).FindStringSubmatch(prog)
+	src := regexp.MustCompile(`<iframe class="pprof" id="flamegraph" loading="lazy" src="([^"]+)"`).FindStringSubmatch(prog)
 	if src == nil {
 		t.Fatalf("program page: no flame graph frame")
 	}

@@ -55,7 +55,7 @@ async function load() {
   const marks = [];
   for (const p of hist.points) if (p.reload) marks.push({ t: Date.parse(p.time) / 1000, label: 'reload', color: markColors.reload });
   for (const e of events.events) {
-    if (e.kind === 'loaded' || e.kind === 'unloaded' || e.kind === 'new_version' || e.kind.includes('regression') || e.kind.includes('shift')) {
+    if (e.kind === 'loaded' || e.kind === 'unloaded' || e.kind === 'new_version' || /regression|improvement|shift/.test(e.kind)) {
       marks.push({ t: Date.parse(e.time) / 1000, label: e.kind.replace('_', ' '), color: markColors[e.kind] || '#9333ea' });
     }
   }
@@ -92,7 +92,8 @@ async function load() {
   const tf = encodeURIComponent(`prog_name=^${det.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
   const pprofURL = `/ui/pprof/merge/${since}/${until}/`;
   main.append(el('p', {}, el('a', { href: `${pprofURL}flamegraph?tf=${tf}` }, 'open in pprof'), ' (flame graph, top, source)'));
-  main.append(el('iframe', { class: 'pprof', id: 'flamegraph', src: `${pprofURL}flamegraph?tf=${tf}` }));
+  // Lazy: merging a long range's windows is the daemon's heaviest read.
+  main.append(el('iframe', { class: 'pprof', id: 'flamegraph', loading: 'lazy', src: `${pprofURL}flamegraph?tf=${tf}` }));
 
   main.append(el('h2', {}, 'Latest perf counter windows'));
   const last = counters.points.slice(-10).reverse();
