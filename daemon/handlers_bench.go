@@ -31,6 +31,7 @@ func (s *server) benchRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/bench/runs", s.putBenchRun)
 	mux.HandleFunc("GET /v1/bench/runs", s.listBenchRuns)
 	mux.HandleFunc("GET /v1/bench/runs/{id}", s.getBenchRun)
+	mux.HandleFunc("GET /v1/bench/compare", s.compareBenchRuns)
 }
 
 // benchReply is reply, except that a report over the limit is 413.

@@ -93,37 +93,10 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	if len(list) == 0 {
-		reply(w, nil, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, since.Format(time.RFC3339), until.Format(time.RFC3339)))
+	merged, err := s.d.mergeStored(list, since, until)
+	if err != nil {
+		reply(w, nil, err)
 		return
-	}
-	if len(list) > maxMergeProfiles {
-		reply(w, nil, fmt.Errorf("%w: %d profiles in the range, more than %d: narrow it", ErrBadRequest, len(list), maxMergeProfiles))
-		return
-	}
-	var merged *pprof.Profile
-	for batch := range chunks(list, mergeBatch) {
-		data, err := s.d.store.ProfileData(batch)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		ps := make([]*pprof.Profile, 0, len(batch)+1)
-		if merged != nil {
-			ps = append(ps, merged)
-		}
-		for i, b := range data {
-			p, err := profile.ParseData(b)
-			if err != nil {
-				reply(w, nil, fmt.Errorf("stored profile %s: %w", batch[i].ID, err))
-				return
-			}
-			ps = append(ps, p)
-		}
-		if merged, err = profile.Merge(ps...); err != nil {
-			reply(w, nil, err)
-			return
-		}
 	}
 	data, err := profile.Marshal(merged)
 	if err != nil {
@@ -132,6 +105,39 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(api.HeaderProfileCount, strconv.Itoa(len(list)))
 	writeProfile(w, data)
+}
+
+// mergeStored merges the stored profiles in list (those between since and
+// until), a batch at a time.
+func (d *Daemon) mergeStored(list []store.ProfileInfo, since, until time.Time) (*pprof.Profile, error) {
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	if len(list) > maxMergeProfiles {
+		return nil, fmt.Errorf("%w: %d profiles in the range, more than %d: narrow it", ErrBadRequest, len(list), maxMergeProfiles)
+	}
+	var merged *pprof.Profile
+	for batch := range chunks(list, mergeBatch) {
+		data, err := d.store.ProfileData(batch)
+		if err != nil {
+			return nil, err
+		}
+		ps := make([]*pprof.Profile, 0, len(batch)+1)
+		if merged != nil {
+			ps = append(ps, merged)
+		}
+		for i, b := range data {
+			p, err := profile.ParseData(b)
+			if err != nil {
+				return nil, fmt.Errorf("stored profile %s: %w", batch[i].ID, err)
+			}
+			ps = append(ps, p)
+		}
+		if merged, err = profile.Merge(ps...); err != nil {
+			return nil, err
+		}
+	}
+	return merged, nil
 }
 
 func chunks[T any](s []T, n int) func(func([]T) bool) {

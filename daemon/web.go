@@ -110,6 +110,7 @@ func (d *Daemon) webRoutes() http.Handler {
 	}))
 	mux.HandleFunc("GET /debug/pprof/profile", (&server{d: d}).pprofProfile)
 	mux.Handle("GET /v1/", (&server{d: d}).routes())
+	d.dashboardRoutes(mux)
 	return readOnly(limitRequests(mux, d.cfg.Web.MaxRequests))
 }
 

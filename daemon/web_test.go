@@ -367,18 +367,7 @@ func TestPprofScrapeLikeParca(t *testing.T) {
 	privtest.Root(t)
 	web := freeAddr(t)
 	startDaemon(t, t.TempDir(), "--web.listen-address", web, "--profile.limit", "5s")
-	spec, err := ebpf.LoadCollectionSpec("../profile/hot_bpfel_test.o")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs struct {
-		HotEntry *ebpf.Program `ebpf:"hot_entry"`
-	}
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { objs.HotEntry.Close() }) // after spin's cleanup stops the runs
-	spin(t, objs.HotEntry)
+	spinHot(t)
 	hot := hotSourceLine(t)
 
 	url := "http://" + web + "/debug/pprof/profile?seconds=2"
@@ -430,6 +419,25 @@ func scrapeHotLine(t *testing.T, url, want string) string {
 	return ""
 }
 
+// spinHot loads bpf/profile/hot.c's hot_entry, whose time is spent in
+// spin, and runs it until the test ends.
+func spinHot(t *testing.T) *ebpf.Program {
+	t.Helper()
+	spec, err := ebpf.LoadCollectionSpec("../profile/hot_bpfel_test.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs struct {
+		HotEntry *ebpf.Program `ebpf:"hot_entry"`
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { objs.HotEntry.Close() }) // after spin's cleanup stops the runs
+	spin(t, objs.HotEntry)
+	return objs.HotEntry
+}
+
 // hotSourceLine is the line of bpf/profile/hot.c marked HOT.
 func hotSourceLine(t *testing.T) int {
 	b, err := os.ReadFile("../bpf/profile/hot.c")
@@ -462,6 +470,8 @@ func TestWebReadOnly(t *testing.T) {
 		{"PUT", "/v1/status"},
 		{"DELETE", "/v1/profiles/x"},
 		{"POST", "/debug/pprof/profile"},
+		{"POST", "/"},
+		{"POST", "/ui/pprof/id/x/flamegraph"},
 	} {
 		req, _ := http.NewRequest(r.method, base+r.path, strings.NewReader("{}"))
 		resp, err := http.DefaultClient.Do(req)
@@ -473,7 +483,7 @@ func TestWebReadOnly(t *testing.T) {
 			t.Errorf("%s %s over TCP: %d, want 405", r.method, r.path, resp.StatusCode)
 		}
 	}
-	for _, path := range []string{"/v1/status", "/v1/progs", "/v1/events", "/v1/profiles", "/v1/counters", "/v1/bench/runs", "/metrics"} {
+	for _, path := range []string{"/v1/status", "/v1/progs", "/v1/events", "/v1/profiles", "/v1/counters", "/v1/bench/runs", "/metrics", "/", "/js/lib.js"} {
 		if code, _, body := get(t, base+path); code != http.StatusOK {
 			t.Errorf("GET %s over TCP: %d %s", path, code, body)
 		}

@@ -1,5 +1,7 @@
-// Package webui serves pprof's web UI for one profile, for `bpfperf profile
-// view`. It is apart from package profile so that the daemon does not link
+// Package webui serves pprof's web UI for one profile: on a loopback port
+// of its own for `bpfperf profile view` (Serve), and as handlers that the
+// daemon's dashboard mounts under its own listener (Handlers). It is apart
+// from package profile so that what only records profiles does not link
 // pprof's driver.
 package webui
 
@@ -10,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -44,6 +47,42 @@ func Serve(ctx context.Context, p *profile.Profile, addr string, ready func(url 
 		return fmt.Errorf("pprof web ui: %w", err)
 	}
 	return nil
+}
+
+// Handlers are pprof's web UI views of p (flamegraph, top, source, peek,
+// disasm, graph, download), keyed by their path ("/flamegraph"), for a
+// server of the caller's to mount. Views that write pprof's settings file
+// (saveconfig, deleteconfig) are left out: whoever browses a dashboard
+// changes nothing. The driver's report options are global to the process,
+// but each request carries its own in its URL, so several profiles can be
+// served at once.
+func Handlers(p *profile.Profile) (map[string]http.Handler, error) {
+	// The driver refuses to serve without a config directory for its
+	// settings file, and a system service has no $HOME: point it at one
+	// that does not exist, so it reads no settings (and, with saveconfig
+	// left out, writes none).
+	if _, err := os.UserConfigDir(); err != nil {
+		os.Setenv("XDG_CONFIG_HOME", "/nonexistent/bpfperf-pprof")
+	}
+	var handlers map[string]http.Handler
+	err := driver.PProf(&driver.Options{
+		// A fixed port: the driver picks a free one (by listening) for
+		// an empty one, and nothing listens on this one.
+		Flagset: &webFlags{http: "127.0.0.1:1"},
+		Fetch:   fetcher{p},
+		Sym:     noSymbolizer{},
+		UI:      &quietUI{},
+		HTTPServer: func(args *driver.HTTPServerArgs) error {
+			handlers = args.Handlers
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pprof web ui: %w", err)
+	}
+	delete(handlers, "/saveconfig")
+	delete(handlers, "/deleteconfig")
+	return handlers, nil
 }
 
 func isLoopback(host string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,29 @@ func TestServeRefusesNonLoopback(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8080", "nonsense"} {
 		if err := Serve(context.Background(), testProfile(), addr, nil); err == nil {
 			t.Errorf("Serve(%q): no error", addr)
+		}
+	}
+}
+
+// TestHandlers: pprof's views of a profile, without the views that write
+// its settings, also for a service with no $HOME.
+func TestHandlers(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
+	h, err := Handlers(testProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"/saveconfig", "/deleteconfig"} {
+		if h[gone] != nil {
+			t.Errorf("%s is served: it writes pprof's settings file", gone)
+		}
+	}
+	for _, page := range []string{"/flamegraph", "/top"} {
+		rec := httptest.NewRecorder()
+		h[page].ServeHTTP(rec, httptest.NewRequest("GET", page, nil))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "hot_loop") {
+			t.Errorf("%s: %d\n%.300s", page, rec.Code, rec.Body.String())
 		}
 	}
 }

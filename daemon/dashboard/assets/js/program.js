@@ -1,0 +1,127 @@
+// Program: one program's ns/run, runs/s, CPU % and sampled CPU % over a
+// range (/v1/history, /v1/counters/history), with reloads, new versions
+// and other events marked (/v1/events), its metadata (/v1/progs/{prog}),
+// its latest perf counter windows, and pprof's flame graph of the
+// continuous profiles of the range, focused on the program.
+import { getJSON, el, header, showError, fmt, ranges, stepFor, timeChart } from './lib.js';
+
+header('Programs');
+const main = document.getElementById('main');
+const params = new URLSearchParams(location.search);
+const prog = params.get('prog');
+const range = ranges[params.get('range')] ? params.get('range') : '1h';
+
+const markColors = { reload: '#dc2626', new_version: '#ea580c', loaded: '#16a34a', unloaded: '#6b7280' };
+
+async function load() {
+  if (!prog) throw new Error('no program: open a program from the Programs page');
+  const det = await getJSON(`/v1/progs/${encodeURIComponent(prog)}`);
+  const until = Math.floor(Date.now() / 1000);
+  const since = until - ranges[range];
+  // ?step= (seconds) asks for a resolution, as `bpfperf history --step` does.
+  const asked = Number(params.get('step')) > 0 ? Number(params.get('step')) : 0;
+  const step = asked || stepFor(ranges[range]);
+  const window = `since=${new Date(since * 1000).toISOString()}&until=${new Date(until * 1000).toISOString()}`;
+  // The program's key (its name) stitches its instances across reloads,
+  // as `bpfperf history NAME` does; an ambiguous name falls back to this
+  // instance alone.
+  const historyOf = async (ref, step) => {
+    const h = await getJSON(`/v1/history?prog=${encodeURIComponent(ref)}&${window}&step=${step}s`);
+    // A program younger than the range: a step for its life instead.
+    const first = h.points.length ? Date.parse(h.points[0].time) / 1000 : until;
+    const fine = stepFor(until - first);
+    return !asked && fine < step && h.points.length < 100 ? historyOf(ref, fine) : h;
+  };
+  let ref = det.name;
+  let hist = await historyOf(ref, step).catch(() => null);
+  if (!hist) {
+    ref = String(det.id);
+    hist = await historyOf(ref, step);
+  }
+  const [events, counters] = await Promise.all([
+    getJSON(`/v1/events?prog=${encodeURIComponent(ref)}&${window}`),
+    getJSON(`/v1/counters/history?prog=${encodeURIComponent(ref)}&${window}`),
+  ]);
+
+  const title = el('h1', {}, `${det.name} `, el('small', {}, `id ${det.id} · ${det.type} · tag ${det.tag}${det.loaded ? '' : ' · unloaded'}`));
+  const picker = el('div', { class: 'controls' }, 'Range:');
+  for (const r of Object.keys(ranges)) {
+    const b = el('button', { class: r === range ? 'here' : null }, r);
+    b.onclick = () => { params.set('range', r); location.search = params.toString(); };
+    picker.append(b);
+  }
+  picker.append(el('span', { class: 'empty' }, `one point per ${hist.step_ms / 1000} s, read from ${hist.resolution || 'raw'} samples`));
+
+  const marks = [];
+  for (const p of hist.points) if (p.reload) marks.push({ t: Date.parse(p.time) / 1000, label: 'reload', color: markColors.reload });
+  for (const e of events.events) {
+    if (e.kind === 'loaded' || e.kind === 'unloaded' || e.kind === 'new_version' || /regression|improvement|shift/.test(e.kind)) {
+      marks.push({ t: Date.parse(e.time) / 1000, label: e.kind.replace('_', ' '), color: markColors[e.kind] || '#9333ea' });
+    }
+  }
+
+  const charts = el('div', { class: 'charts', id: 'charts' });
+  main.replaceChildren(title, picker, charts);
+  const xs = hist.points.map((p) => Date.parse(p.time) / 1000);
+  const series = [
+    ['avg ns/run', 'avg_ns_per_run', fmt.ns],
+    ['runs/s', 'runs_per_sec', fmt.rate],
+    ['CPU % of one CPU (bpf_stats)', 'cpu_percent', fmt.pct],
+  ];
+  for (const [label, key, format] of series) {
+    const box = el('div', { class: 'chart' });
+    charts.append(box);
+    timeChart(box, label, xs, [{ label, values: hist.points.map((p) => p[key] ?? null), format }], marks);
+  }
+  // Sampled CPU %: each continuous profile window's cpu-clock time in the
+  // program (samples × period) over the window's length.
+  const sampled = counters.points.filter((p) => p.mechanism === 'sampled' && p.totals && p.window_end);
+  const box = el('div', { class: 'chart' });
+  charts.append(box);
+  if (sampled.length) {
+    timeChart(box, 'sampled CPU % (cpu-clock profile windows)', sampled.map((p) => Date.parse(p.window_end) / 1000),
+      [{ label: 'sampled CPU %', format: fmt.pct, values: sampled.map((p) => {
+        const ns = (Date.parse(p.window_end) - Date.parse(p.window_start)) * 1e6;
+        return ns > 0 ? 100 * (p.totals['cpu-clock'] ?? 0) / ns : null;
+      }) }], marks);
+  } else {
+    box.append(el('p', { class: 'empty' }, 'sampled CPU %: no continuous profile windows in this range'));
+  }
+
+  main.append(el('h2', {}, 'Flame graph of the range (continuous profiles merged, this program\'s samples)'));
+  const tf = encodeURIComponent(`prog_name=^${det.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+  const pprofURL = `/ui/pprof/merge/${since}/${until}/`;
+  main.append(el('p', {}, el('a', { href: `${pprofURL}flamegraph?tf=${tf}` }, 'open in pprof'), ' (flame graph, top, source)'));
+  // Lazy: merging a long range's windows is the daemon's heaviest read.
+  main.append(el('iframe', { class: 'pprof', id: 'flamegraph', loading: 'lazy', src: `${pprofURL}flamegraph?tf=${tf}` }));
+
+  main.append(el('h2', {}, 'Latest perf counter windows'));
+  const last = counters.points.slice(-10).reverse();
+  if (last.length) {
+    const rows = last.map((p) => el('tr', {}, ...[fmt.time(p.window_end), p.mechanism, fmt.count(p.counted_runs), fmt.ns(p.cpu_clock_ns_per_run),
+      p.cycles_per_run?.toFixed(1) ?? '', p.instructions_per_run?.toFixed(1) ?? '', p.ipc?.toFixed(2) ?? '', p.llc_misses_per_run?.toFixed(3) ?? '']
+      .map((v, i) => el('td', { class: i < 2 ? 'text' : null }, v))));
+    main.append(el('table', {}, el('tr', {}, ...['WINDOW END', 'MECHANISM', 'RUNS', 'CPU-CLOCK/RUN', 'CYCLES/RUN', 'INSNS/RUN', 'IPC', 'LLC MISSES/RUN']
+      .map((h, i) => el('th', { class: i < 2 ? 'text' : null }, h))), ...rows));
+  } else {
+    main.append(el('p', { class: 'empty' }, 'No perf counter windows in this range.'));
+  }
+
+  main.append(el('h2', {}, 'Metadata'));
+  const m = det.meta;
+  const meta = [
+    ['loaded', fmt.time(m.loaded_at)], ['uid', m.uid], ['GPL compatible', m.gpl_compatible],
+    ['bytes xlated / jited / memlock', `${m.bytes_xlated} / ${m.bytes_jited} / ${m.bytes_memlock}`],
+    ['verified insns', m.verified_insns], ['maps', (m.map_ids || []).join(', ')], ['BTF id', m.btf_id],
+    ['attached', (m.attach || []).map((a) => `${a.type} ${a.target}`).join('; ') || '–'],
+    ['held by', (m.pids || []).map((o) => `${o.comm} (${o.pid})`).join(', ') || '–'],
+    ['run_cnt / run_time_ns', `${fmt.count(det.run_cnt)} / ${fmt.count(det.run_time_ns)}`],
+    ['avg ns/run since load', fmt.ns(det.avg_ns_per_run_since_load)],
+  ];
+  main.append(el('dl', { class: 'meta' }, ...meta.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])));
+  // Drawn: uPlot paints on a microtask; after the next frame the charts
+  // are on screen. The mark is ms since navigation started (make bench).
+  requestAnimationFrame(() => setTimeout(() => { document.body.dataset.drawn = String(performance.now()); }));
+}
+
+load().catch((e) => showError(main, e));
