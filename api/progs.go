@@ -72,10 +72,14 @@ type Meta struct {
 	Owners        []Owner       `json:"pids,omitempty"`
 }
 
-// Owner is a process holding a program, directly or through a link.
+// Owner is a process holding a program or map, directly or through a
+// link, with its cgroup and the systemd unit and container that names.
 type Owner struct {
-	PID  int    `json:"pid"`
-	Comm string `json:"comm"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	Cgroup    string `json:"cgroup,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Container string `json:"container,omitempty"`
 }
 
 // AttachPoint is one BPF link that attaches a program.

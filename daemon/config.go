@@ -31,6 +31,11 @@ type Config struct {
 	Logger      *slog.Logger
 	Counters    CountersConfig
 	Web         WebConfig // the opt-in TCP listener (web.go)
+	// Maps (maps.go): how often every map is read, the window over which
+	// steady growth is a leak, and the keys one reading may walk.
+	MapsEvery      time.Duration
+	MapsLeakWindow time.Duration
+	MapsWalkBudget int
 	// Now is the daemon's clock: when each sweep is read (so the rates),
 	// when exact counter windows open and close, how fresh the latest
 	// profile window is, retention, and the defaults of since and until;
@@ -93,6 +98,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: retention must grow with coarseness: --retention.raw %v (at least 1h) <= --retention.minute %v <= --retention.rollup %v", ErrBadConfig, r.Raw, r.Minute, r.Rollup)
 	}
 	if err := c.Web.validate(); err != nil {
+		return err
+	}
+	if err := c.validateMaps(); err != nil {
 		return err
 	}
 	if c.ProcRoot == "" {

@@ -33,6 +33,7 @@ type Daemon struct {
 	prof     profiling
 	ctr      counting
 	metrics  *metrics
+	maps     *mapWatcher
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -111,6 +112,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
 	}
+	d.maps = newMapWatcher(&d.cfg, db, bootID, boot)
+	defer d.maps.close()
 	d.metrics = newMetrics(d)
 	smp.ticked = d.metrics.observe
 	d.cost.sample(d.started)
@@ -159,6 +162,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log.Warn("perf counters off", "err", err)
 	}
 	go d.expire(loopCtx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.maps.run(loopCtx, d.now)
+	}()
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval, "web", cfg.Web.ListenAddress)
 
@@ -238,6 +246,11 @@ func (d *Daemon) expire(ctx context.Context) {
 			d.cfg.Logger.Warn("expire bench runs", "err", err)
 		} else if nb > 0 {
 			d.cfg.Logger.Info("expired bench runs", "runs", nb)
+		}
+		if n, err := d.store.ExpireMaps(d.now(), d.cfg.Retention.Minute); err != nil {
+			d.cfg.Logger.Warn("expire map readings", "err", err)
+		} else if n > 0 {
+			d.cfg.Logger.Info("expired map readings", "chunks_and_maps", n)
 		}
 		// Pack complete days (weeks, quarters for rollups) into segments.
 		if segs, err := d.store.Merge(d.now()); err != nil {
