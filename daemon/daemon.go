@@ -113,6 +113,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		d.counterProgramAppeared(id, name)
 	}
 	d.maps = newMapWatcher(&d.cfg, db, bootID, boot)
+	d.maps.users = d.mapUsers
 	defer d.maps.close()
 	d.metrics = newMetrics(d)
 	smp.ticked = d.metrics.observe

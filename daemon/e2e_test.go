@@ -21,6 +21,9 @@ import (
 var bin struct{ daemon, cli string }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(ownerChildEnv) != "" {
+		os.Exit(ownerChild()) // a helper process of owners_e2e_test.go
+	}
 	dir, err := os.MkdirTemp("", "bpfperf-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -143,7 +143,16 @@ func liveMap(m *watchedMap, progs []uint32, progOwners map[uint32][]collectors.O
 		n := i.Entries
 		row.Entries, row.FillPercent = &n, api.Fill(&n, i.MaxEntries)
 	}
-	owners := slices.Clone(m.owners)
+	row.Owners = apiOwners(mapOwners(m.owners, progs, progOwners))
+	return row
+}
+
+// mapOwners is who holds a map: the processes with a fd of it, then the
+// owners of the programs that use it, each pid once. The first is the one
+// it is charged to.
+func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner) []collectors.Owner {
+	owners := slices.Clone(direct)
+	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
 	for _, p := range progs {
 		for _, o := range progOwners[p] {
 			if !slices.ContainsFunc(owners, func(x collectors.Owner) bool { return x.PID == o.PID }) {
@@ -151,9 +160,7 @@ func liveMap(m *watchedMap, progs []uint32, progOwners map[uint32][]collectors.O
 			}
 		}
 	}
-	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
-	row.Owners = apiOwners(owners)
-	return row
+	return owners
 }
 
 // storedMap is the API row of a map the store remembers.

@@ -66,6 +66,9 @@ type mapWatcher struct {
 	iter   *collectors.MapIter
 	// counting says how entries are counted on this host, in words.
 	counting string
+	// users indexes the loaded programs by map and their owners by
+	// program (Daemon.mapUsers), for the owners a map is recorded with.
+	users func() (map[uint32][]uint32, map[uint32][]collectors.Owner)
 
 	mu       sync.RWMutex
 	maps     map[uint32]*watchedMap
@@ -139,6 +142,11 @@ func (w *mapWatcher) read(now time.Time) error {
 	}
 	ownersTook := time.Since(ostart)
 
+	var users map[uint32][]uint32
+	var progOwners map[uint32][]collectors.Owner
+	if w.users != nil {
+		users, progOwners = w.users()
+	}
 	tick := store.MapTick{Time: now}
 	w.mu.Lock()
 	seen := make(map[uint32]bool, len(infos))
@@ -152,7 +160,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		if m == nil {
 			m = &watchedMap{key: store.InstanceKey{Boot: w.boot, ID: info.ID}}
 			w.maps[info.ID] = m
-			owners, _ := json.Marshal(holders.Maps[info.ID])
+			owners, _ := json.Marshal(mapOwners(holders.Maps[info.ID], users[info.ID], progOwners))
 			tick.Seen = append(tick.Seen, store.MapRecord{
 				Key: m.key, BootID: w.bootID, ID: info.ID, Name: info.Name, Type: info.Type,
 				KeySize: info.KeySize, ValueSize: info.ValueSize, MaxEntries: info.MaxEntries, FirstSeen: now, Owners: owners,

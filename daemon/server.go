@@ -25,6 +25,7 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/events", s.events)
 	mux.HandleFunc("GET /v1/maps", s.maps)
 	mux.HandleFunc("GET /v1/maps/{map}", s.mapDetail)
+	mux.HandleFunc("GET /v1/owners", s.owners)
 	mux.HandleFunc("GET /v1/store/stats", s.storeStats)
 	mux.HandleFunc("GET /v1/store/check", s.storeCheck)
 	mux.HandleFunc("GET /v1/export", s.export)

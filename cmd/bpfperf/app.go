@@ -38,6 +38,7 @@ func newApp(dial clientFactory) *cli.App {
 			countersCommand(dial),
 			benchCommand(dial),
 			mapsCommand(dial),
+			ownersCommand(dial),
 		},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler:  func(*cli.Context, error) {},
