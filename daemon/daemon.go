@@ -34,6 +34,8 @@ type Daemon struct {
 	ctr      counting
 	metrics  *metrics
 	maps     *mapWatcher
+	// statsCost is bpf_stats' cost per run, measured before stats went on.
+	statsCost statsCost
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -86,6 +88,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer sw.close()
 
+	cost := measureStatsCost(cfg.Now())
+	if cost.err != nil {
+		log.Info("cost of BPF stats not measured", "why", cost.err)
+	} else {
+		log.Info("cost of BPF stats", "ns_per_run", cost.cost.NsPerRun(), "off_ns", cost.cost.OffNsPerRun, "on_ns", cost.cost.OnNsPerRun)
+	}
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
 	if err != nil {
 		return fmt.Errorf("enable BPF run-time stats: %w", err)
@@ -107,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now()}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
