@@ -165,8 +165,8 @@ func needBpftool(t *testing.T) {
 }
 
 // progFds counts the fds of pid that hold a BPF program or link, except
-// the daemon's own iterator sweep (an iter link on bpf_prog and its
-// program), which it holds for its life.
+// the daemon's own iterators (the sweep's iter link on bpf_prog, the map
+// watcher's on bpf_map, and their programs), which it holds for its life.
 func progFds(t *testing.T, pid int) int {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
@@ -189,7 +189,8 @@ func progFds(t *testing.T, pid int) int {
 				h.progID = strings.TrimSpace(v)
 			}
 		}
-		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") {
+		// The sweep's iterator (bpf_prog) and the map watcher's (bpf_map).
+		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") || strings.Contains(h.fdinfo, "target_name:\tbpf_map") {
 			own[h.progID] = true
 		}
 		bpfFds = append(bpfFds, h)
