@@ -80,6 +80,8 @@ type Owner struct {
 	Cgroup    string `json:"cgroup,omitempty"`
 	Unit      string `json:"unit,omitempty"`
 	Container string `json:"container,omitempty"`
+	// Pin is the bpffs path of an object no process holds (PID 0).
+	Pin string `json:"pin,omitempty"`
 }
 
 // AttachPoint is one BPF link that attaches a program.

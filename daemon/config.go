@@ -24,6 +24,9 @@ type Config struct {
 	StatsMode   string        // "auto", "fd" or "sysctl"
 	Sweep       string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
 	ProcRoot    string        // usually /proc
+	// BPFFS is where pinned objects are looked for, to charge objects no
+	// process holds to their pin path; usually /sys/fs/bpf.
+	BPFFS string
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
 	Profile     ProfileConfig // CPU profiling (profiler.go)
@@ -102,6 +105,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateMaps(); err != nil {
 		return err
+	}
+	if c.BPFFS == "" {
+		c.BPFFS = "/sys/fs/bpf"
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -143,14 +143,14 @@ func liveMap(m *watchedMap, progs []uint32, progOwners map[uint32][]collectors.O
 		n := i.Entries
 		row.Entries, row.FillPercent = &n, api.Fill(&n, i.MaxEntries)
 	}
-	row.Owners = apiOwners(mapOwners(m.owners, progs, progOwners))
+	row.Owners = apiOwners(mapOwners(m.owners, progs, progOwners, m.pin))
 	return row
 }
 
 // mapOwners is who holds a map: the processes with a fd of it, then the
-// owners of the programs that use it, each pid once. The first is the one
-// it is charged to.
-func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner) []collectors.Owner {
+// owners of the programs that use it, each pid once; if none, its pin. The
+// first is the one it is charged to.
+func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner, pin string) []collectors.Owner {
 	owners := slices.Clone(direct)
 	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
 	for _, p := range progs {
@@ -159,6 +159,9 @@ func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32]
 				owners = append(owners, o)
 			}
 		}
+	}
+	if len(owners) == 0 && pin != "" {
+		owners = []collectors.Owner{{Pin: pin}}
 	}
 	return owners
 }

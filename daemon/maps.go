@@ -40,6 +40,7 @@ type watchedMap struct {
 	info   collectors.MapInfo
 	at     time.Time
 	owners []collectors.Owner // processes holding a fd of the map itself
+	pin    string             // its first pin path under --bpffs, if pinned
 	// band is the highest threshold crossed and not re-armed (0: none).
 	band int64
 	// trail is the entries of the readings over the leak window, oldest
@@ -140,6 +141,7 @@ func (w *mapWatcher) read(now time.Time) error {
 	if herr != nil {
 		w.log.Warn("read map holders", "err", herr)
 	}
+	pins := collectors.ScanPins(w.cfg.BPFFS)
 	ownersTook := time.Since(ostart)
 
 	var users map[uint32][]uint32
@@ -160,13 +162,13 @@ func (w *mapWatcher) read(now time.Time) error {
 		if m == nil {
 			m = &watchedMap{key: store.InstanceKey{Boot: w.boot, ID: info.ID}}
 			w.maps[info.ID] = m
-			owners, _ := json.Marshal(mapOwners(holders.Maps[info.ID], users[info.ID], progOwners))
+			owners, _ := json.Marshal(mapOwners(holders.Maps[info.ID], users[info.ID], progOwners, pins.Maps[info.ID]))
 			tick.Seen = append(tick.Seen, store.MapRecord{
 				Key: m.key, BootID: w.bootID, ID: info.ID, Name: info.Name, Type: info.Type,
 				KeySize: info.KeySize, ValueSize: info.ValueSize, MaxEntries: info.MaxEntries, FirstSeen: now, Owners: owners,
 			})
 		}
-		m.info, m.at, m.owners = info, now, holders.Maps[info.ID]
+		m.info, m.at, m.owners, m.pin = info, now, holders.Maps[info.ID], pins.Maps[info.ID]
 		tick.Samples = append(tick.Samples, store.MapSample{Key: m.key, Memlock: info.Memlock, Entries: info.Entries})
 		tick.Events = append(tick.Events, m.events(now, w.cfg.MapsLeakWindow)...)
 	}

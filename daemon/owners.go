@@ -64,16 +64,20 @@ type ownerTally map[string]*api.OwnerRow
 // row returns the owner's row, charging to the first of owners (they
 // come sorted by pid), or to noHolder.
 func (t ownerTally) row(owners []collectors.Owner) *api.OwnerRow {
-	name, o := noHolder, collectors.Owner{}
-	if len(owners) > 0 {
+	name, kind, o := noHolder, "none", collectors.Owner{}
+	switch {
+	case len(owners) > 0 && owners[0].PID == 0 && owners[0].Pin != "":
 		o = owners[0]
-		name = o.Comm + "[" + strconv.Itoa(o.PID) + "]"
+		name, kind = "pin:"+o.Pin, "pin"
+	case len(owners) > 0:
+		o = owners[0]
+		name, kind = o.Comm+"["+strconv.Itoa(o.PID)+"]", "process"
 	}
 	r := t[name]
 	if r == nil {
-		r = &api.OwnerRow{Owner: name, Kind: "none"}
-		if name != noHolder {
-			r.Kind, r.PID, r.Comm, r.Unit, r.Cgroup, r.Container = "process", o.PID, o.Comm, o.Unit, o.Cgroup, o.Container
+		r = &api.OwnerRow{Owner: name, Kind: kind}
+		if kind == "process" {
+			r.PID, r.Comm, r.Unit, r.Cgroup, r.Container = o.PID, o.Comm, o.Unit, o.Cgroup, o.Container
 		}
 		t[name] = r
 	}
@@ -139,7 +143,7 @@ func (d *Daemon) ownersLive() []api.OwnerRow {
 	mw := d.maps
 	mw.mu.RLock()
 	for _, m := range mw.maps {
-		r := t.row(mapOwners(m.owners, users[m.info.ID], progOwners))
+		r := t.row(mapOwners(m.owners, users[m.info.ID], progOwners, m.pin))
 		r.Present = true
 		r.Maps++
 		r.MapBytes += m.info.Memlock

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -242,4 +244,42 @@ func TestOwners(t *testing.T) {
 			t.Errorf("owners --owner %s: %+v", ref, owners.Owners)
 		}
 	}
+}
+
+// TestOwnersPinned: a program and a map that no process holds, only a pin,
+// are charged to their pin paths.
+func TestOwnersPinned(t *testing.T) {
+	privtest.Root(t)
+	root := t.TempDir()
+	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
+		privtest.Skip(t, "mount bpffs: "+err.Error())
+	}
+	defer unix.Unmount(root, unix.MNT_DETACH)
+	defer os.Remove(filepath.Join(root, "flows"))
+	defer os.Remove(filepath.Join(root, "filter"))
+	m, _ := newMap(t, ebpf.Hash, 10)
+	prog, err := privtest.LoadSocketFilter(uniqueName("pinned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapPin, progPin := filepath.Join(root, "flows"), filepath.Join(root, "filter")
+	if err := m.Pin(mapPin); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Pin(progPin); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	prog.Close()
+	// Started after the pins, so its first owners scan finds no process
+	// holding them (owners are rescanned when programs appear, and every
+	// 2 minutes).
+	d := startDaemon(t, t.TempDir(), "--maps.every", "200ms", "--bpffs", root)
+	var owners api.Owners
+	eventually(t, "the pinned map and program charged to their pins", func() bool {
+		d.json(t, &owners, "owners")
+		mr, ok1 := ownerRow(owners.Owners, "pin:"+mapPin)
+		pr, ok2 := ownerRow(owners.Owners, "pin:"+progPin)
+		return ok1 && ok2 && mr.Kind == "pin" && mr.Maps == 1 && mr.MapBytes > 0 && pr.Programs == 1
+	})
 }

@@ -278,9 +278,19 @@ func (s *sampler) refreshOwners(now time.Time) {
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
 	}
+	var pins collectors.Pins
 	for id, p := range s.progs {
 		p.meta.Attach = links[id]
 		p.meta.Owners = owners[id]
+		if len(p.meta.Owners) == 0 {
+			// Held by no process: charged to its pin, if it has one.
+			if pins.Progs == nil {
+				pins = collectors.ScanPins(s.cfg.BPFFS)
+			}
+			if path := pins.Progs[id]; path != "" {
+				p.meta.Owners = []collectors.Owner{{Pin: path}}
+			}
+		}
 	}
 }
 

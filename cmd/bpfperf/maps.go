@@ -99,6 +99,10 @@ func joinIDs(ids []uint32) string {
 func ownersText(owners []api.Owner) string {
 	s := make([]string, 0, len(owners))
 	for _, o := range owners {
+		if o.PID == 0 && o.Pin != "" {
+			s = append(s, "pin:"+o.Pin)
+			continue
+		}
 		where := o.Container
 		if where == "" {
 			where = o.Unit
