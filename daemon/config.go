@@ -26,7 +26,7 @@ type Config struct {
 	ProcRoot    string        // usually /proc
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
-	BPFFS string
+	BPFFS       string
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
 	Profile     ProfileConfig // CPU profiling (profiler.go)
