@@ -21,6 +21,9 @@ type ProgRow struct {
 	// (refreshed every 30 s and when programs appear).
 	Owners []Owner       `json:"pids,omitempty"`
 	Attach []AttachPoint `json:"attach,omitempty"`
+	// MapBytes is the memory of the maps the program uses (each map's
+	// memlock at the last map reading), absent before the first reading.
+	MapBytes *uint64 `json:"map_bytes,omitempty"`
 	// Filled only while CPU profiling runs: the program's share of sampled
 	// CPU time, which also covers its tail-call targets.
 	SampledCPUPercent *float64 `json:"sampled_cpu_percent,omitempty"`

@@ -276,3 +276,23 @@ func (c *Config) validateMaps() error {
 	}
 	return nil
 }
+
+// bytesOf sums the memory of maps ids at the last reading, nil before the
+// first one.
+func (w *mapWatcher) bytesOf(ids []uint32) *uint64 {
+	if w == nil {
+		return nil
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.readings == 0 {
+		return nil
+	}
+	var n uint64
+	for _, id := range ids {
+		if m := w.maps[id]; m != nil {
+			n += m.info.Memlock
+		}
+	}
+	return &n
+}
