@@ -33,6 +33,7 @@ type Event struct {
 	Name   string    `json:"name,omitempty"`
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
+	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
 }
 
 // Events is GET /v1/events.

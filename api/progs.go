@@ -21,6 +21,9 @@ type ProgRow struct {
 	// (refreshed every 30 s and when programs appear).
 	Owners []Owner       `json:"pids,omitempty"`
 	Attach []AttachPoint `json:"attach,omitempty"`
+	// MapBytes is the memory of the maps the program uses (each map's
+	// memlock at the last map reading), absent before the first reading.
+	MapBytes *uint64 `json:"map_bytes,omitempty"`
 	// Filled only while CPU profiling runs: the program's share of sampled
 	// CPU time, which also covers its tail-call targets.
 	SampledCPUPercent *float64 `json:"sampled_cpu_percent,omitempty"`
@@ -72,10 +75,16 @@ type Meta struct {
 	Owners        []Owner       `json:"pids,omitempty"`
 }
 
-// Owner is a process holding a program, directly or through a link.
+// Owner is a process holding a program or map, directly or through a
+// link, with its cgroup and the systemd unit and container that names.
 type Owner struct {
-	PID  int    `json:"pid"`
-	Comm string `json:"comm"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	Cgroup    string `json:"cgroup,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Container string `json:"container,omitempty"`
+	// Pin is the bpffs path of an object no process holds (PID 0).
+	Pin string `json:"pin,omitempty"`
 }
 
 // AttachPoint is one BPF link that attaches a program.

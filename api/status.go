@@ -42,6 +42,9 @@ type Status struct {
 	Hostname      string `json:"hostname"`
 	KernelRelease string `json:"kernel_release"`
 
+	// StatsCost is what watching costs every program run.
+	StatsCost *StatsCost `json:"stats_cost,omitempty"`
+
 	Profiling *ProfilingStatus `json:"profiling,omitempty"`
 	Counters  *CountersStatus  `json:"counters,omitempty"`
 }
@@ -70,4 +73,22 @@ type ProfilingStatus struct {
 	StoredProfiles int     `json:"stored_profiles"`
 	StoredBytes    int64   `json:"stored_bytes"`
 	LastError      string  `json:"last_error,omitempty"`
+}
+
+// StatsCost is what bpf_stats costs this host: measured at the daemon's
+// start with a calibration program test-run with stats off and on (where
+// nothing else kept stats on), and that per-run cost times the runs/s of
+// every program.
+type StatsCost struct {
+	Measured    bool      `json:"measured"`
+	MeasuredAt  time.Time `json:"measured_at,omitzero"`
+	NsPerRun    float64   `json:"ns_per_run,omitempty"`
+	OffNsPerRun float64   `json:"off_ns_per_run,omitempty"`
+	OnNsPerRun  float64   `json:"on_ns_per_run,omitempty"`
+	// Detail says how it was measured, or why it was not.
+	Detail string `json:"detail"`
+	// RunsPerSec is every program's runs over the last sweep, summed;
+	// CPUPercent is RunsPerSec × NsPerRun as a share of one CPU.
+	RunsPerSec float64  `json:"runs_per_sec"`
+	CPUPercent *float64 `json:"cpu_percent,omitempty"`
 }

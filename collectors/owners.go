@@ -1,18 +1,16 @@
 package collectors
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
-)
-
-// Owner is a process holding a program, directly or through a link.
+// Owner is a process holding a program or map, directly or through a
+// link, with where it runs: its cgroup, the systemd unit and the container
+// the cgroup path names (empty where it names none).
 type Owner struct {
-	PID  int    `json:"pid"`
-	Comm string `json:"comm"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	Cgroup    string `json:"cgroup,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Container string `json:"container,omitempty"`
+	// Pin is the bpffs path of an object no process holds (PID 0).
+	Pin string `json:"pin,omitempty"`
 }
 
 // Owners scans <procRoot>/*/fd for fds whose link target is
@@ -21,53 +19,6 @@ type Owner struct {
 // processes by program id, each pid once, sorted by pid. Processes and fds
 // that cannot be read are skipped: they come and go.
 func Owners(procRoot string) (map[uint32][]Owner, error) {
-	entries, err := os.ReadDir(procRoot)
-	if err != nil {
-		return nil, fmt.Errorf("owners: %w", err)
-	}
-	out := make(map[uint32][]Owner)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue // not a process (self, sys, ...)
-		}
-		dir := filepath.Join(procRoot, e.Name())
-		ids := procProgIDs(dir)
-		if len(ids) == 0 {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join(dir, "comm"))
-		if err != nil {
-			continue
-		}
-		owner := Owner{PID: pid, Comm: strings.TrimSuffix(string(comm), "\n")}
-		for _, id := range ids {
-			out[id] = append(out[id], owner)
-		}
-	}
-	for _, owners := range out {
-		slices.SortFunc(owners, func(a, b Owner) int { return a.PID - b.PID })
-	}
-	return out, nil
-}
-
-// procProgIDs returns the distinct program ids one process holds.
-func procProgIDs(dir string) []uint32 {
-	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
-	if err != nil {
-		return nil
-	}
-	var ids []uint32
-	for _, fd := range fds {
-		target, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
-		if err != nil || (target != "anon_inode:bpf-prog" && target != "anon_inode:bpf_link") {
-			continue
-		}
-		id, err := fdinfoUint(filepath.Join(dir, "fdinfo", fd.Name()), "prog_id:")
-		if err != nil || id == 0 || slices.Contains(ids, uint32(id)) {
-			continue
-		}
-		ids = append(ids, uint32(id))
-	}
-	return ids
+	h, err := ScanHolders(procRoot)
+	return h.Progs, err
 }

@@ -50,7 +50,12 @@ func TestOwnersSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := Owner{PID: os.Getpid(), Comm: strings.TrimSpace(string(comm))}
+	cg, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := Owner{PID: os.Getpid(), Comm: strings.TrimSpace(string(comm)), Cgroup: cgroupPath(string(cg))}
+	me.Unit, me.Container = UnitAndContainer(me.Cgroup)
 	owners, err := Owners("/proc")
 	if err != nil {
 		t.Fatal(err)

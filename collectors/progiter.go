@@ -110,15 +110,26 @@ func (it *ProgIter) Sweep(buf []Sample) ([]Sample, error) {
 
 // read runs the iterator once and returns all its records.
 func (it *ProgIter) read() ([]byte, error) {
-	r, err := it.link.Open()
+	if it.buf == nil {
+		it.buf = make([]byte, 0, 64<<10)
+	}
+	data, err := readIter(it.link, it.buf, recordSize)
+	if err != nil {
+		return nil, err
+	}
+	it.buf = data
+	return data, nil
+}
+
+// readIter runs an iterator once, reading all it writes into buf (grown as
+// needed), and checks that it is a whole number of records.
+func readIter(l *link.Iter, buf []byte, record int) ([]byte, error) {
+	r, err := l.Open()
 	if err != nil {
 		return nil, fmt.Errorf("open iterator: %w", err)
 	}
 	defer r.Close()
-	if it.buf == nil {
-		it.buf = make([]byte, 0, 64<<10)
-	}
-	data := it.buf[:0]
+	data := buf[:0]
 	for {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]
@@ -132,9 +143,8 @@ func (it *ProgIter) read() ([]byte, error) {
 			return nil, fmt.Errorf("read iterator: %w", err)
 		}
 	}
-	it.buf = data
-	if len(data)%recordSize != 0 {
-		return nil, fmt.Errorf("read iterator: %d bytes is not a whole number of %d-byte records", len(data), recordSize)
+	if len(data)%record != 0 {
+		return nil, fmt.Errorf("read iterator: %d bytes is not a whole number of %d-byte records", len(data), record)
 	}
 	return data, nil
 }

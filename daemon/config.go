@@ -24,6 +24,9 @@ type Config struct {
 	StatsMode   string        // "auto", "fd" or "sysctl"
 	Sweep       string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
 	ProcRoot    string        // usually /proc
+	// BPFFS is where pinned objects are looked for, to charge objects no
+	// process holds to their pin path; usually /sys/fs/bpf.
+	BPFFS       string
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
 	Profile     ProfileConfig // CPU profiling (profiler.go)
@@ -31,6 +34,11 @@ type Config struct {
 	Logger      *slog.Logger
 	Counters    CountersConfig
 	Web         WebConfig // the opt-in TCP listener (web.go)
+	// Maps (maps.go): how often every map is read, the window over which
+	// steady growth is a leak, and the keys one reading may walk.
+	MapsEvery      time.Duration
+	MapsLeakWindow time.Duration
+	MapsWalkBudget int
 	// Now is the daemon's clock: when each sweep is read (so the rates),
 	// when exact counter windows open and close, how fresh the latest
 	// profile window is, retention, and the defaults of since and until;
@@ -94,6 +102,12 @@ func (c *Config) validate() error {
 	}
 	if err := c.Web.validate(); err != nil {
 		return err
+	}
+	if err := c.validateMaps(); err != nil {
+		return err
+	}
+	if c.BPFFS == "" {
+		c.BPFFS = "/sys/fs/bpf"
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -33,6 +33,9 @@ type Daemon struct {
 	prof     profiling
 	ctr      counting
 	metrics  *metrics
+	maps     *mapWatcher
+	// statsCost is bpf_stats' cost per run, measured before stats went on.
+	statsCost statsCost
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -85,6 +88,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer sw.close()
 
+	cost := measureStatsCost(cfg.Now())
+	if cost.err != nil {
+		log.Info("cost of BPF stats not measured", "why", cost.err)
+	} else {
+		log.Info("cost of BPF stats", "ns_per_run", cost.cost.NsPerRun(), "off_ns", cost.cost.OffNsPerRun, "on_ns", cost.cost.OnNsPerRun)
+	}
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
 	if err != nil {
 		return fmt.Errorf("enable BPF run-time stats: %w", err)
@@ -106,11 +115,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now()}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
 	}
+	d.maps = newMapWatcher(&d.cfg, db, bootID, boot)
+	d.maps.users = d.mapUsers
+	defer d.maps.close()
 	d.metrics = newMetrics(d)
 	smp.ticked = d.metrics.observe
 	d.cost.sample(d.started)
@@ -159,6 +171,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		log.Warn("perf counters off", "err", err)
 	}
 	go d.expire(loopCtx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.maps.run(loopCtx, d.now)
+	}()
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval, "web", cfg.Web.ListenAddress)
 
@@ -238,6 +255,11 @@ func (d *Daemon) expire(ctx context.Context) {
 			d.cfg.Logger.Warn("expire bench runs", "err", err)
 		} else if nb > 0 {
 			d.cfg.Logger.Info("expired bench runs", "runs", nb)
+		}
+		if n, err := d.store.ExpireMaps(d.now(), d.cfg.Retention.Minute); err != nil {
+			d.cfg.Logger.Warn("expire map readings", "err", err)
+		} else if n > 0 {
+			d.cfg.Logger.Info("expired map readings", "chunks_and_maps", n)
 		}
 		// Pack complete days (weeks, quarters for rollups) into segments.
 		if segs, err := d.store.Merge(d.now()); err != nil {

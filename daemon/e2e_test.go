@@ -22,6 +22,9 @@ import (
 var bin struct{ daemon, cli string }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(ownerChildEnv) != "" {
+		os.Exit(ownerChild()) // a helper process of owners_e2e_test.go
+	}
 	dir, err := os.MkdirTemp("", "bpfperf-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -176,8 +179,8 @@ func needBpftool(t *testing.T) {
 }
 
 // progFds counts the fds of pid that hold a BPF program or link, except
-// the daemon's own iterator sweep (an iter link on bpf_prog and its
-// program), which it holds for its life.
+// the daemon's own iterators (the sweep's iter link on bpf_prog, the map
+// watcher's on bpf_map, and their programs), which it holds for its life.
 func progFds(t *testing.T, pid int) int {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
@@ -200,7 +203,8 @@ func progFds(t *testing.T, pid int) int {
 				h.progID = strings.TrimSpace(v)
 			}
 		}
-		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") {
+		// The sweep's iterator (bpf_prog) and the map watcher's (bpf_map).
+		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") || strings.Contains(h.fdinfo, "target_name:\tbpf_map") {
 			own[h.progID] = true
 		}
 		bpfFds = append(bpfFds, h)

@@ -26,6 +26,9 @@ var (
 	// Answering the API.
 
 	ErrUnknownProgram   = errors.New("unknown program")
+	ErrUnknownMap       = errors.New("unknown map")
+	ErrAmbiguousMap     = errors.New("ambiguous map")
+	ErrUnknownOwner     = errors.New("unknown owner")
 	ErrAmbiguousProgram = errors.New("ambiguous program")
 	ErrBadRequest       = errors.New("bad request")
 	// ErrCountersUnavailable: the exact mechanism cannot run here.
@@ -54,8 +57,8 @@ func statusOf(err error) int {
 		errs []error
 	}{
 		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration}},
-		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
-		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
+		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownMap, ErrUnknownOwner, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
+		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrAmbiguousMap, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
 		{http.StatusMethodNotAllowed, []error{ErrReadOnly}},
 		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff, ErrTooManyScrapes}},
 		// This host cannot sample or count the event.

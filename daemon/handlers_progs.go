@@ -115,6 +115,7 @@ func (d *Daemon) liveRow(p *program) api.ProgRow {
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
 		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
 		SampledCPUPercent: d.sampledCPU(p.meta.ID),
+		MapBytes:          d.maps.bytesOf(p.meta.MapIDs),
 	}
 	d.fillCounters(&row)
 	if p.havePrev {

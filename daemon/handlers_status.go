@@ -45,6 +45,7 @@ func (d *Daemon) status() api.Status {
 	st.CPUPercent, st.RSSBytes = d.cost.read()
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
+	st.StatsCost = d.statsCostStatus()
 	st.Profiling = d.profilingStatus()
 	st.Counters = d.countersStatus()
 	return st

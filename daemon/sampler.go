@@ -24,6 +24,11 @@ type program struct {
 	prevAt, curAt time.Time
 	havePrev      bool
 	stored        *collectors.Sample // last sample written to the store
+	// firstSeen is when its record was first stored; ownersStored says the
+	// record holds its owners (a program seen before the owners scan that
+	// finds them is stored again with them, for owners' history).
+	firstSeen    time.Time
+	ownersStored bool
 }
 
 // heartbeat is how often an idle program's unchanged counters are stored
@@ -184,6 +189,16 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
 		s.ownersStale = false
 		s.refreshOwners(now)
+		for _, p := range s.progs {
+			if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
+				rec, err := s.record(p, p.firstSeen)
+				if err != nil {
+					s.mu.Unlock()
+					return err
+				}
+				t.Loaded = append(t.Loaded, rec)
+			}
+		}
 	}
 	for _, p := range fresh {
 		rec, err := s.record(p, now)
@@ -263,9 +278,19 @@ func (s *sampler) refreshOwners(now time.Time) {
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
 	}
+	var pins collectors.Pins
 	for id, p := range s.progs {
 		p.meta.Attach = links[id]
 		p.meta.Owners = owners[id]
+		if len(p.meta.Owners) == 0 {
+			// Held by no process: charged to its pin, if it has one.
+			if pins.Progs == nil {
+				pins = collectors.ScanPins(s.cfg.BPFFS)
+			}
+			if path := pins.Progs[id]; path != "" {
+				p.meta.Owners = []collectors.Owner{{Pin: path}}
+			}
+		}
 	}
 }
 
@@ -274,6 +299,7 @@ func (s *sampler) record(p *program, now time.Time) (store.Program, error) {
 	if err != nil {
 		return store.Program{}, err
 	}
+	p.firstSeen, p.ownersStored = now, len(p.meta.Owners) > 0
 	return store.Program{
 		Key: p.key, BootID: s.bootID, ID: p.meta.ID, Name: p.meta.Name, Type: p.meta.Type,
 		Tag: p.meta.Tag, FirstSeen: now, Meta: meta,

@@ -217,7 +217,8 @@ func TestPrometheusScrapesRunCounts(t *testing.T) {
 		t.Errorf("no bpfperf_program_info for program %s (%s)", id, name)
 	}
 	for _, q := range []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "bpfperf_daemon_sweep_duration_seconds_count",
-		"bpfperf_daemon_store_size_bytes", `bpfperf_daemon_stats_info{mode="fd"}`, "bpfperf_bpf_stats_cost_seconds_per_run"} {
+		"bpfperf_daemon_store_size_bytes", `bpfperf_daemon_stats_info{mode="fd"}`, "bpfperf_bpf_stats_cost_seconds_per_run",
+		`sum(bpfperf_owner_map_memory_bytes{owner="bpfperfd"})`, `sum(bpfperf_owner_maps{owner="bpfperfd"})`} {
 		if v, ok := prom.one(t, q); !ok || v <= 0 {
 			t.Errorf("%s: %v (%v), want a positive value", q, v, ok)
 		}

@@ -114,6 +114,7 @@ type Event struct {
 	Name   string    `json:"name,omitempty"`
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
+	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
 }
 
 // Tick is everything one sampling tick writes, in one transaction.
@@ -539,12 +540,18 @@ func (db *DB) Series(k InstanceKey, from, to time.Time) ([]Point, error) {
 // readSeries calls fn for every sample of the series with fromMs <= t <=
 // toMs, in time order: sealed chunks first, then the open one.
 func readSeries(tx *bolt.Tx, key []byte, fromMs, toMs int64, fn func(t int64, v []uint64)) error {
+	return readSeriesIn(tx.Bucket(bucketHead), tx.Bucket(bucketChunks), key, fromMs, toMs, fn)
+}
+
+// readSeriesIn is readSeries over a given pair of open-chunk and sealed-chunk
+// buckets.
+func readSeriesIn(head, chunks *bolt.Bucket, key []byte, fromMs, toMs int64, fn func(t int64, v []uint64)) error {
 	collect := func(t int64, v []uint64) {
 		if t >= fromMs && t <= toMs {
 			fn(t, v)
 		}
 	}
-	c := tx.Bucket(bucketChunks).Cursor()
+	c := chunks.Cursor()
 	// The chunk holding fromMs starts at or before it: seek, then step back
 	// one if the previous chunk belongs to this series.
 	start := binary.BigEndian.AppendUint64(append([]byte(nil), key...), uint64(max(fromMs, 0)))
@@ -567,7 +574,7 @@ func readSeries(tx *bolt.Tx, key []byte, fromMs, toMs int64, fn func(t int64, v 
 			return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
 		}
 	}
-	if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
+	if hv := head.Get(key); hv != nil {
 		if _, err := decodeChunk(hv, collect); err != nil {
 			return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
 		}

@@ -20,10 +20,14 @@ func historyCommand(dial clientFactory) *cli.Command {
 		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1h"), []cli.Flag{
 			&cli.StringFlag{Name: "step", Usage: "one point per step (10s, 5m); default every sample"},
 			&cli.BoolFlag{Name: "counters", Usage: "one line per perf counter window"},
+			&cli.StringFlag{Name: "map", Usage: "a map's memory and entries over time instead (an id, or a name when unique)"},
 		}),
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err
+			}
+			if ref := c.String("map"); ref != "" {
+				return mapHistory(c, dial, ref)
 			}
 			prog, err := oneArg(c, "PROG")
 			if err != nil {
@@ -75,4 +79,16 @@ func historyTable(points []api.HistoryPoint) table {
 		t.raw = append(t.raw, []string{p.Time.UTC().Format(time.RFC3339Nano), id, raw(p.RunsPerSec), raw(p.AvgNsPerRun), raw(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), strconv.FormatBool(p.Reload)})
 	}
 	return t
+}
+
+// mapHistory is `history --map MAP`: one line per reading.
+func mapHistory(c *cli.Context, dial clientFactory, ref string) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("history --map takes no PROG argument, got %q", c.Args().First())
+	}
+	d, err := mapDetail(c, dial, ref)
+	if err != nil {
+		return err
+	}
+	return render(c, os.Stdout, d.Points, mapHistoryTable(d))
 }

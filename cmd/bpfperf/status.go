@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/urfave/cli/v2"
 )
 
@@ -57,6 +58,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 				}
 				kv = append(kv, [2]string{"profiling", fmt.Sprintf("%s; %d stored", line, p.StoredProfiles)})
 			}
+			if sc := s.StatsCost; sc != nil {
+				kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
+			}
 			kv = append(kv, countersStatusKV(s.Counters)...)
 			if s.SkippedPrograms > 0 {
 				kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
@@ -82,4 +86,14 @@ func statusCommand(dial clientFactory) *cli.Command {
 			return render(c, os.Stdout, s, t)
 		},
 	}
+}
+
+// statsCostText says what bpf_stats costs per run and host-wide, or why it
+// was not measured.
+func statsCostText(sc *api.StatsCost) string {
+	if !sc.Measured {
+		return fmt.Sprintf("%s; %s runs/s on the host", sc.Detail, fmtRate(&sc.RunsPerSec))
+	}
+	return fmt.Sprintf("%.0f ns per run (%.0f -> %.0f ns for an empty program), x %s runs/s = %s of one CPU",
+		sc.NsPerRun, sc.OffNsPerRun, sc.OnNsPerRun, fmtRate(&sc.RunsPerSec), fmtPercent(sc.CPUPercent))
 }

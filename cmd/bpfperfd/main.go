@@ -54,6 +54,10 @@ func main() {
 			&cli.StringFlag{Name: "web.config.file", Usage: "exporter-toolkit web config for TLS and basic auth on --web.listen-address"},
 			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
 			&cli.IntFlag{Name: "web.max-requests", Value: daemon.DefaultWebMaxRequests, Usage: "requests answered at once over TCP; more get 503"},
+			&cli.StringFlag{Name: "bpffs", Value: "/sys/fs/bpf", Usage: "bpffs mount where pinned programs and maps are looked for; what no process holds is charged to its pin path"},
+			&cli.DurationFlag{Name: "maps.every", Value: daemon.DefaultMapsEvery, Usage: "read every BPF map's memory and entries this often (100ms to 1h); bounds what watching maps costs"},
+			&cli.DurationFlag{Name: "maps.leak-window", Value: daemon.DefaultMapsLeakWindow, Usage: "a map whose entries grew at every reading for this long raises a leak event"},
+			&cli.IntFlag{Name: "maps.walk-budget", Usage: "keys one reading walks at most, over maps the kernel keeps no count of (default 50000)"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
@@ -136,6 +140,10 @@ func run(c *cli.Context) error {
 			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),
 			MaxPrograms: c.Int("web.max-programs"), MaxRequests: c.Int("web.max-requests"),
 		},
-		SweepFailLoad: c.Bool("debug.sweep-fail-load"),
+		SweepFailLoad:  c.Bool("debug.sweep-fail-load"),
+		BPFFS:          c.String("bpffs"),
+		MapsEvery:      c.Duration("maps.every"),
+		MapsLeakWindow: c.Duration("maps.leak-window"),
+		MapsWalkBudget: c.Int("maps.walk-budget"),
 	})
 }

@@ -63,6 +63,12 @@ var Columns = []*Column{
 	{Key: "sampled", Field: "sampled_cpu_percent", Title: "SMPL%", Width: 7, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.SampledCPUPercent) }, fmt: FmtPercent},
 	{Key: "cycles", Field: "cycles_per_run", Title: "CYC/RUN", Width: 7, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.CyclesPerRun) }, fmt: FmtFloat},
 	{Key: "ipc", Field: "ipc", Title: "IPC", Width: 5, Right: true, Optional: true, num: func(r *Row) (float64, bool) { return fallback(r.IPC) }, fmt: FmtFloat},
+	{Key: "maps", Field: "map_bytes", Title: "MAPS", Width: 9, Right: true, Optional: true, num: func(r *Row) (float64, bool) {
+		if r.MapBytes == nil || *r.MapBytes == 0 {
+			return 0, false // no maps: "-", and no column where no program has any
+		}
+		return float64(*r.MapBytes), true
+	}, fmt: fmtBytes},
 	{Key: "owner", Field: "pids", Title: "OWNER", Width: 18, text: ownerCell},
 	{Key: "attach", Field: "attach", Title: "ATTACH", text: attachCell},
 }
@@ -201,4 +207,19 @@ func Filter(rows []*Row, filter string) []*Row {
 		}
 	}
 	return out
+}
+
+// fmtBytes prints a byte count in binary units.
+func fmtBytes(v float64, ok bool) string {
+	switch {
+	case !ok:
+		return "-"
+	case v >= 1<<30:
+		return strconv.FormatFloat(v/(1<<30), 'f', 1, 64) + "G"
+	case v >= 1<<20:
+		return strconv.FormatFloat(v/(1<<20), 'f', 1, 64) + "M"
+	case v >= 1<<10:
+		return strconv.FormatFloat(v/(1<<10), 'f', 1, 64) + "K"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + "B"
 }

@@ -119,3 +119,26 @@ func TestCells(t *testing.T) {
 		}
 	}
 }
+
+// TestMapsColumn: the MAPS column shows only where some program uses maps,
+// in binary units, "-" for programs without.
+func TestMapsColumn(t *testing.T) {
+	rows := testRows()
+	zero := uint64(0)
+	rows[0].MapBytes = &zero
+	has := func() bool {
+		return slices.ContainsFunc(Visible(rows), func(c *Column) bool { return c.Key == "maps" })
+	}
+	if has() {
+		t.Error("MAPS shown while no program has map memory")
+	}
+	big := uint64(3 << 20)
+	rows[1].MapBytes = &big
+	if !has() {
+		t.Error("MAPS not shown with a program using 3 MiB of maps")
+	}
+	col, _ := ColumnByKey("maps")
+	if col.Cell(rows[1]) != "3.0M" || col.Raw(rows[1]) != "3145728" || col.Cell(rows[0]) != "-" || col.Cell(rows[2]) != "-" {
+		t.Errorf("maps cells %q %q %q %q", col.Cell(rows[1]), col.Raw(rows[1]), col.Cell(rows[0]), col.Cell(rows[2]))
+	}
+}

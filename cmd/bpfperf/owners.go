@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/api"
+)
+
+func ownersCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "owners",
+		Usage: "what each owner of BPF programs and maps (process, unit, container) costs this host, by CPU",
+		Flags: []cli.Flag{
+			outputFlag,
+			&cli.StringFlag{Name: "since", Usage: "over a past window instead of now: a duration back from now (1h, 7d) or RFC 3339; owners that have exited keep their row"},
+			&cli.StringFlag{Name: "until", Value: "now", Usage: "end of the --since window"},
+			&cli.StringFlag{Name: "owner", Usage: "only this owner: comm[pid], pid, comm, systemd unit or container"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := checkOutput(c); err != nil {
+				return err
+			}
+			if c.NArg() > 0 {
+				return fmt.Errorf("owners: unexpected argument %q", c.Args().First())
+			}
+			var since, until time.Time
+			if c.String("since") != "" {
+				var err error
+				if since, until, err = timeRange(c); err != nil {
+					return err
+				}
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			o, err := client.Owners(since, until, c.String("owner"))
+			if err != nil {
+				return err
+			}
+			return render(c, os.Stdout, o, ownersTable(o.Owners, !since.IsZero()))
+		},
+	}
+}
+
+func ownersTable(rows []api.OwnerRow, window bool) table {
+	t := table{
+		header: []string{"OWNER", "UNIT/CONTAINER", "PROGS", "RUNS/S", "CPU%", "SAMPLED%", "MAPS", "MAP MEMORY"},
+		fields: []string{"owner", "kind", "pid", "comm", "unit", "container", "cgroup", "programs", "runs_per_sec", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "maps", "map_bytes", "present"},
+	}
+	if window {
+		t.header = append(t.header, "STATE")
+	}
+	for _, r := range rows {
+		where := r.Container
+		if where == "" {
+			where = r.Unit
+		}
+		row := []string{r.Owner, dash(where), strconv.Itoa(r.Programs), fmtRate(r.RunsPerSec), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), strconv.Itoa(r.Maps), fmtBytes(int64(r.MapBytes))}
+		if window {
+			state := "present"
+			if !r.Present {
+				state = "gone"
+			}
+			row = append(row, state)
+		}
+		t.rows = append(t.rows, row)
+		t.raw = append(t.raw, []string{r.Owner, r.Kind, strconv.Itoa(r.PID), r.Comm, r.Unit, r.Container, r.Cgroup, strconv.Itoa(r.Programs), raw(r.RunsPerSec), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), strconv.Itoa(r.Maps), strconv.FormatUint(r.MapBytes, 10), strconv.FormatBool(r.Present)})
+	}
+	return t
+}

@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// maps answers GET /v1/maps: every map of the last reading, with
+// ?all=true the gone ones the store still has too; by memory, largest
+// first.
+func (s *server) maps(w http.ResponseWriter, r *http.Request) {
+	all, err := boolParam(r, "all")
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	out, err := s.d.mapsView(all)
+	reply(w, out, err)
+}
+
+// mapDetail answers GET /v1/maps/{map}: one map (an id, or a name when
+// unique) and its readings between since and until (default: an hour).
+func (s *server) mapDetail(w http.ResponseWriter, r *http.Request) {
+	since, until, err := queryRange(r.URL.Query(), time.Hour, s.d.now())
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	m, key, err := s.d.resolveMap(r.PathValue("map"))
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	points, err := s.d.store.MapSeries(key, since, until)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	d := api.MapDetail{Map: m, Since: since, Until: until, Points: make([]api.MapPoint, 0, len(points))}
+	for _, p := range points {
+		pt := api.MapPoint{Time: p.Time, MemoryBytes: p.Memlock}
+		if p.Entries >= 0 {
+			n := p.Entries
+			pt.Entries, pt.FillPercent = &n, api.Fill(&n, m.MaxEntries)
+		}
+		d.Points = append(d.Points, pt)
+	}
+	reply(w, d, nil)
+}
+
+// mapsView is GET /v1/maps.
+func (d *Daemon) mapsView(all bool) (api.Maps, error) {
+	users, progOwners := d.mapUsers()
+	mw := d.maps
+	mw.mu.RLock()
+	out := api.Maps{
+		ReadAt: mw.last, EveryMs: d.cfg.MapsEvery.Milliseconds(), Counting: mw.counting, Maps: []api.Map{},
+		Cost: api.MapsCost{
+			Maps: mw.cost.Maps, TookMs: ms(mw.cost.Took), CountMs: ms(mw.cost.Counts), WalkMs: ms(mw.cost.Walk),
+			Walked: mw.cost.Walked, OwnersMs: ms(mw.ownersNs),
+		},
+	}
+	present := map[store.InstanceKey]bool{}
+	for _, m := range mw.maps {
+		out.Maps = append(out.Maps, liveMap(m, users[m.info.ID], progOwners))
+		present[m.key] = true
+	}
+	mw.mu.RUnlock()
+	recs, err := d.store.Maps()
+	if err != nil {
+		return out, err
+	}
+	for _, rec := range recs {
+		if present[rec.Key] {
+			continue
+		}
+		if all {
+			out.Maps = append(out.Maps, storedMap(rec))
+		}
+	}
+	firstSeen := map[store.InstanceKey]time.Time{}
+	for _, rec := range recs {
+		firstSeen[rec.Key] = rec.FirstSeen
+	}
+	for i := range out.Maps {
+		if out.Maps[i].Present {
+			out.Maps[i].FirstSeen = firstSeen[store.InstanceKey{Boot: d.boot, ID: out.Maps[i].ID}]
+		}
+	}
+	sort.SliceStable(out.Maps, func(i, j int) bool {
+		a, b := out.Maps[i], out.Maps[j]
+		if a.Present != b.Present {
+			return a.Present
+		}
+		if a.MemoryBytes != b.MemoryBytes {
+			return a.MemoryBytes > b.MemoryBytes
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// mapUsers indexes the loaded programs by the maps they use, and their
+// owners by program id.
+func (d *Daemon) mapUsers() (users map[uint32][]uint32, owners map[uint32][]collectors.Owner) {
+	users, owners = map[uint32][]uint32{}, map[uint32][]collectors.Owner{}
+	s := d.sampler
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, p := range s.progs {
+		for _, m := range p.meta.MapIDs {
+			users[m] = append(users[m], id)
+		}
+		owners[id] = p.meta.Owners
+	}
+	for _, ids := range users {
+		slices.Sort(ids)
+	}
+	return users, owners
+}
+
+// liveMap is the API row of a map of the last reading. Its owners are the
+// processes holding it and those holding a program that uses it.
+func liveMap(m *watchedMap, progs []uint32, progOwners map[uint32][]collectors.Owner) api.Map {
+	i := m.info
+	row := api.Map{
+		ID: i.ID, Name: i.Name, Type: i.Type, Flags: i.Flags, KeySize: i.KeySize, ValueSize: i.ValueSize,
+		MaxEntries: i.MaxEntries, MemoryBytes: i.Memlock, Counted: i.Counted, Partial: i.Partial,
+		WalkNs: i.WalkTook.Nanoseconds(), Programs: nonNil(progs), Present: true, ReadAt: m.at,
+	}
+	if i.Entries >= 0 {
+		n := i.Entries
+		row.Entries, row.FillPercent = &n, api.Fill(&n, i.MaxEntries)
+	}
+	row.Owners = apiOwners(mapOwners(m.owners, progs, progOwners, m.pin))
+	return row
+}
+
+// mapOwners is who holds a map: the processes with a fd of it, then the
+// owners of the programs that use it, each pid once; if none, its pin. The
+// first is the one it is charged to.
+func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner, pin string) []collectors.Owner {
+	owners := slices.Clone(direct)
+	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
+	for _, p := range progs {
+		for _, o := range progOwners[p] {
+			if !slices.ContainsFunc(owners, func(x collectors.Owner) bool { return x.PID == o.PID }) {
+				owners = append(owners, o)
+			}
+		}
+	}
+	if len(owners) == 0 && pin != "" {
+		owners = []collectors.Owner{{Pin: pin}}
+	}
+	return owners
+}
+
+// storedMap is the API row of a map the store remembers.
+func storedMap(rec store.MapRecord) api.Map {
+	row := api.Map{
+		ID: rec.ID, Name: rec.Name, Type: rec.Type, KeySize: rec.KeySize, ValueSize: rec.ValueSize,
+		MaxEntries: rec.MaxEntries, Programs: []uint32{}, FirstSeen: rec.FirstSeen, GoneAt: rec.GoneAt, BootID: rec.BootID,
+	}
+	var owners []collectors.Owner
+	if json.Unmarshal(rec.Owners, &owners) == nil {
+		row.Owners = apiOwners(owners)
+	}
+	return row
+}
+
+// resolveMap finds a map by id or name: present maps first, then the
+// store's (the newest instance).
+func (d *Daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
+	maps, err := d.mapsView(true)
+	if err != nil {
+		return api.Map{}, store.InstanceKey{}, err
+	}
+	id, idErr := strconv.ParseUint(ref, 10, 32)
+	var found []api.Map
+	for _, m := range maps.Maps {
+		if (idErr == nil && m.ID == uint32(id)) || (idErr != nil && m.Name == ref) {
+			found = append(found, m)
+		}
+	}
+	if len(found) == 0 {
+		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w %q (bpfperf maps --all lists them)", ErrUnknownMap, ref)
+	}
+	// Present ones sort first; among gone ones take the newest.
+	best := found[0]
+	if !best.Present {
+		for _, m := range found[1:] {
+			if m.FirstSeen.After(best.FirstSeen) {
+				best = m
+			}
+		}
+	} else if idErr != nil && len(found) > 1 && found[1].Present {
+		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w: %d loaded maps are named %q: use an id", ErrAmbiguousMap, countPresent(found), ref)
+	}
+	key := store.InstanceKey{Boot: d.boot, ID: best.ID}
+	if !best.Present {
+		boot, err := d.store.Boot(best.BootID)
+		if err != nil {
+			return api.Map{}, store.InstanceKey{}, err
+		}
+		key.Boot = boot
+	}
+	return best, key, nil
+}
+
+func countPresent(maps []api.Map) int {
+	n := 0
+	for _, m := range maps {
+		if m.Present {
+			n++
+		}
+	}
+	return n
+}

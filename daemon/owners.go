@@ -1,0 +1,226 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// noHolder is the owner of programs and maps no process holds.
+const noHolder = "(no holder)"
+
+// owners answers GET /v1/owners: what each owner costs now, or with since
+// (and until) over that window.
+func (s *server) owners(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var out api.Owners
+	if q.Get("since") == "" && q.Get("until") == "" {
+		out.Owners = s.d.ownersLive()
+	} else {
+		since, until, err := queryRange(q, time.Hour, s.d.now())
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		out.Since, out.Until = since, until
+		if out.Owners, err = s.d.ownersOver(since, until); err != nil {
+			reply(w, nil, err)
+			return
+		}
+	}
+	if ref := q.Get("owner"); ref != "" {
+		kept := out.Owners[:0]
+		for _, o := range out.Owners {
+			if ownerMatches(o, ref) {
+				kept = append(kept, o)
+			}
+		}
+		if len(kept) == 0 {
+			reply(w, nil, fmt.Errorf("%w %q (bpfperf owners lists them)", ErrUnknownOwner, ref))
+			return
+		}
+		out.Owners = kept
+	}
+	reply(w, out, nil)
+}
+
+// ownerMatches says whether ref names o: its name (comm[pid] or pin
+// path), pid, comm, unit or container.
+func ownerMatches(o api.OwnerRow, ref string) bool {
+	return ref == o.Owner || (o.PID != 0 && ref == strconv.Itoa(o.PID)) ||
+		(o.Comm != "" && ref == o.Comm) || (o.Unit != "" && ref == o.Unit) || (o.Container != "" && ref == o.Container)
+}
+
+// ownerTally adds programs and maps up by owner.
+type ownerTally map[string]*api.OwnerRow
+
+// row returns the owner's row, charging to the first of owners (they
+// come sorted by pid), or to noHolder.
+func (t ownerTally) row(owners []collectors.Owner) *api.OwnerRow {
+	name, kind, o := noHolder, "none", collectors.Owner{}
+	switch {
+	case len(owners) > 0 && owners[0].PID == 0 && owners[0].Pin != "":
+		o = owners[0]
+		name, kind = "pin:"+o.Pin, "pin"
+	case len(owners) > 0:
+		o = owners[0]
+		name, kind = o.Comm+"["+strconv.Itoa(o.PID)+"]", "process"
+	}
+	r := t[name]
+	if r == nil {
+		r = &api.OwnerRow{Owner: name, Kind: kind}
+		if kind == "process" {
+			r.PID, r.Comm, r.Unit, r.Cgroup, r.Container = o.PID, o.Comm, o.Unit, o.Cgroup, o.Container
+		}
+		t[name] = r
+	}
+	return r
+}
+
+func addTo(dst **float64, v *float64) {
+	if v == nil {
+		return
+	}
+	if *dst == nil {
+		*dst = new(float64)
+	}
+	**dst += *v
+}
+
+// sorted lists the rows by CPU %, then run time, highest first.
+func (t ownerTally) sorted() []api.OwnerRow {
+	out := make([]api.OwnerRow, 0, len(t))
+	for _, r := range t {
+		out = append(out, *r)
+	}
+	val := func(p *float64) float64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if val(a.CPUPercent) != val(b.CPUPercent) {
+			return val(a.CPUPercent) > val(b.CPUPercent)
+		}
+		if a.RunTimeNs != b.RunTimeNs {
+			return a.RunTimeNs > b.RunTimeNs
+		}
+		return a.Owner < b.Owner
+	})
+	return out
+}
+
+// ownersLive charges every loaded program (its cumulative counters and
+// its rates over the last two sweeps) and every map of the last reading
+// to its owner.
+func (d *Daemon) ownersLive() []api.OwnerRow {
+	t := ownerTally{}
+	s := d.sampler
+	s.mu.RLock()
+	for _, p := range s.progs {
+		row := d.liveRow(p)
+		r := t.row(p.meta.Owners)
+		r.Present = true
+		r.Programs++
+		r.RunCnt += row.RunCnt
+		r.RunTimeNs += row.RunTimeNs
+		r.RecursionMisses += row.RecursionMisses
+		addTo(&r.RunsPerSec, row.RunsPerSec)
+		addTo(&r.CPUPercent, row.CPUPercent)
+		addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
+	}
+	s.mu.RUnlock()
+	users, progOwners := d.mapUsers()
+	mw := d.maps
+	mw.mu.RLock()
+	for _, m := range mw.maps {
+		r := t.row(mapOwners(m.owners, users[m.info.ID], progOwners, m.pin))
+		r.Present = true
+		r.Maps++
+		r.MapBytes += m.info.Memlock
+	}
+	mw.mu.RUnlock()
+	return t.sorted()
+}
+
+// ownersOver charges what happened in [since, until] to owners: each
+// program instance's runs and run time over the window (from its first
+// stored sample when it loaded inside the window, whose counters count
+// from its load), and each map's last memory reading in the window. The
+// owners are those recorded when each program and map first appeared, so
+// an owner that has exited keeps its row.
+func (d *Daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
+	t := ownerTally{}
+	progs, err := d.store.Programs()
+	if err != nil {
+		return nil, err
+	}
+	window := until.Sub(since)
+	for _, rec := range progs {
+		if rec.FirstSeen.After(until) || (!rec.UnloadedAt.IsZero() && rec.UnloadedAt.Before(since)) {
+			continue
+		}
+		var meta collectors.Meta
+		if len(rec.Meta) > 0 {
+			if err := json.Unmarshal(rec.Meta, &meta); err != nil {
+				return nil, fmt.Errorf("program %d metadata: %w", rec.ID, err)
+			}
+		}
+		points, err := d.store.Series(rec.Key, since, until)
+		if err != nil {
+			return nil, err
+		}
+		r := t.row(meta.Owners)
+		r.Programs++
+		r.Present = r.Present || rec.Loaded()
+		if len(points) == 0 {
+			continue
+		}
+		first, last := points[0].Values, points[len(points)-1].Values
+		if !rec.FirstSeen.Before(since) {
+			first = [3]uint64{} // loaded in the window: counters start at 0
+		}
+		r.RunTimeNs += last[store.ColRunTimeNs] - first[store.ColRunTimeNs]
+		r.RunCnt += last[store.ColRunCnt] - first[store.ColRunCnt]
+		r.RecursionMisses += last[store.ColRecursionMisses] - first[store.ColRecursionMisses]
+	}
+	for _, r := range t {
+		r.RunsPerSec = api.Optional(api.PerSecond(float64(r.RunCnt), window))
+		r.CPUPercent = api.Optional(api.CPUPercent(float64(r.RunTimeNs), window))
+	}
+	maps, err := d.store.Maps()
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range maps {
+		if rec.FirstSeen.After(until) || (!rec.GoneAt.IsZero() && rec.GoneAt.Before(since)) {
+			continue
+		}
+		var owners []collectors.Owner
+		if len(rec.Owners) > 0 {
+			if err := json.Unmarshal(rec.Owners, &owners); err != nil {
+				return nil, fmt.Errorf("map %d owners: %w", rec.ID, err)
+			}
+		}
+		r := t.row(owners)
+		r.Maps++
+		r.Present = r.Present || rec.GoneAt.IsZero()
+		points, err := d.store.MapSeries(rec.Key, since, until)
+		if err != nil {
+			return nil, err
+		}
+		if len(points) > 0 {
+			r.MapBytes += points[len(points)-1].Memlock
+		}
+	}
+	return t.sorted(), nil
+}

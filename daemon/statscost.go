@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// The calibration: rounds of stats off then on, each this many test runs
+// of an empty program (about 40 ms in all at ~60 ns a run).
+const (
+	statsCostRounds = 5
+	statsCostRepeat = 100_000
+)
+
+// statsCost is the cost of bpf_stats measured at start, or why not.
+type statsCost struct {
+	at   time.Time
+	cost collectors.StatsCost
+	err  error
+}
+
+// measureStatsCost measures before the daemon turns stats on; a host
+// where stats are already on has no baseline, and says so.
+func measureStatsCost(now time.Time) statsCost {
+	c, err := collectors.MeasureStatsCost(statsCostRounds, statsCostRepeat)
+	return statsCost{at: now, cost: c, err: err}
+}
+
+// statsCostStatus is the measurement and what it costs the host now:
+// every program's runs/s over the last sweep times the cost per run.
+func (d *Daemon) statsCostStatus() *api.StatsCost {
+	sc := d.statsCost
+	out := &api.StatsCost{RunsPerSec: d.sampler.hostRunsPerSec()}
+	if sc.err != nil {
+		// collectors.ErrStatsHeld on a host where something else keeps
+		// stats on: there is no stats-off baseline.
+		out.Detail = "not measured: " + sc.err.Error()
+		return out
+	}
+	c := sc.cost
+	out.Measured, out.MeasuredAt = true, sc.at
+	out.NsPerRun, out.OffNsPerRun, out.OnNsPerRun = c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun
+	out.Detail = fmt.Sprintf("empty socket filter test-run %d times per round, %d rounds alternating stats off and on, medians; at start, before bpfperfd turned stats on", c.Repeat, c.Rounds)
+	cpu := out.RunsPerSec * out.NsPerRun / 1e9 * 100
+	out.CPUPercent = &cpu
+	return out
+}
+
+// hostRunsPerSec sums every program's runs over its last two sweeps.
+func (s *sampler) hostRunsPerSec() float64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	total := 0.0
+	for _, p := range s.progs {
+		if r, ok := api.PerSecond(float64(p.cur.RunCnt-p.prev.RunCnt), p.curAt.Sub(p.prevAt)); ok && p.havePrev && p.cur.RunCnt >= p.prev.RunCnt {
+			total += r
+		}
+	}
+	return total
+}
