@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // HistoryPoint is one point of GET /v1/history.
 type HistoryPoint struct {
@@ -33,6 +36,8 @@ type Event struct {
 	Name   string    `json:"name,omitempty"`
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
+	// Evidence of a finding (regression, improvement, shift): a Regression.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Events is GET /v1/events.

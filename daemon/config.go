@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	Logger      *slog.Logger
 	Counters    CountersConfig
 	Web         WebConfig // the opt-in TCP listener (web.go)
+	// Regressions configures detection (regressions.go); a zero Window
+	// turns it off.
+	Regressions regress.Config
 	// Now is the daemon's clock: when each sweep is read (so the rates),
 	// when exact counter windows open and close, how fresh the latest
 	// profile window is, retention, and the defaults of since and until;
@@ -93,6 +97,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: retention must grow with coarseness: --retention.raw %v (at least 1h) <= --retention.minute %v <= --retention.rollup %v", ErrBadConfig, r.Raw, r.Minute, r.Rollup)
 	}
 	if err := c.Web.validate(); err != nil {
+		return err
+	}
+	if err := validateRegressions(&c.Regressions); err != nil {
 		return err
 	}
 	if c.ProcRoot == "" {

@@ -36,6 +36,10 @@ var (
 	ErrProfilingOff = errors.New("CPU profiling is off")
 	// ErrUnknownBenchRun: no stored run has that id.
 	ErrUnknownBenchRun = store.ErrUnknownBenchRun
+	// ErrUnknownRegression: no stored finding has that id.
+	ErrUnknownRegression = errors.New("no such regression")
+	// ErrNoData: a range holds no samples to decide from.
+	ErrNoData = errors.New("no data")
 
 	// Answering over TCP (web.go).
 
@@ -53,8 +57,8 @@ func statusOf(err error) int {
 		code int
 		errs []error
 	}{
-		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration}},
-		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
+		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration, ErrNoData}},
+		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownBenchRun, ErrUnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
 		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
 		{http.StatusMethodNotAllowed, []error{ErrReadOnly}},
 		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff, ErrTooManyScrapes}},

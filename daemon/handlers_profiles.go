@@ -101,29 +101,10 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, fmt.Errorf("%w: %d profiles in the range, more than %d: narrow it", ErrBadRequest, len(list), maxMergeProfiles))
 		return
 	}
-	var merged *pprof.Profile
-	for batch := range chunks(list, mergeBatch) {
-		data, err := s.d.store.ProfileData(batch)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		ps := make([]*pprof.Profile, 0, len(batch)+1)
-		if merged != nil {
-			ps = append(ps, merged)
-		}
-		for i, b := range data {
-			p, err := profile.ParseData(b)
-			if err != nil {
-				reply(w, nil, fmt.Errorf("stored profile %s: %w", batch[i].ID, err))
-				return
-			}
-			ps = append(ps, p)
-		}
-		if merged, err = profile.Merge(ps...); err != nil {
-			reply(w, nil, err)
-			return
-		}
+	merged, err := s.d.mergeStored(list)
+	if err != nil {
+		reply(w, nil, err)
+		return
 	}
 	data, err := profile.Marshal(merged)
 	if err != nil {
@@ -132,6 +113,33 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(api.HeaderProfileCount, strconv.Itoa(len(list)))
 	writeProfile(w, data)
+}
+
+// mergeStored reads and merges stored profiles a batch at a time.
+func (d *Daemon) mergeStored(list []store.ProfileInfo) (*pprof.Profile, error) {
+	var merged *pprof.Profile
+	for batch := range chunks(list, mergeBatch) {
+		data, err := d.store.ProfileData(batch)
+		if err != nil {
+			return nil, err
+		}
+		ps := make([]*pprof.Profile, 0, len(batch)+1)
+		if merged != nil {
+			ps = append(ps, merged)
+		}
+		for i, b := range data {
+			p, err := profile.ParseData(b)
+			if err != nil {
+				return nil, fmt.Errorf("stored profile %s: %w", batch[i].ID, err)
+			}
+			ps = append(ps, p)
+		}
+		var err2 error
+		if merged, err2 = profile.Merge(ps...); err2 != nil {
+			return nil, err2
+		}
+	}
+	return merged, nil
 }
 
 func chunks[T any](s []T, n int) func(func([]T) bool) {

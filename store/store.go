@@ -114,6 +114,9 @@ type Event struct {
 	Name   string    `json:"name,omitempty"`
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
+	// Evidence is what a finding (regression, improvement, shift) rests
+	// on, as the daemon wrote it.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Tick is everything one sampling tick writes, in one transaction.

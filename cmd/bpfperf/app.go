@@ -37,6 +37,8 @@ func newApp(dial clientFactory) *cli.App {
 			topCommand(dial),
 			countersCommand(dial),
 			benchCommand(dial),
+			regressionsCommand(dial),
+			checkCommand(dial),
 		},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler:  func(*cli.Context, error) {},

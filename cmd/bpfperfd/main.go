@@ -17,6 +17,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -54,6 +55,9 @@ func main() {
 			&cli.StringFlag{Name: "web.config.file", Usage: "exporter-toolkit web config for TLS and basic auth on --web.listen-address"},
 			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
 			&cli.IntFlag{Name: "web.max-requests", Value: daemon.DefaultWebMaxRequests, Usage: "requests answered at once over TCP; more get 503"},
+			&cli.DurationFlag{Name: "regressions.window", Value: daemon.DefaultRegressionWindow, Usage: "history each side of a new version must hold before it is compared with the old one (0 turns regression detection off)"},
+			&cli.StringFlag{Name: "regressions.min-change", Value: "10%", Usage: "least change of median ns/run reported as a regression or improvement"},
+			&cli.Float64Flag{Name: "regressions.alpha", Value: daemon.DefaultRegressionAlpha, Usage: "significance level of the Mann-Whitney U test"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
@@ -106,6 +110,12 @@ func run(c *cli.Context) error {
 	if err := counters.Validate(); err != nil {
 		return err
 	}
+	minChange, err := api.ParsePercent(c.String("regressions.min-change"))
+	if err != nil {
+		return fmt.Errorf("--regressions.min-change: %w", err)
+	}
+	regressions := regress.DefaultConfig()
+	regressions.Window, regressions.MinChange, regressions.Alpha = c.Duration("regressions.window"), minChange, c.Float64("regressions.alpha")
 	if path := c.String("debug.cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -132,6 +142,7 @@ func run(c *cli.Context) error {
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
 		Counters:    counters,
+		Regressions: regressions,
 		Web: daemon.WebConfig{
 			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),
 			MaxPrograms: c.Int("web.max-programs"), MaxRequests: c.Int("web.max-requests"),

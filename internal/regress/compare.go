@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/perf/benchmath"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // Kinds of findings.
@@ -66,31 +68,13 @@ func DefaultConfig() Config {
 // finding; Undecided says why no decision could be made.
 type Result struct {
 	Kind string `json:"kind,omitempty"`
-	// Ratio is after's median ns/run over before's; Lo and Hi bound it
-	// (a conservative 95% interval, from the two medians' own intervals).
-	Ratio float64 `json:"ratio"`
-	Lo    float64 `json:"ratio_lo"`
-	Hi    float64 `json:"ratio_hi"`
-	P     float64 `json:"p"`
-	// Medians of ns/run on each side.
-	BeforeNs float64 `json:"before_ns_per_run"`
-	AfterNs  float64 `json:"after_ns_per_run"`
-	// Samples compared on each side (after load matching), and the runs/s
-	// band they were taken from.
-	NBefore     int     `json:"n_before"`
-	NAfter      int     `json:"n_after"`
-	LoadLo      float64 `json:"runs_per_sec_lo"`
-	LoadHi      float64 `json:"runs_per_sec_hi"`
-	Undecided   string  `json:"undecided,omitempty"`
-	Alpha       float64 `json:"alpha"`
-	MinChange   float64 `json:"min_change"`
-	Significant bool    `json:"significant"`
+	api.Comparison
 }
 
 // Compare tests whether after's ns/run differs from before's, using only
 // intervals whose load is within cfg.LoadBand of after's median load.
 func Compare(before, after []Sample, cfg Config) Result {
-	r := Result{Alpha: cfg.Alpha, MinChange: cfg.MinChange}
+	r := Result{Comparison: api.Comparison{Alpha: cfg.Alpha, MinChange: cfg.MinChange}}
 	if len(after) == 0 || len(before) == 0 {
 		r.Undecided = "no samples on one side"
 		return r
@@ -117,7 +101,7 @@ func Compare(before, after []Sample, cfg Config) Result {
 		r.Undecided = "before side ran in no time"
 		return r
 	}
-	r.Ratio, r.Lo, r.Hi = ma.Center/mb.Center, ma.Lo/mb.Hi, ma.Hi/mb.Lo
+	r.Ratio, r.RatioLo, r.RatioHi = ma.Center/mb.Center, ma.Lo/mb.Hi, ma.Hi/mb.Lo
 	r.Significant = cmp.P < cfg.Alpha
 	switch {
 	case !r.Significant:

@@ -44,8 +44,8 @@ func TestCompare(t *testing.T) {
 			if tc.undecided {
 				return
 			}
-			if r.Ratio < tc.ratioLo || r.Ratio > tc.ratioHi || r.Lo > r.Ratio || r.Hi < r.Ratio {
-				t.Errorf("ratio %.3f [%.3f, %.3f], want within %.2f..%.2f and inside its interval", r.Ratio, r.Lo, r.Hi, tc.ratioLo, tc.ratioHi)
+			if r.Ratio < tc.ratioLo || r.Ratio > tc.ratioHi || r.RatioLo > r.Ratio || r.RatioHi < r.Ratio {
+				t.Errorf("ratio %.3f [%.3f, %.3f], want within %.2f..%.2f and inside its interval", r.Ratio, r.RatioLo, r.RatioHi, tc.ratioLo, tc.ratioHi)
 			}
 			if r.NBefore != 60 || r.NAfter != 60 {
 				t.Errorf("compared %d+%d samples, want 60+60", r.NBefore, r.NAfter)

@@ -1,18 +1,17 @@
 package regress
 
-import "time"
+import (
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+)
 
 // Finding is a decided comparison between two versions of one program key.
 type Finding struct {
-	Key     string    `json:"key"`
-	OldTag  string    `json:"old_tag"`
-	NewTag  string    `json:"new_tag"`
-	Changed time.Time `json:"changed"`
-	// Before and After are the windows compared.
-	BeforeFrom time.Time `json:"before_from"`
-	BeforeTo   time.Time `json:"before_to"`
-	AfterFrom  time.Time `json:"after_from"`
-	AfterTo    time.Time `json:"after_to"`
+	Key    string `json:"key"`
+	OldTag string `json:"old_tag"`
+	NewTag string `json:"new_tag"`
+	api.Windows
 	Result
 }
 
@@ -62,8 +61,8 @@ func (t *Tracker) Observe(key, tag string, s Sample) *Finding {
 		return nil
 	}
 	st.change = nil
-	f := &Finding{Key: key, OldTag: c.oldTag, NewTag: c.newTag, Changed: c.at,
-		BeforeFrom: c.at.Add(-t.cfg.Window), BeforeTo: c.at, AfterFrom: c.at, AfterTo: s.At}
+	f := &Finding{Key: key, OldTag: c.oldTag, NewTag: c.newTag, Windows: api.Windows{
+		Changed: c.at, BeforeFrom: c.at.Add(-t.cfg.Window), BeforeTo: c.at, AfterFrom: c.at, AfterTo: s.At}}
 	var before, after []Sample
 	for _, x := range st.samples {
 		switch {
