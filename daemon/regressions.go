@@ -172,7 +172,8 @@ func (d *Daemon) explain(bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
 	return ex
 }
 
-// mergedProfiles merges the continuous windows stored in [from, to].
+// mergedProfiles merges the continuous windows that lie wholly in
+// [from, to]: one that straddles a reload would blur the two sides.
 func (d *Daemon) mergedProfiles(from, to time.Time) (*pprof.Profile, int, error) {
 	list, err := d.store.ListProfiles(from, to)
 	if err != nil {
@@ -180,7 +181,7 @@ func (d *Daemon) mergedProfiles(from, to time.Time) (*pprof.Profile, int, error)
 	}
 	kept := list[:0]
 	for _, p := range list {
-		if p.Kind == store.ProfileContinuous {
+		if p.Kind == store.ProfileContinuous && !p.Start.Before(from) && !p.End().After(to) {
 			kept = append(kept, p)
 		}
 	}
