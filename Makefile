@@ -62,7 +62,7 @@ test-vm:
 	$(GO) test -count=1 -run 'InVM' ./internal/vmtest/ ./collectors/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/ ./internal/regress/
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:

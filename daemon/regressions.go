@@ -131,7 +131,7 @@ func (d *Daemon) storeFinding(now time.Time, p *program, f *regress.Finding) err
 		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
 	}
 	r.ID = findingID(r)
-	r.Explanation = d.explain(r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
+	r.Explanation = d.explain(r.Program, r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
 	ev, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -149,8 +149,9 @@ func findingID(r api.Regression) string {
 	return hex.EncodeToString(h[:4])
 }
 
-// explain compares the continuous profiles of the two windows.
-func (d *Daemon) explain(bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
+// explain compares the continuous profiles of the two windows: programs
+// host-wide, prog's functions and lines.
+func (d *Daemon) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
 	if d.cfg.Profile.Every <= 0 {
 		return api.Explanation{Off: "continuous profiling is off (--profile.every 0)"}
 	}
@@ -161,7 +162,7 @@ func (d *Daemon) explain(bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
 		ex.Off = "no profile diff: " + err.Error()
 		return ex
 	}
-	changes, err := profile.Changes(before, after, topChanges)
+	changes, err := profile.Changes(before, after, topChanges, prog)
 	if err != nil {
 		ex.Off = "no profile diff: " + err.Error()
 		return ex

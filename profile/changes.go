@@ -19,15 +19,18 @@ type Change struct {
 // Changes returns the programs, functions and source lines of the
 // innermost BPF frame of each sample whose CPU changed most from before to
 // after, grown first (by how much), then shrunk, at most n of each level.
+// Functions and lines count only samples of program prog (by name) when
+// prog is set; programs are listed host-wide, so that a neighbour (or a
+// tail-call target, which bpf_stats charges to its entry) shows too.
 // A profile's value is its event value (cpu/nanoseconds for cpu-clock);
 // both must have one and a duration. Percentages are of one CPU, so a line
 // that runs at a fixed rate keeps its figure when another line grows.
-func Changes(before, after *profile.Profile, n int) ([]Change, error) {
-	b, err := cpuByFrame(before)
+func Changes(before, after *profile.Profile, n int, prog string) ([]Change, error) {
+	b, err := cpuByFrame(before, prog)
 	if err != nil {
 		return nil, err
 	}
-	a, err := cpuByFrame(after)
+	a, err := cpuByFrame(after, prog)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +53,7 @@ func Changes(before, after *profile.Profile, n int) ([]Change, error) {
 }
 
 // cpuByFrame sums each level's share of one CPU over p's duration.
-func cpuByFrame(p *profile.Profile) (map[string]map[string]float64, error) {
+func cpuByFrame(p *profile.Profile, prog string) (map[string]map[string]float64, error) {
 	vi := eventValue(p)
 	if vi < 0 {
 		return nil, ErrNoEventValue
@@ -65,8 +68,12 @@ func cpuByFrame(p *profile.Profile) (map[string]map[string]float64, error) {
 			continue
 		}
 		pct := 100 * float64(s.Value[vi]) / float64(p.DurationNanos)
-		if names := s.Label[LabelProgName]; len(names) == 1 {
+		names := s.Label[LabelProgName]
+		if len(names) == 1 {
 			out["program"][names[0]] += pct
+		}
+		if prog != "" && (len(names) != 1 || names[0] != prog) {
+			continue
 		}
 		if len(loc.Line) == 0 || loc.Line[0].Function == nil {
 			continue
