@@ -46,6 +46,12 @@ type Comparison struct {
 	Alpha       float64 `json:"alpha"`
 	MinChange   float64 `json:"min_change"`
 	Significant bool    `json:"significant"`
+	// Drift is how much the machine itself slowed between the windows: the
+	// median after/before ratio of Controls other programs whose version did
+	// not change. Ratio is corrected for it (raw ratio = Ratio × Drift); 1
+	// with no controls.
+	Drift    float64 `json:"drift,omitempty"`
+	Controls int     `json:"controls,omitempty"`
 	// Undecided says why the data could not decide, when it could not.
 	Undecided string `json:"undecided,omitempty"`
 }

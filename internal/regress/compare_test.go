@@ -99,8 +99,37 @@ func TestTracker(t *testing.T) {
 	if f.NBefore != 20 || f.NAfter != 21 {
 		t.Errorf("compared %d+%d samples, want 20+21", f.NBefore, f.NAfter)
 	}
+	if f.Controls != 0 || f.Drift != 1 {
+		t.Errorf("no other key, yet drift %v from %d controls", f.Drift, f.Controls)
+	}
 	tr.Forget(t0.Add(time.Hour))
 	if tr.Keys() != 0 {
 		t.Errorf("%d keys left after Forget", tr.Keys())
+	}
+}
+
+// A machine that slows 30% at the reload slows every program: the new
+// version that is as fast as the old one, on that machine, is no finding.
+func TestTrackerDrift(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Window = 20 * time.Second
+	rng := rand.New(rand.NewPCG(7, 8))
+	tr := NewTracker(cfg)
+	var found []*Finding
+	for i := 0; i < 60; i++ {
+		at := t0.Add(time.Duration(i) * time.Second)
+		slow, tag := 1.0, "aaaa"
+		if i >= 30 {
+			slow, tag = 1.3, "bbbb"
+		}
+		for _, k := range []string{"c1", "c2", "c3"} {
+			tr.Observe(k, "cccc", noisy(rng, at, 1, 200*slow, 0.05, 500)[0])
+		}
+		if f := tr.Observe("x", tag, noisy(rng, at, 1, 100*slow, 0.05, 500)[0]); f != nil {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || found[0].Kind != "" || found[0].Controls != 3 || found[0].Drift < 1.25 || found[0].Drift > 1.35 {
+		t.Fatalf("findings %+v, want one without a kind, drift about 1.3 from 3 controls", found)
 	}
 }

@@ -1,6 +1,7 @@
 package regress
 
 import (
+	"sort"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -72,8 +73,68 @@ func (t *Tracker) Observe(key, tag string, s Sample) *Finding {
 			after = append(after, x.Sample)
 		}
 	}
+	drift, controls := t.drift(key, f.Windows)
+	if drift != 1 {
+		for i := range after {
+			after[i].NsPerRun /= drift
+		}
+	}
 	f.Result = Compare(before, after, t.cfg)
+	f.Drift, f.Controls = drift, controls
 	return f
+}
+
+// maxControls bounds the keys a decision reads to tell the machine's drift.
+const maxControls = 32
+
+// drift is the median after/before ratio of median ns/run over the
+// windows w of other keys that ran one version throughout: how much the
+// machine itself slowed (its other tenants, its clock), which a program's
+// change must not be blamed for. 1 when no key qualifies.
+func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
+	keys := make([]string, 0, len(t.keys))
+	for k := range t.keys {
+		if k != self {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var ratios []float64
+	for _, k := range keys {
+		st := t.keys[k]
+		if st.change != nil {
+			continue
+		}
+		var before, after []float64
+		steady := true
+		for _, x := range st.samples {
+			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
+				continue
+			}
+			if x.tag != st.tag {
+				steady = false
+				break
+			}
+			if x.At.Before(w.Changed) {
+				before = append(before, x.NsPerRun)
+			} else {
+				after = append(after, x.NsPerRun)
+			}
+		}
+		if !steady || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
+			continue
+		}
+		if mb := median(before); mb > 0 {
+			ratios = append(ratios, median(after)/mb)
+		}
+		if len(ratios) == maxControls {
+			break
+		}
+	}
+	if len(ratios) == 0 {
+		return 1, 0
+	}
+	return median(ratios), len(ratios)
 }
 
 // Forget drops keys not seen since before: programs gone for good.
@@ -104,9 +165,10 @@ func (t *Tracker) state(key, tag string, now time.Time) *keyState {
 }
 
 // prune keeps the samples a decision can still need: a window before the
-// pending change, or a window back from now.
+// pending change, or two windows back from now (another key's decision
+// reads both its windows here to tell the machine's drift).
 func (t *Tracker) prune(st *keyState, now time.Time) {
-	from := now.Add(-t.cfg.Window)
+	from := now.Add(-2 * t.cfg.Window)
 	if st.change != nil {
 		from = st.change.at.Add(-t.cfg.Window)
 	}
