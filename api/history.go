@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // HistoryPoint is one point of GET /v1/history.
 type HistoryPoint struct {
@@ -34,6 +37,8 @@ type Event struct {
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
 	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
+	// Evidence of a finding (regression, improvement, shift): a Regression.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Events is GET /v1/events.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	MapsEvery      time.Duration
 	MapsLeakWindow time.Duration
 	MapsWalkBudget int
+	// Regressions configures detection (regressions.go); a zero Window
+	// turns it off.
+	Regressions regress.Config
 	// Now is the daemon's clock: when each sweep is read (so the rates),
 	// when exact counter windows open and close, how fresh the latest
 	// profile window is, retention, and the defaults of since and until;
@@ -108,6 +112,9 @@ func (c *Config) validate() error {
 	}
 	if c.BPFFS == "" {
 		c.BPFFS = "/sys/fs/bpf"
+	}
+	if err := validateRegressions(&c.Regressions); err != nil {
+		return err
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

@@ -36,6 +36,10 @@ type Daemon struct {
 	maps     *mapWatcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
 	statsCost statsCost
+
+	// detector is regression detection's state (regressions.go), used by
+	// the sampling loop only.
+	detector *detector
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -212,6 +216,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		} else if !d.sampler.storeFailing() {
 			d.cfg.Logger.Error("sample", "err", err)
 		}
+		d.detect(now)
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
 		if now.Truncate(time.Minute) != lastRollup {

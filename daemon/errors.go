@@ -39,6 +39,10 @@ var (
 	ErrProfilingOff = errors.New("CPU profiling is off")
 	// ErrUnknownBenchRun: no stored run has that id.
 	ErrUnknownBenchRun = store.ErrUnknownBenchRun
+	// ErrUnknownRegression: no stored finding has that id.
+	ErrUnknownRegression = errors.New("no such regression")
+	// ErrNoData: a range holds no samples to decide from.
+	ErrNoData = errors.New("no data")
 
 	// Answering over TCP (web.go).
 
@@ -56,8 +60,8 @@ func statusOf(err error) int {
 		code int
 		errs []error
 	}{
-		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration}},
-		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownMap, ErrUnknownOwner, ErrUnknownBenchRun, store.ErrNoProfile, profile.ErrNoProfiles}},
+		{http.StatusBadRequest, []error{ErrBadRequest, profile.ErrBadDuration, ErrNoData}},
+		{http.StatusNotFound, []error{ErrUnknownProgram, ErrUnknownMap, ErrUnknownOwner, ErrUnknownBenchRun, ErrUnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
 		{http.StatusConflict, []error{ErrAmbiguousProgram, ErrAmbiguousMap, ErrTooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
 		{http.StatusMethodNotAllowed, []error{ErrReadOnly}},
 		{http.StatusServiceUnavailable, []error{ErrCountersUnavailable, ErrProfilingOff, ErrTooManyScrapes}},

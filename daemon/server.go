@@ -32,6 +32,7 @@ func (s *server) routes() *http.ServeMux {
 	s.profileRoutes(mux)
 	s.benchRoutes(mux)
 	s.counterRoutes(mux)
+	s.regressionRoutes(mux)
 	return mux
 }
 

@@ -115,6 +115,9 @@ type Event struct {
 	Tag    string    `json:"tag,omitempty"`
 	Detail string    `json:"detail,omitempty"`
 	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
+	// Evidence is what a finding (regression, improvement, shift) rests
+	// on, as the daemon wrote it.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Tick is everything one sampling tick writes, in one transaction.

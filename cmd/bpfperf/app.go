@@ -39,6 +39,8 @@ func newApp(dial clientFactory) *cli.App {
 			benchCommand(dial),
 			mapsCommand(dial),
 			ownersCommand(dial),
+			regressionsCommand(dial),
+			checkCommand(dial),
 		},
 		// Errors are printed once, as one line, by main.
 		ExitErrHandler:  func(*cli.Context, error) {},

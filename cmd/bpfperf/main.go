@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -18,7 +19,12 @@ var (
 func main() {
 	app := newApp(dialDaemon)
 	if err := app.Run(interspersed(app, os.Args)); err != nil {
+		code := 1
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
 		fmt.Fprintln(os.Stderr, "bpfperf: "+err.Error())
-		os.Exit(1)
+		os.Exit(code)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -58,6 +59,9 @@ func main() {
 			&cli.DurationFlag{Name: "maps.every", Value: daemon.DefaultMapsEvery, Usage: "read every BPF map's memory and entries this often (100ms to 1h); bounds what watching maps costs"},
 			&cli.DurationFlag{Name: "maps.leak-window", Value: daemon.DefaultMapsLeakWindow, Usage: "a map whose entries grew at every reading for this long raises a leak event"},
 			&cli.IntFlag{Name: "maps.walk-budget", Usage: "keys one reading walks at most, over maps the kernel keeps no count of (default 50000)"},
+			&cli.DurationFlag{Name: "regressions.window", Value: daemon.DefaultRegressionWindow, Usage: "history each side of a new version must hold before it is compared with the old one (0 turns regression detection off)"},
+			&cli.StringFlag{Name: "regressions.min-change", Value: "10%", Usage: "least change of median ns/run reported as a regression or improvement"},
+			&cli.Float64Flag{Name: "regressions.alpha", Value: daemon.DefaultRegressionAlpha, Usage: "significance level of the Mann-Whitney U test"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
@@ -110,6 +114,12 @@ func run(c *cli.Context) error {
 	if err := counters.Validate(); err != nil {
 		return err
 	}
+	minChange, err := api.ParsePercent(c.String("regressions.min-change"))
+	if err != nil {
+		return fmt.Errorf("--regressions.min-change: %w", err)
+	}
+	regressions := regress.DefaultConfig()
+	regressions.Window, regressions.MinChange, regressions.Alpha = c.Duration("regressions.window"), minChange, c.Float64("regressions.alpha")
 	if path := c.String("debug.cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -136,6 +146,7 @@ func run(c *cli.Context) error {
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
 		Counters:    counters,
+		Regressions: regressions,
 		Web: daemon.WebConfig{
 			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),
 			MaxPrograms: c.Int("web.max-programs"), MaxRequests: c.Int("web.max-requests"),

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/regress"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// check answers GET /v1/check?prog=NAME&max=10%&baseline=TAG|TIME&since=D:
+// is the program's current version slower than the baseline by more than
+// max? The baseline is a tag (its intervals in the range), a time (every
+// interval before it, against the current version's after it), or by
+// default the version before the current one.
+func (s *server) check(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	now := s.d.now()
+	since, until, err := queryRange(q, 7*24*time.Hour, now)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	limit, err := api.ParsePercent(q.Get("max"))
+	if err != nil {
+		reply(w, nil, fmt.Errorf("%w: max: %w", ErrBadRequest, err))
+		return
+	}
+	res, err := s.d.check(q.Get("prog"), q.Get("baseline"), limit, since, until)
+	reply(w, res, err)
+}
+
+func (d *Daemon) check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
+	res := api.Check{Program: name, Limit: limit, Baseline: baseline}
+	if name == "" {
+		return res, fmt.Errorf("%w: name a program", ErrBadRequest)
+	}
+	all, err := d.store.Programs()
+	if err != nil {
+		return res, err
+	}
+	var insts []store.Program
+	for _, p := range all {
+		if p.Name == name {
+			insts = append(insts, p)
+		}
+	}
+	if len(insts) == 0 {
+		return res, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
+	}
+	sort.Slice(insts, func(i, j int) bool { return insts[i].FirstSeen.Before(insts[j].FirstSeen) })
+	res.Current = insts[len(insts)-1].Tag
+
+	// Which instances and times make each side.
+	var isBefore, isAfter func(p store.Program, at time.Time) bool
+	switch at, terr := api.ParseTime(baseline, d.now()); {
+	case baseline == "":
+		prev := ""
+		for _, p := range insts {
+			if p.Tag != res.Current {
+				prev = p.Tag
+			}
+		}
+		if prev == "" {
+			return res, fmt.Errorf("%w: %s has one version (%s) only: name a --baseline tag or time", ErrBadRequest, name, res.Current)
+		}
+		res.Baseline = prev
+		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == prev }
+		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == res.Current }
+	case terr == nil:
+		isBefore = func(_ store.Program, t time.Time) bool { return t.Before(at) }
+		isAfter = func(p store.Program, t time.Time) bool { return p.Tag == res.Current && !t.Before(at) }
+	default:
+		if !hasTag(insts, baseline) {
+			return res, fmt.Errorf("%w: baseline %q is neither a time nor a tag %s ever ran with", ErrBadRequest, baseline, name)
+		}
+		if baseline == res.Current {
+			return res, fmt.Errorf("%w: baseline %s is the current version of %s", ErrBadRequest, baseline, name)
+		}
+		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == baseline }
+		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == res.Current }
+	}
+	var before, after []regress.Sample
+	for _, p := range insts {
+		pts, err := d.store.Series(p.Key, since, until)
+		if err != nil {
+			return res, err
+		}
+		for _, s := range intervals(pts) {
+			switch {
+			case isAfter(p, s.At):
+				after = append(after, s)
+			case isBefore(p, s.At):
+				before = append(before, s)
+			}
+		}
+	}
+	if len(before) == 0 || len(after) == 0 {
+		side := "baseline"
+		if len(after) == 0 {
+			side = "current version"
+		}
+		return res, fmt.Errorf("%w: the %s of %s has no runs between %s and %s", ErrNoData, side, name, since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	cfg := d.cfg.Regressions
+	if err := validateRegressions(&cfg); err != nil || cfg.Alpha == 0 {
+		cfg = regress.DefaultConfig()
+	}
+	cfg.MinChange = limit
+	c := regress.Compare(before, after, cfg)
+	res.Comparison = c.Comparison
+	switch {
+	case c.Undecided != "":
+		res.Verdict = api.VerdictUndecided
+	case c.Kind == regress.KindRegression:
+		res.Verdict = api.VerdictSlower
+	default:
+		res.Verdict = api.VerdictOK
+	}
+	return res, nil
+}
+
+func hasTag(insts []store.Program, tag string) bool {
+	for _, p := range insts {
+		if p.Tag == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// intervals turns stored cumulative points into per-interval samples,
+// leaving out intervals with too few runs to say anything.
+func intervals(pts []store.Point) []regress.Sample {
+	var out []regress.Sample
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		dt := b.Time.Sub(a.Time).Seconds()
+		if b.Values[1] < a.Values[1] || dt <= 0 {
+			continue
+		}
+		runs := b.Values[1] - a.Values[1]
+		if runs < minRunsPerInterval {
+			continue
+		}
+		out = append(out, regress.Sample{At: b.Time, NsPerRun: float64(b.Values[0]-a.Values[0]) / float64(runs), RunsPerSec: float64(runs) / dt})
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	pprof "github.com/google/pprof/profile"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/regress"
+	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// Regression detection: each tick, every program key's newest instance
+// adds one interval's ns/run and runs/s to a tracker; when a key has run a
+// new version for a window, the tracker compares it with the window before
+// the reload, and a finding is stored as an event with its evidence and
+// the profile diff's top changes.
+
+// Defaults of the --regressions.* flags.
+const (
+	DefaultRegressionWindow    = regress.DefaultWindow
+	DefaultRegressionMinChange = regress.DefaultMinChange
+	DefaultRegressionAlpha     = regress.DefaultAlpha
+	// minRunsPerInterval: an interval with fewer runs says little about
+	// ns/run (one slow run is its whole figure).
+	minRunsPerInterval = 10
+	// topChanges is how many programs, functions and lines an explanation
+	// keeps, each.
+	topChanges = 5
+)
+
+func validateRegressions(c *regress.Config) error {
+	if c.Window == 0 {
+		return nil
+	}
+	if c.Window < 0 {
+		return fmt.Errorf("%w: --regressions.window %v is negative", ErrBadConfig, c.Window)
+	}
+	if c.MinChange <= 0 || c.MinChange >= 10 {
+		return fmt.Errorf("%w: --regressions.min-change %g%% is outside 0..1000%%", ErrBadConfig, 100*c.MinChange)
+	}
+	if c.Alpha <= 0 || c.Alpha >= 1 {
+		return fmt.Errorf("%w: --regressions.alpha %g is outside 0..1", ErrBadConfig, c.Alpha)
+	}
+	if c.LoadBand == 0 {
+		c.LoadBand = regress.DefaultLoadBand
+	}
+	if c.MinSamples == 0 {
+		c.MinSamples = regress.DefaultMinSamples
+	}
+	return nil
+}
+
+// detector is the daemon's regression detection state, used by the
+// sampling loop only.
+type detector struct {
+	tracker    *regress.Tracker
+	lastForget time.Time
+}
+
+// progKey is a program key as the detector and the new_version event
+// know it. The attach point is left out: it is read later than the
+// program appears, and a key must not change under a program.
+func progKey(typ, name string) string { return typ + "/" + name }
+
+// detect feeds this tick's intervals to the tracker and stores findings.
+// Called from the sampling loop after each tick.
+func (d *Daemon) detect(now time.Time) {
+	if d.cfg.Regressions.Window <= 0 {
+		return
+	}
+	if d.detector == nil {
+		d.detector = &detector{tracker: regress.NewTracker(d.cfg.Regressions), lastForget: now}
+	}
+	tr := d.detector.tracker
+	newest := map[string]*program{}
+	s := d.sampler
+	s.mu.RLock()
+	for id, p := range s.progs {
+		if id == s.sweeper.iterID() || s.own(p) {
+			continue
+		}
+		k := progKey(p.meta.Type, p.meta.Name)
+		if q := newest[k]; q == nil || q.meta.ID < p.meta.ID {
+			newest[k] = p
+		}
+	}
+	var found []*regress.Finding
+	var progs []*program
+	for k, p := range newest {
+		runs := p.cur.RunCnt - p.prev.RunCnt
+		dt := p.curAt.Sub(p.prevAt).Seconds()
+		if !p.havePrev || p.cur.RunCnt < p.prev.RunCnt || runs < minRunsPerInterval || dt <= 0 {
+			tr.Seen(k, p.meta.Tag, now)
+			continue
+		}
+		smp := regress.Sample{At: now, NsPerRun: float64(p.cur.RunTimeNs-p.prev.RunTimeNs) / float64(runs), RunsPerSec: float64(runs) / dt}
+		if f := tr.Observe(k, p.meta.Tag, smp); f != nil {
+			found = append(found, f)
+			progs = append(progs, p)
+		}
+	}
+	s.mu.RUnlock()
+	if now.Sub(d.detector.lastForget) > d.cfg.Regressions.Window {
+		tr.Forget(now.Add(-2 * d.cfg.Regressions.Window))
+		d.detector.lastForget = now
+	}
+	for i, f := range found {
+		if f.Kind == "" {
+			if f.Undecided != "" {
+				d.cfg.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter)
+			}
+			continue
+		}
+		if err := d.storeFinding(now, progs[i], f); err != nil {
+			d.cfg.Logger.Warn("store regression finding", "err", err)
+		}
+	}
+}
+
+// storeFinding explains f from the profiles and stores it as an event.
+func (d *Daemon) storeFinding(now time.Time, p *program, f *regress.Finding) error {
+	r := api.Regression{
+		Kind: f.Kind, Time: now, Program: p.meta.Name, Type: p.meta.Type, ProgID: p.meta.ID,
+		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
+	}
+	r.ID = findingID(r)
+	r.Explanation = d.explain(r.Program, r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
+	ev, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	detail := fmt.Sprintf("%s: ns/run x%.2f [%.2f, %.2f] vs tag %s, p=%.2g, %d+%d intervals", r.ID, r.Ratio, r.RatioLo, r.RatioHi, r.OldTag, r.P, r.NBefore, r.NAfter)
+	d.cfg.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
+	return d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{
+		Time: now, Kind: r.Kind, ID: r.ProgID, Name: r.Program, Tag: r.NewTag, Detail: detail, Evidence: ev,
+	}}})
+}
+
+// findingID is a short stable id users type: a hash of what was found.
+func findingID(r api.Regression) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s %s %s %d", r.Type, r.Program, r.OldTag, r.NewTag, r.Changed.UnixNano()))
+	return hex.EncodeToString(h[:4])
+}
+
+// explain compares the continuous profiles of the two windows: programs
+// host-wide, prog's functions and lines.
+func (d *Daemon) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
+	if d.cfg.Profile.Every <= 0 {
+		return api.Explanation{Off: "continuous profiling is off (--profile.every 0)"}
+	}
+	before, nb, err := d.mergedProfiles(bFrom, bTo)
+	after, na, err2 := d.mergedProfiles(aFrom, aTo)
+	ex := api.Explanation{BeforeProfiles: nb, AfterProfiles: na}
+	if err = errors.Join(err, err2); err != nil {
+		ex.Off = "no profile diff: " + err.Error()
+		return ex
+	}
+	changes, err := profile.Changes(before, after, topChanges, prog)
+	if err != nil {
+		ex.Off = "no profile diff: " + err.Error()
+		return ex
+	}
+	for _, c := range changes {
+		ex.Top = append(ex.Top, api.Change(c))
+	}
+	return ex
+}
+
+// mergedProfiles merges the continuous windows that lie wholly in
+// [from, to]: one that straddles a reload would blur the two sides.
+func (d *Daemon) mergedProfiles(from, to time.Time) (*pprof.Profile, int, error) {
+	list, err := d.store.ListProfiles(from, to)
+	if err != nil {
+		return nil, 0, err
+	}
+	kept := list[:0]
+	for _, p := range list {
+		if p.Kind == store.ProfileContinuous && !p.Start.Before(from) && !p.End().After(to) {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, 0, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	if len(kept) > maxMergeProfiles {
+		kept = kept[len(kept)-maxMergeProfiles:]
+	}
+	p, err := d.mergeStored(kept, from, to)
+	return p, len(kept), err
+}

@@ -1,0 +1,167 @@
+package regress
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// recorded reads a series written by ./record: real per-interval ns/run
+// of a steadily loaded program on this (noisy, shared) VM.
+func recorded(tb testing.TB, path string) []Sample {
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var out []Sample
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ns, load, ok := strings.Cut(sc.Text(), ",")
+		n, err1 := strconv.ParseFloat(ns, 64)
+		l, err2 := strconv.ParseFloat(load, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue // comment or header
+		}
+		out = append(out, Sample{NsPerRun: n, RunsPerSec: l})
+	}
+	if len(out) == 0 {
+		tb.Fatalf("%s: no samples", path)
+	}
+	return out
+}
+
+// replay feeds a window of the series as the old version and the next
+// window, times factor, as the new one, one sample per second, through a
+// tracker at the default configuration; control, if set, is fed beside it
+// as a program that never changes. It returns the finding and how long
+// after the reload it came.
+func replay(series, control []Sample, start, w int, factor float64) (*Finding, time.Duration) {
+	cfg := DefaultConfig()
+	cfg.Window = time.Duration(w) * time.Second
+	tr := NewTracker(cfg)
+	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	reload := t0.Add(time.Duration(w) * time.Second)
+	for i := 0; i < 2*w+1; i++ {
+		s := series[start+i]
+		s.At = t0.Add(time.Duration(i) * time.Second)
+		if control != nil {
+			c := control[start+i]
+			c.At = s.At
+			tr.Observe("socket_filter/control", "ctl", c)
+		}
+		tag := "old"
+		if !s.At.Before(reload) {
+			tag, s.NsPerRun = "new", s.NsPerRun*factor
+		}
+		if f := tr.Observe("socket_filter/p", tag, s); f != nil {
+			return f, s.At.Sub(reload)
+		}
+	}
+	return nil, 0
+}
+
+// BenchmarkDetectorReplay replays the recorded series through the
+// detector: 200 trials with no change and 200 with +15% after a reload, at
+// the default window (10 minutes of 1 s intervals: 600 a side; the
+// recorded intervals are 200 ms, replayed as 1 s). Each trial starts at a
+// random offset, so trials overlap: the rates are of windows of one
+// recording, not of independent machines. It replays a series as
+// recorded alone (nothing tells the machine's drift from the program's);
+// a pair recorded side by side, the second as an unchanged control program
+// (the daemon's case on a host with other busy programs); and the first
+// series with its slow drift divided out by a centred rolling median of
+// 301 intervals, to tell the interval noise from the drift.
+func BenchmarkDetectorReplay(b *testing.B) {
+	series := recorded(b, "testdata/loop.csv")
+	w := int(DefaultWindow / time.Second)
+	if len(series) < 2*w+2 {
+		b.Fatalf("recorded series has %d intervals, want at least %d", len(series), 2*w+2)
+	}
+	pair, control := recorded(b, "testdata/pair.csv"), recorded(b, "testdata/pair_control.csv")
+	n := min(len(pair), len(control))
+	for _, v := range []struct {
+		name            string
+		series, control []Sample
+	}{
+		{"as recorded, alone", series, nil},
+		{"as recorded, with a control program", pair[:n], control[:n]},
+		{"drift divided out", detrend(series, 150), nil},
+	} {
+		falsePos, detected, delay := trials(v.series, v.control, w)
+		b.Logf("%s: %d intervals; window %v (%d a side); no change: %d/200 findings (%.1f%%, goal <= 1%%); +15%%: %d/200 detected (%.1f%%, goal >= 95%%); decided %v after the reload",
+			v.name, len(v.series), DefaultWindow, w, falsePos, float64(falsePos)/2, detected, float64(detected)/2, delay)
+		if v.control != nil {
+			b.ReportMetric(float64(falsePos)/2, "false-positive-%")
+			b.ReportMetric(float64(detected)/2, "detected-%")
+			b.ReportMetric(delay.Seconds(), "delay-s")
+		}
+	}
+}
+
+func trials(series, control []Sample, w int) (falsePos, detected int, delay time.Duration) {
+	rng := rand.New(rand.NewPCG(2026, 1123))
+	for i := 0; i < 200; i++ {
+		start := rng.IntN(len(series) - 2*w - 1)
+		if f, _ := replay(series, control, start, w, 1); f != nil && f.Kind != "" {
+			falsePos++
+		}
+		f, d := replay(series, control, start, w, 1.15)
+		if f != nil && f.Kind == KindRegression {
+			detected++
+			delay = max(delay, d)
+		}
+	}
+	return falsePos, detected, delay
+}
+
+// detrend divides each interval's ns/run by the median of the 2h+1
+// intervals around it (times the series' overall median).
+func detrend(series []Sample, h int) []Sample {
+	all := make([]float64, len(series))
+	for i, s := range series {
+		all[i] = s.NsPerRun
+	}
+	overall := median(all)
+	out := make([]Sample, len(series))
+	for i, s := range series {
+		lo, hi := max(0, i-h), min(len(series), i+h+1)
+		s.NsPerRun = s.NsPerRun / median(all[lo:hi]) * overall
+		out[i] = s
+	}
+	return out
+}
+
+// BenchmarkDetectorCost is the detector's cost per program per tick: an
+// Observe with no reload pending (what almost every tick is), and the one
+// decision a reload costs (600 + 600 intervals), which amortized over the
+// window's 600 ticks is also given.
+func BenchmarkDetectorCost(b *testing.B) {
+	series := recorded(b, "testdata/loop.csv")
+	w := int(DefaultWindow / time.Second)
+	tr := NewTracker(DefaultConfig())
+	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	const ticks = 100_000
+	start := time.Now()
+	for i := 0; i < ticks; i++ {
+		s := series[i%len(series)]
+		s.At = t0.Add(time.Duration(i) * time.Second)
+		tr.Observe("socket_filter/p", "old", s)
+	}
+	observe := time.Since(start) / ticks
+	const decisions = 50
+	before, after := series[:w], series[w:2*w]
+	start = time.Now()
+	for i := 0; i < decisions; i++ {
+		Compare(before, after, DefaultConfig())
+	}
+	decide := time.Since(start) / decisions
+	b.ReportMetric(float64(observe.Nanoseconds()), "ns/observe")
+	b.ReportMetric(float64(decide.Microseconds()), "us/decision")
+	b.Logf("per program per tick: %v (Observe, no reload pending); one decision of %d+%d intervals: %v, %v per tick amortized over the window",
+		observe, w, w, decide, decide/time.Duration(w))
+}

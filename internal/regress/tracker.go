@@ -1,0 +1,182 @@
+package regress
+
+import (
+	"sort"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+)
+
+// Finding is a decided comparison between two versions of one program key.
+type Finding struct {
+	Key    string `json:"key"`
+	OldTag string `json:"old_tag"`
+	NewTag string `json:"new_tag"`
+	api.Windows
+	Result
+}
+
+// tagged is a sample with the version it was taken from.
+type tagged struct {
+	Sample
+	tag string
+}
+
+// pending is a change of version waiting for its after window to fill.
+type pending struct {
+	at             time.Time
+	oldTag, newTag string
+}
+
+type keyState struct {
+	tag     string
+	samples []tagged // oldest first, pruned to what a decision can need
+	change  *pending
+}
+
+// Tracker follows program keys across versions: fed one sample per
+// interval per key, it returns a finding once a new version has run for a
+// window. The same tag again never starts a comparison. It is not safe for
+// concurrent use.
+type Tracker struct {
+	cfg  Config
+	keys map[string]*keyState
+}
+
+// NewTracker returns a tracker deciding with cfg.
+func NewTracker(cfg Config) *Tracker { return &Tracker{cfg: cfg, keys: map[string]*keyState{}} }
+
+// Seen records that key runs tag now without a sample (a program that was
+// idle this interval), so a reload is noticed when it happens.
+func (t *Tracker) Seen(key, tag string, now time.Time) { t.state(key, tag, now) }
+
+// Observe adds one interval's sample of key running tag. It returns the
+// finding, decided or not (Kind empty and Undecided set), when a change of
+// version has now run for a window; nil otherwise.
+func (t *Tracker) Observe(key, tag string, s Sample) *Finding {
+	st := t.state(key, tag, s.At)
+	st.samples = append(st.samples, tagged{s, tag})
+	t.prune(st, s.At)
+	c := st.change
+	if c == nil || s.At.Sub(c.at) < t.cfg.Window {
+		return nil
+	}
+	st.change = nil
+	f := &Finding{Key: key, OldTag: c.oldTag, NewTag: c.newTag, Windows: api.Windows{
+		Changed: c.at, BeforeFrom: c.at.Add(-t.cfg.Window), BeforeTo: c.at, AfterFrom: c.at, AfterTo: s.At}}
+	var before, after []Sample
+	for _, x := range st.samples {
+		switch {
+		case x.tag == c.oldTag && !x.At.Before(f.BeforeFrom) && x.At.Before(c.at):
+			before = append(before, x.Sample)
+		case x.tag == c.newTag && !x.At.Before(c.at):
+			after = append(after, x.Sample)
+		}
+	}
+	drift, controls := t.drift(key, f.Windows)
+	if drift != 1 {
+		for i := range after {
+			after[i].NsPerRun /= drift
+		}
+	}
+	f.Result = Compare(before, after, t.cfg)
+	f.Drift, f.Controls = drift, controls
+	return f
+}
+
+// maxControls bounds the keys a decision reads to tell the machine's drift.
+const maxControls = 32
+
+// drift is the median after/before ratio of median ns/run over the
+// windows w of other keys that ran one version throughout: how much the
+// machine itself slowed (its other tenants, its clock), which a program's
+// change must not be blamed for. 1 when no key qualifies.
+func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
+	keys := make([]string, 0, len(t.keys))
+	for k := range t.keys {
+		if k != self {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var ratios []float64
+	for _, k := range keys {
+		st := t.keys[k]
+		if st.change != nil {
+			continue
+		}
+		var before, after []float64
+		steady := true
+		for _, x := range st.samples {
+			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
+				continue
+			}
+			if x.tag != st.tag {
+				steady = false
+				break
+			}
+			if x.At.Before(w.Changed) {
+				before = append(before, x.NsPerRun)
+			} else {
+				after = append(after, x.NsPerRun)
+			}
+		}
+		if !steady || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
+			continue
+		}
+		if mb := median(before); mb > 0 {
+			ratios = append(ratios, median(after)/mb)
+		}
+		if len(ratios) == maxControls {
+			break
+		}
+	}
+	if len(ratios) == 0 {
+		return 1, 0
+	}
+	return median(ratios), len(ratios)
+}
+
+// Forget drops keys not seen since before: programs gone for good.
+func (t *Tracker) Forget(before time.Time) {
+	for k, st := range t.keys {
+		if n := len(st.samples); st.change == nil && (n == 0 || st.samples[n-1].At.Before(before)) {
+			delete(t.keys, k)
+		}
+	}
+}
+
+// Keys is how many program keys are followed.
+func (t *Tracker) Keys() int { return len(t.keys) }
+
+func (t *Tracker) state(key, tag string, now time.Time) *keyState {
+	st := t.keys[key]
+	if st == nil {
+		st = &keyState{tag: tag}
+		t.keys[key] = st
+	}
+	if st.tag != tag {
+		// A second reload before the first was decided leaves the first
+		// without an after window: compare the newest change only.
+		st.change = &pending{at: now, oldTag: st.tag, newTag: tag}
+		st.tag = tag
+	}
+	return st
+}
+
+// prune keeps the samples a decision can still need: a window before the
+// pending change, or two windows back from now (another key's decision
+// reads both its windows here to tell the machine's drift).
+func (t *Tracker) prune(st *keyState, now time.Time) {
+	from := now.Add(-2 * t.cfg.Window)
+	if st.change != nil {
+		from = st.change.at.Add(-t.cfg.Window)
+	}
+	i := 0
+	for i < len(st.samples) && st.samples[i].At.Before(from) {
+		i++
+	}
+	if i > 0 {
+		st.samples = append(st.samples[:0], st.samples[i:]...)
+	}
+}
