@@ -34,6 +34,9 @@ type metrics struct {
 	registry     *prometheus.Registry
 	programs     *programFamilies
 	sweep, write prometheus.Histogram
+	// findings counts the regression detector's findings since start, by
+	// kind and program key, for dashboards' markers and alerts.
+	findings *prometheus.CounterVec
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -51,9 +54,13 @@ func newMetrics(d *Daemon) *metrics {
 			Help:    "Time each tick's store write took.",
 			Buckets: buckets,
 		}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bpfperf_program_findings_total",
+			Help: "Regressions, improvements and shifts the daemon found since it started, by program name and type (a finding spans two versions, so it has no id).",
+		}, []string{"kind", "type", "name"}),
 	}
 	m.registry.MustRegister(
-		m.sweep, m.write, &daemonCollector{d: d}, &ownerCollector{d: d},
+		m.sweep, m.write, m.findings, &daemonCollector{d: d}, &ownerCollector{d: d},
 		promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}),
 		promcollectors.NewGoCollector(),
 	)

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -125,7 +126,8 @@ func regressionScenario(t *testing.T, d *daemonProc, window time.Duration) (slow
 func TestRegressionEndToEnd(t *testing.T) {
 	privtest.Root(t)
 	const window = 4 * time.Second
-	d := startDaemon(t, t.TempDir(), "--regressions.window", window.String(), "--profile.every", "0")
+	web := freeAddr(t)
+	d := startDaemon(t, t.TempDir(), "--regressions.window", window.String(), "--profile.every", "0", "--web.listen-address", web)
 	var slower, same string
 	var r api.Regression
 	var drift float64
@@ -169,6 +171,12 @@ func TestRegressionEndToEnd(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d regression events of %s, want 1", n, slower)
+	}
+	// Prometheus counts it, by program.
+	_, _, metrics := get(t, "http://"+web+"/metrics")
+	series := fmt.Sprintf(`bpfperf_program_findings_total{kind="regression",name=%q,type="socket_filter"} 1`, slower)
+	if !strings.Contains(string(metrics), series) {
+		t.Errorf("/metrics has no %s", series)
 	}
 	if out := d.cli(t, "regressions", "show", r.ID); !strings.Contains(out, "regression "+r.ID) || !strings.Contains(out, "profiling is off") {
 		t.Errorf("regressions show:\n%s", out)

@@ -13,6 +13,13 @@ import (
 // iterator as its own program and shows its run time as the cost.
 func TestSweepIterator(t *testing.T) {
 	privtest.Root(t)
+	// An idle program to prove the iterator on: a host with none leaves
+	// the proof for later (TestSweeperRetriesAProofWithNothingToCompare).
+	idle, err := privtest.LoadSocketFilter("sweep_idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
 	d := startDaemon(t, t.TempDir())
 	var st api.Status
 	d.json(t, &st, "status")
