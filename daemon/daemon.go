@@ -61,12 +61,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	path := filepath.Join(cfg.StateDir, StoreFile)
-	db, err := store.Open(path, store.Options{})
+	db, err := store.Open(path, store.Options{Context: ctx})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("%w: %s is locked by another bpfperfd", ErrSocketInUse, path)
 		}
-		return err
+		return refusedStore(path, err)
 	}
 	defer db.Close()
 

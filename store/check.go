@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -60,19 +61,32 @@ func (db *DB) Check() ([]string, error) {
 		report("%s", p)
 	}
 	err = db.view(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents, bucketProfiles, bucketBench} {
+		// A store of an older schema lacks the buckets its migration adds.
+		version := uint32(0)
+		if meta := tx.Bucket(bucketMeta); meta == nil {
+			if tx.Bucket(bucketPrograms) != nil {
+				report("bucket meta is missing")
+			}
+		} else if v := meta.Get(keySchema); len(v) != 4 {
+			report("schema version is missing")
+		} else {
+			version = min(binary.BigEndian.Uint32(v), SchemaVersion)
+		}
+		for _, b := range slices.Concat(schemaBuckets[:version+1]...) {
 			if tx.Bucket(b) == nil {
 				report("bucket %s is missing", b)
 			}
 		}
-		if len(problems) > 0 {
-			return nil // the rest would only add noise
+		if len(problems) > 0 || version == 0 {
+			return nil // the rest would only add noise, or there is no rest
 		}
-		if v := tx.Bucket(bucketMeta).Get(keySchema); len(v) != 4 {
-			report("schema version is missing")
+		forEach := func(name []byte, fn func(k, v []byte) error) {
+			if b := tx.Bucket(name); b != nil {
+				b.ForEach(fn)
+			}
 		}
 		programs := map[string]bool{}
-		tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
+		forEach(bucketPrograms, func(k, v []byte) error {
 			var p Program
 			switch {
 			case len(k) != 8:
@@ -110,7 +124,7 @@ func (db *DB) Check() ([]string, error) {
 			}
 			lastEnd[string(series)] = last.lastT
 		}
-		tx.Bucket(bucketChunks).ForEach(func(k, v []byte) error {
+		forEach(bucketChunks, func(k, v []byte) error {
 			if len(k) != 17 {
 				report("chunk key %x: length %d, want 17", k, len(k))
 				return nil
@@ -118,23 +132,23 @@ func (db *DB) Check() ([]string, error) {
 			checkChunk(k[:9], int64(binary.BigEndian.Uint64(k[9:])), v, "chunk")
 			return nil
 		})
-		tx.Bucket(bucketHead).ForEach(func(k, v []byte) error {
+		forEach(bucketHead, func(k, v []byte) error {
 			checkChunk(k, -1, v, "open chunk")
 			return nil
 		})
-		tx.Bucket(bucketProfiles).ForEach(func(k, v []byte) error {
+		forEach(bucketProfiles, func(k, v []byte) error {
 			if _, _, err := decodeProfile(k, v); err != nil {
 				report("profile %x: %v", k, err)
 			}
 			return nil
 		})
-		tx.Bucket(bucketBench).ForEach(func(k, v []byte) error {
+		forEach(bucketBench, func(k, v []byte) error {
 			if _, err := decodeBenchRun(k, v); err != nil {
 				report("bench run %x: %v", k, err)
 			}
 			return nil
 		})
-		tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+		forEach(bucketEvents, func(k, v []byte) error {
 			var e Event
 			if len(k) != 16 || json.Unmarshal(v, &e) != nil {
 				report("event %x is not valid", k)

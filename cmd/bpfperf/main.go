@@ -3,8 +3,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/urfave/cli/v2"
 )
 
 // version and commit are set at build time with -ldflags "-X main.version=...
@@ -19,6 +22,11 @@ func main() {
 	app := newApp(dialDaemon)
 	if err := app.Run(interspersed(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "bpfperf: "+err.Error())
+		// A command with exit statuses of its own (store check) says so.
+		var coded cli.ExitCoder
+		if errors.As(err, &coded) && coded.ExitCode() > 0 {
+			os.Exit(coded.ExitCode())
+		}
 		os.Exit(1)
 	}
 }
