@@ -17,7 +17,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps install uninstall test test-vm bench generate check-generate demo run clean
+.PHONY: all build deb deps install uninstall test test-vm bench fuzz generate check-generate demo run clean
 
 all: build
 
@@ -63,6 +63,13 @@ test-vm:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/
+
+# The long damaged-store run: thousands of damaged copies through the store
+# (every meta-page bit, 2,000 random page flips, 512 flips in the unused
+# tail of the meta pages) and the binaries on a sample. `go test` runs a
+# short version; BPFPERF_DAMAGE_SEED=N replays a run.
+fuzz:
+	BPFPERF_DAMAGE_COPIES=2000 BPFPERF_DAMAGE_TAIL=512 $(GO) test -count=1 -timeout 60m -run 'TestDamaged' -v ./store/ ./daemon/
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -26,7 +28,7 @@ func (db *DB) checkPages() ([]string, error) {
 		var problems []string
 		for err := range tx.Check() {
 			if len(problems) < maxProblems {
-				problems = append(problems, fmt.Sprintf("bbolt: %v", err))
+				problems = append(problems, bboltProblem(err))
 			}
 		}
 		return problems
@@ -42,6 +44,26 @@ func (db *DB) checkPages() ([]string, error) {
 	}
 	return problems, nil
 }
+
+// bboltProblem words one of bbolt's check findings for a user: the page
+// it names, without the panic, wrapper or runtime text it may come in.
+func bboltProblem(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "panic: ")
+	if inner, ok := strings.CutPrefix(msg, "freepages: failed to get all reachable pages ("); ok {
+		msg = strings.TrimSuffix(inner, ")")
+	}
+	msg = stackInCheck.ReplaceAllString(msg, "(reached through pages $1)")
+	if strings.Contains(msg, "runtime error") {
+		if m := pageInPanic.FindStringSubmatch(msg); m != nil {
+			return fmt.Sprintf("page %s is damaged: reading it fails", m[1])
+		}
+		return "a page is damaged: reading the page tree fails"
+	}
+	return msg
+}
+
+var stackInCheck = regexp.MustCompile(`\(stack: \[([0-9 ]*)\]\)`)
 
 // Check reads the whole store and returns what is wrong with it: bbolt's
 // own page checks, then every record and chunk decoded and cross-checked.
