@@ -46,6 +46,15 @@ func storeCommand(dial clientFactory) *cli.Command {
 				},
 				Action: storeCheck(dial),
 			},
+			{
+				Name:  "salvage",
+				Usage: "copy every readable record of a damaged store file into a new store, and say what was lost",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "file", Required: true, Usage: "the damaged store file (read, never written)"},
+					&cli.StringFlag{Name: "to", Required: true, Usage: "the new store file to write (must not exist)"},
+				},
+				Action: storeSalvage,
+			},
 		},
 	}
 }
