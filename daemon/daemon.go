@@ -69,6 +69,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return refusedStore(path, err)
 	}
 	defer db.Close()
+	db.OnDamage(func(what string) {
+		log.Error("store found damaged while running: writes to it are stopped; sampling and live figures go on",
+			"store", path, "damage", what, "run", "stop bpfperfd, then bpfperf store salvage --file "+path+" --to NEW.db")
+	})
 
 	bootID, err := readBootID(cfg.ProcRoot)
 	if err != nil {
@@ -197,7 +201,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		}
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
-		if now.Truncate(time.Minute) != lastRollup {
+		if now.Truncate(time.Minute) != lastRollup && d.store.Damaged() == "" {
 			if err := d.store.Rollup(now); err != nil {
 				d.cfg.Logger.Warn("rollup", "err", err)
 			} else {
@@ -226,6 +230,9 @@ func (d *Daemon) expire(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if d.store.Damaged() != "" {
+			continue // nothing is written to a damaged store
 		}
 		start := time.Now()
 		n, err := d.store.Expire(d.now(), d.cfg.Retention)

@@ -179,5 +179,8 @@ func (db *DB) Check() ([]string, error) {
 		})
 		return nil
 	})
+	if err == nil && len(problems) > 0 {
+		db.noteDamage(fmt.Errorf("%w: %s", ErrCorrupt, problems[0]))
+	}
 	return problems, err
 }

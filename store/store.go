@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -140,6 +141,9 @@ type DB struct {
 	// touched holds raw series written to since the last complete rollup,
 	// with their newest sample time (ms): the series the next rollup reads.
 	touched map[string]int64
+
+	damaged  atomic.Pointer[string] // running_damage.go
+	onDamage func(what string)
 }
 
 // Options tune Open.
