@@ -73,16 +73,23 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := api:FuzzParseTime store:FuzzChunk store:FuzzDecodeChunk store:FuzzDecodeSealed \
 	store:FuzzDecodeProfile store:FuzzDecodeBenchRun bench:FuzzSuiteFile bench:FuzzMapInit \
 	bench:FuzzObjectFile bench:FuzzReadJSON profile:FuzzParseData
+#
+# Then the long damaged-store run: thousands of damaged copies through the
+# store (every meta-page bit, 2,000 random page flips, 512 flips in the
+# unused tail of the meta pages) and the binaries on a sample. `go test`
+# runs a short version; BPFPERF_DAMAGE_SEED=N replays a run.
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz ./$$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; \
 	done
+	BPFPERF_DAMAGE_COPIES=2000 BPFPERF_DAMAGE_TAIL=512 $(GO) test -count=1 -timeout 60m -run 'TestDamaged' -v ./store/ ./daemon/
 
 # Long runs CI has no time for: 10,000 programs loaded and unloaded under a
 # daemon sampling every 100 ms (make test churns 2,000).
 soak:
 	BPFPERF_CHURN_PROGRAMS=10000 $(GO) test -count=1 -run '^TestChurn$$' -v -timeout 30m ./daemon/
+
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:

@@ -16,9 +16,12 @@ type Status struct {
 	ProgramsSeen   int       `json:"programs_seen"` // instances in the store, loaded or not
 	StorePath      string    `json:"store_path"`
 	StoreBytes     int64     `json:"store_bytes"`
-	LastSample     time.Time `json:"last_sample,omitzero"`
-	LastSweepMs    float64   `json:"last_sweep_ms"`
-	LastWriteMs    float64   `json:"last_write_ms"`
+	// StoreDamaged says what was found damaged in the store while
+	// running; nothing more is written to it. Empty while it is sound.
+	StoreDamaged string    `json:"store_damaged,omitempty"`
+	LastSample   time.Time `json:"last_sample,omitzero"`
+	LastSweepMs  float64   `json:"last_sweep_ms"`
+	LastWriteMs  float64   `json:"last_write_ms"`
 	// Sweep is how programs are read each tick: "iter" (one BPF iterator
 	// read) or "fd" (open, describe and close each program); SweepDetail
 	// says why, and when the iterator was last proved against

@@ -194,6 +194,11 @@ func TestBenchStoreBadInput(t *testing.T) {
 		{`{"time":"2026-11-21T10:00:00Z","results":[]}`, "", "no results"},
 		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x"}]} {}`, "", "after the JSON"},
 		{`{"results":[{"name":"x"}]}`, "", "time"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":5}]}`, "", "results[0].name: want a string"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x","runs":[{"cpu":"0"}]}]}`, "", "results[0].runs[0].cpu: want a whole number"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x"}]}`, "", "results[0] (x): no measurements"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x","runs":[{"cpu":0,"measurements_ns":[5,-1]}]}]}`, "", "measurements_ns[1] is -1"},
+		{`{"time":"2026-11-21T10:00:00Z","results":[{"name":"x","runs":[{"cpu":0,"measurements_ns":[1e308]}]}]}`, "", "is 1e+308: want 0 to"},
 		{string(report), "two\nlines", "label"},
 	} {
 		if _, err := client.StoreBenchRun([]byte(c.body), c.label); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -68,14 +68,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	path := filepath.Join(cfg.StateDir, StoreFile)
-	db, err := store.Open(path, store.Options{})
+	db, err := store.Open(path, store.Options{Context: ctx})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return fmt.Errorf("%w: %s is locked by another bpfperfd", ErrSocketInUse, path)
 		}
-		return err
+		return refusedStore(path, err)
 	}
 	defer db.Close()
+	db.OnDamage(func(what string) {
+		log.Error("store found damaged while running: writes to it are stopped; sampling and live figures go on",
+			"store", path, "damage", what, "run", "stop bpfperfd, then bpfperf store salvage --file "+path+" --to NEW.db")
+	})
 
 	bootID, err := readBootID(cfg.ProcRoot)
 	if err != nil {
@@ -219,7 +223,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		d.detect(now)
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
-		if now.Truncate(time.Minute) != lastRollup {
+		if now.Truncate(time.Minute) != lastRollup && d.store.Damaged() == "" {
 			if err := d.store.Rollup(now); err != nil {
 				d.cfg.Logger.Warn("rollup", "err", err)
 			} else {
@@ -248,6 +252,9 @@ func (d *Daemon) expire(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if d.store.Damaged() != "" {
+			continue // nothing is written to a damaged store
 		}
 		start := time.Now()
 		n, err := d.store.Expire(d.now(), d.cfg.Retention)

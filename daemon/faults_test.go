@@ -168,8 +168,8 @@ func TestBadStoreFiles(t *testing.T) {
 		want    string
 	}{
 		{"newer schema", future, "written by a newer bpfperf"},
-		{"truncated", valid[:len(valid)/2], "store is corrupt"},
-		{"zeroed meta", append(make([]byte, 8192), valid[8192:]...), "store is corrupt"},
+		{"truncated", valid[:len(valid)/2], "file is truncated"},
+		{"zeroed meta", append(make([]byte, 8192), valid[8192:]...), "not a bbolt store"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			state := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +76,10 @@ func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var rep bench.Report
 	if err := dec.Decode(&rep); err != nil {
-		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json): %w", ErrBadRequest, err)
+		if where := typeMismatch(body, reflect.TypeFor[bench.Report]()); where != nil {
+			return run, fmt.Errorf("%w: bench report: %w", ErrBadRequest, where)
+		}
+		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json)", ErrBadRequest)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return run, fmt.Errorf("%w: not a bench report: data after the JSON document", ErrBadRequest)
@@ -91,6 +95,11 @@ func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error
 	if rep.Time.IsZero() || rep.Time.Year() < 2000 || rep.Time.After(now.Add(time.Hour)) {
 		return run, fmt.Errorf("%w: bench report time %q is missing or out of range", ErrBadRequest, rep.Time.Format(time.RFC3339))
 	}
+	for i, res := range rep.Results {
+		if err := checkMeasurements(res); err != nil {
+			return run, fmt.Errorf("%w: bench report: results[%d] (%s): %w", ErrBadRequest, i, res.Name, err)
+		}
+	}
 	if len(label) > maxBenchLabel || strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return run, fmt.Errorf("%w: label must be printable and at most %d bytes", ErrBadRequest, maxBenchLabel)
 	}
@@ -104,6 +113,37 @@ func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error
 		}
 	}
 	return run, nil
+}
+
+// maxRunNs bounds one measured run: a run of more than a day is not a
+// measurement but a broken report (and sums of such overflow).
+const maxRunNs = 86400e9
+
+// checkMeasurements refuses a result that ran but measured nothing, or
+// whose figures are negative or out of range, before it is stored: compare
+// would refuse it later, when the report is gone.
+func checkMeasurements(res bench.Result) error {
+	if res.Skipped != "" || res.Error != "" {
+		return nil
+	}
+	if len(res.Measurements()) == 0 {
+		return errors.New("no measurements (a result that ran has at least one)")
+	}
+	inRange := func(x float64) bool { return x >= 0 && x <= maxRunNs }
+	for j, run := range res.Runs {
+		for k, x := range run.Measurements {
+			if !inRange(x) {
+				return fmt.Errorf("runs[%d].measurements_ns[%d] is %g: want 0 to %g ns", j, k, x, float64(maxRunNs))
+			}
+		}
+	}
+	s := res.Summary
+	for name, x := range map[string]float64{"median_ns": s.Median, "mean_ns": s.Mean, "min_ns": s.Min, "max_ns": s.Max, "iqr_ns": s.IQR, "stddev_ns": s.Stddev} {
+		if !inRange(x) {
+			return fmt.Errorf("summary.%s is %g: want 0 to %g ns", name, x, float64(maxRunNs))
+		}
+	}
+	return nil
 }
 
 // defaultBenchLabel says what ran: "quick filter=^maps/".

@@ -18,8 +18,15 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	// prog narrows to one program's events: an id, a name or name@tag,
+	// one the store knows (404 otherwise, as history).
+	if ref := q.Get("prog"); ref != "" {
+		if _, err := s.d.resolve(ref); err != nil {
+			reply(w, nil, err)
+			return
+		}
+	}
 	events, err := s.d.store.Events(since, until)
-	// prog narrows to one program's events: an id, a name or name@tag.
 	if ref := q.Get("prog"); ref != "" && err == nil {
 		name, tag, hasTag := strings.Cut(ref, "@")
 		id, idErr := strconv.ParseUint(ref, 10, 32)

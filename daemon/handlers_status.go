@@ -32,6 +32,7 @@ func (d *Daemon) status() api.Status {
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
+	st.StoreDamaged = d.store.Damaged()
 	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
 	s.mu.RUnlock()
 	var last, total, since uint64

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -20,8 +21,13 @@ type instance struct {
 // name@tag. Loaded instances come first, then the rest newest first.
 func (d *Daemon) resolve(ref string) ([]instance, error) {
 	recs, err := d.store.Programs()
-	if err != nil {
+	if err != nil && d.store.Damaged() == "" {
 		return nil, err
+	}
+	if err != nil {
+		// A damaged store cannot list programs; the loaded ones still
+		// have live figures.
+		recs = d.liveRecords()
 	}
 	name, tag, hasTag := strings.Cut(ref, "@")
 	id, idErr := strconv.ParseUint(ref, 10, 32)
@@ -93,4 +99,17 @@ func overlap(insts []instance) bool {
 		}
 	}
 	return live > 1
+}
+
+// liveRecords are the loaded programs as the store would record them.
+func (d *Daemon) liveRecords() []store.Program {
+	d.sampler.mu.RLock()
+	defer d.sampler.mu.RUnlock()
+	var recs []store.Program
+	for _, p := range d.sampler.progs {
+		if rec, err := d.sampler.record(p, time.Time{}); err == nil {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
 }

@@ -226,10 +226,20 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	}
 
 	wstart := time.Now()
-	s.backlog.push(t)
-	delayed := len(s.backlog.ticks) - 1
-	_, err = s.backlog.flush(s.store.WriteTick)
+	delayed := 0
+	if s.store.Damaged() != "" {
+		// Writes are stopped for good (running_damage.go in store): keep
+		// nothing back for a store that will not take it.
+		s.backlog = backlog{}
+		err = s.store.WriteTick(t)
+	} else {
+		s.backlog.push(t)
+		delayed = len(s.backlog.ticks) - 1
+		_, err = s.backlog.flush(s.store.WriteTick)
+	}
 	switch {
+	case errors.Is(err, store.ErrWritesStopped):
+		// The store said so once, when it found the damage.
 	case err != nil && s.lastErr == nil:
 		s.log.Error("store write failed; keeping the newest samples in memory until it works again", "err", err)
 	case err == nil && s.lastErr != nil:

@@ -16,7 +16,7 @@ type server struct {
 	d *Daemon
 }
 
-func (s *server) routes() *http.ServeMux {
+func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/progs", s.progs)
@@ -33,7 +33,7 @@ func (s *server) routes() *http.ServeMux {
 	s.benchRoutes(mux)
 	s.counterRoutes(mux)
 	s.regressionRoutes(mux)
-	return mux
+	return strict(mux)
 }
 
 // reply answers v as JSON, or err as the API's error body with the status

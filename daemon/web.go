@@ -111,7 +111,7 @@ func (d *Daemon) webRoutes() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", (&server{d: d}).pprofProfile)
 	mux.Handle("GET /v1/", (&server{d: d}).routes())
 	d.dashboardRoutes(mux)
-	return readOnly(limitRequests(mux, d.cfg.Web.MaxRequests))
+	return readOnly(limitRequests(strict(mux), d.cfg.Web.MaxRequests))
 }
 
 // readOnly refuses every method but GET and HEAD.

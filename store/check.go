@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,7 +28,7 @@ func (db *DB) checkPages() ([]string, error) {
 		var problems []string
 		for err := range tx.Check() {
 			if len(problems) < maxProblems {
-				problems = append(problems, fmt.Sprintf("bbolt: %v", err))
+				problems = append(problems, bboltProblem(err))
 			}
 		}
 		return problems
@@ -41,6 +44,26 @@ func (db *DB) checkPages() ([]string, error) {
 	}
 	return problems, nil
 }
+
+// bboltProblem words one of bbolt's check findings for a user: the page
+// it names, without the panic, wrapper or runtime text it may come in.
+func bboltProblem(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "panic: ")
+	if inner, ok := strings.CutPrefix(msg, "freepages: failed to get all reachable pages ("); ok {
+		msg = strings.TrimSuffix(inner, ")")
+	}
+	msg = stackInCheck.ReplaceAllString(msg, "(reached through pages $1)")
+	if strings.Contains(msg, "runtime error") {
+		if m := pageInPanic.FindStringSubmatch(msg); m != nil {
+			return fmt.Sprintf("page %s is damaged: reading it fails", m[1])
+		}
+		return "a page is damaged: reading the page tree fails"
+	}
+	return msg
+}
+
+var stackInCheck = regexp.MustCompile(`\(stack: \[([0-9 ]*)\]\)`)
 
 // Check reads the whole store and returns what is wrong with it: bbolt's
 // own page checks, then every record and chunk decoded and cross-checked.
@@ -60,19 +83,32 @@ func (db *DB) Check() ([]string, error) {
 		report("%s", p)
 	}
 	err = db.view(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents, bucketProfiles, bucketBench} {
+		// A store of an older schema lacks the buckets its migration adds.
+		version := uint32(0)
+		if meta := tx.Bucket(bucketMeta); meta == nil {
+			if tx.Bucket(bucketPrograms) != nil {
+				report("bucket meta is missing")
+			}
+		} else if v := meta.Get(keySchema); len(v) != 4 {
+			report("schema version is missing")
+		} else {
+			version = min(binary.BigEndian.Uint32(v), SchemaVersion)
+		}
+		for _, b := range slices.Concat(schemaBuckets[:version+1]...) {
 			if tx.Bucket(b) == nil {
 				report("bucket %s is missing", b)
 			}
 		}
-		if len(problems) > 0 {
-			return nil // the rest would only add noise
+		if len(problems) > 0 || version == 0 {
+			return nil // the rest would only add noise, or there is no rest
 		}
-		if v := tx.Bucket(bucketMeta).Get(keySchema); len(v) != 4 {
-			report("schema version is missing")
+		forEach := func(name []byte, fn func(k, v []byte) error) {
+			if b := tx.Bucket(name); b != nil {
+				b.ForEach(fn)
+			}
 		}
 		programs := map[string]bool{}
-		tx.Bucket(bucketPrograms).ForEach(func(k, v []byte) error {
+		forEach(bucketPrograms, func(k, v []byte) error {
 			var p Program
 			switch {
 			case len(k) != 8:
@@ -110,7 +146,7 @@ func (db *DB) Check() ([]string, error) {
 			}
 			lastEnd[string(series)] = last.lastT
 		}
-		tx.Bucket(bucketChunks).ForEach(func(k, v []byte) error {
+		forEach(bucketChunks, func(k, v []byte) error {
 			if len(k) != 17 {
 				report("chunk key %x: length %d, want 17", k, len(k))
 				return nil
@@ -118,23 +154,23 @@ func (db *DB) Check() ([]string, error) {
 			checkChunk(k[:9], int64(binary.BigEndian.Uint64(k[9:])), v, "chunk")
 			return nil
 		})
-		tx.Bucket(bucketHead).ForEach(func(k, v []byte) error {
+		forEach(bucketHead, func(k, v []byte) error {
 			checkChunk(k, -1, v, "open chunk")
 			return nil
 		})
-		tx.Bucket(bucketProfiles).ForEach(func(k, v []byte) error {
+		forEach(bucketProfiles, func(k, v []byte) error {
 			if _, _, err := decodeProfile(k, v); err != nil {
 				report("profile %x: %v", k, err)
 			}
 			return nil
 		})
-		tx.Bucket(bucketBench).ForEach(func(k, v []byte) error {
+		forEach(bucketBench, func(k, v []byte) error {
 			if _, err := decodeBenchRun(k, v); err != nil {
 				report("bench run %x: %v", k, err)
 			}
 			return nil
 		})
-		tx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
+		forEach(bucketEvents, func(k, v []byte) error {
 			var e Event
 			if len(k) != 16 || json.Unmarshal(v, &e) != nil {
 				report("event %x is not valid", k)
@@ -143,5 +179,8 @@ func (db *DB) Check() ([]string, error) {
 		})
 		return nil
 	})
+	if err == nil && len(problems) > 0 {
+		db.noteDamage(fmt.Errorf("%w: %s", ErrCorrupt, problems[0]))
+	}
 	return problems, err
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"fmt"
+	"regexp"
 	"runtime/debug"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -13,17 +15,38 @@ import (
 // this goroutine only.
 func guard(err *error) {
 	if p := recover(); p != nil {
-		*err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		*err = fmt.Errorf("%w: %s", ErrCorrupt, panicFinding(fmt.Sprint(p)))
 	}
 }
 
+var pageSaysOther = regexp.MustCompile(`Page expected to be: (\d+), but self identifies as (\d+)`)
+
+// panicFinding words what a recovered bbolt panic says about the file,
+// without Go's runtime text.
+func panicFinding(msg string) string {
+	if m := pageSaysOther.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("page %s is damaged (its header says page %s)", m[1], m[2])
+	}
+	if strings.Contains(msg, "runtime error") || strings.Contains(msg, "fault") {
+		return crashFinding(msg)
+	}
+	return strings.TrimPrefix(msg, "assertion failed: ")
+}
+
+// view and update note what they find damaged (running_damage.go); once
+// something is, update writes nothing more.
 func (db *DB) view(fn func(tx *bolt.Tx) error) (err error) {
+	defer func() { db.noteDamage(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(&err)
 	return db.bolt.View(fn)
 }
 
 func (db *DB) update(fn func(tx *bolt.Tx) error) (err error) {
+	if err := db.writesStopped(); err != nil {
+		return err
+	}
+	defer func() { db.noteDamage(err) }()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(&err)
 	return db.bolt.Update(fn)

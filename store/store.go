@@ -6,6 +6,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -143,6 +145,9 @@ type DB struct {
 	// touched holds raw series written to since the last complete rollup,
 	// with their newest sample time (ms): the series the next rollup reads.
 	touched map[string]int64
+
+	damaged  atomic.Pointer[string] // running_damage.go
+	onDamage func(what string)
 }
 
 // Options tune Open.
@@ -151,6 +156,9 @@ type Options struct {
 	Timeout time.Duration
 	// ReadOnly opens without writing anything, not even a migration.
 	ReadOnly bool
+	// Context cancels the proof that runs before a writable open (a
+	// SIGTERM during start-up); nil is context.Background().
+	Context context.Context
 }
 
 // Open opens or creates the store file at path and brings its schema up to
@@ -161,7 +169,11 @@ func Open(path string, opts Options) (db *DB, err error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	if err := precheck(path); err != nil {
+	if err := proveBeforeOpen(opts, path); err != nil {
+		var damage *DamageError
+		if errors.As(err, &damage) {
+			return nil, err // it names the file
+		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, ReadOnly: opts.ReadOnly, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
@@ -190,6 +202,35 @@ func Open(path string, opts Options) (db *DB, err error) {
 	return db, nil
 }
 
+// proveBeforeOpen refuses a damaged store before bbolt maps it. A writable
+// open is proved in full (meta pages, then the page tree and every record
+// in a child): only a proved store is migrated and written, so a refused one is left byte
+// for byte as it was. A read-only open checks the meta pages and the size.
+func proveBeforeOpen(opts Options, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() == 0 {
+		return nil // bbolt creates it, or says why not
+	}
+	if opts.ReadOnly {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if m := checkMetas(f, fi.Size()); len(m.problems) > 0 {
+			return &DamageError{Path: path, Problems: m.problems, Unreadable: !m.readable}
+		}
+		return nil
+	}
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// In full: a record that does not decode is damage too, found here
+	// rather than by the first read that needs it.
+	return CheckFile(ctx, path, true)
+}
+
 // Close closes the file.
 func (db *DB) Close() error { return db.bolt.Close() }
 
@@ -205,15 +246,20 @@ func (db *DB) Size() int64 {
 	return fi.Size()
 }
 
+// schemaBuckets[i] are the buckets schema i added (migrations[i-1]).
+var schemaBuckets = [][][]byte{
+	{},
+	{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents},
+	{bucketProfiles, bucketBench},
+}
+
 // migrations[i] brings a store from schema i to i+1. Schema 0 is an empty
 // file.
 var migrations = []func(tx *bolt.Tx) error{
 	// 0 -> 1: programs, their series, events.
-	func(tx *bolt.Tx) error {
-		return createBuckets(tx, bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents)
-	},
+	func(tx *bolt.Tx) error { return createBuckets(tx, schemaBuckets[1]...) },
 	// 1 -> 2: profiles and benchmark runs.
-	func(tx *bolt.Tx) error { return createBuckets(tx, bucketProfiles, bucketBench) },
+	func(tx *bolt.Tx) error { return createBuckets(tx, schemaBuckets[2]...) },
 }
 
 func createBuckets(tx *bolt.Tx, names ...[]byte) error {

@@ -47,6 +47,7 @@ func newApp(dial clientFactory) *cli.App {
 		HideHelpCommand: true,
 	}
 	quietUsageErrors(app.Commands)
+	limitArgs(app.Commands)
 	app.OnUsageError = usageError
 	return app
 }

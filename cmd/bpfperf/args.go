@@ -84,3 +84,33 @@ func oneArg(c *cli.Context, name string) (string, error) {
 		return "", fmt.Errorf("%s: takes one %s, got %d arguments (flags go before %s)", c.Command.Name, name, c.NArg(), name)
 	}
 }
+
+// limitArgs makes every command refuse more positional arguments than its
+// ArgsUsage names ("PROG (...)" is one, "BASE NEW" two, "[PROFILE...]" any
+// number, none for a command without it), before its action runs: an
+// extra argument is a mistake to report, not a thing to ignore.
+func limitArgs(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		limitArgs(cmd.Subcommands)
+		if cmd.Action == nil {
+			continue
+		}
+		usage := cmd.ArgsUsage
+		if i := strings.Index(usage, "("); i >= 0 {
+			usage = usage[:i]
+		}
+		if strings.Contains(usage, "...") {
+			continue
+		}
+		most, action := len(strings.Fields(usage)), cmd.Action
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() > most {
+				if most == 0 {
+					return fmt.Errorf("%s: unexpected argument %q (it takes none)", c.Command.FullName(), c.Args().First())
+				}
+				return fmt.Errorf("%s: takes %s, got %d arguments (%q is one too many)", c.Command.FullName(), strings.TrimSpace(usage), c.NArg(), c.Args().Get(most))
+			}
+			return action(c)
+		}
+	}
+}

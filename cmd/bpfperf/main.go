@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/urfave/cli/v2"
 )
 
 // version and commit are set at build time with -ldflags "-X main.version=...
@@ -25,6 +27,11 @@ func main() {
 			code = ee.code
 		}
 		fmt.Fprintln(os.Stderr, "bpfperf: "+err.Error())
+		// A command with exit statuses of its own (store check) says so.
+		var coded cli.ExitCoder
+		if errors.As(err, &coded) && coded.ExitCode() > 0 {
+			code = coded.ExitCode()
+		}
 		os.Exit(code)
 	}
 }

@@ -65,6 +65,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 			if s.SkippedPrograms > 0 {
 				kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
 			}
+			if s.StoreDamaged != "" {
+				kv = append(kv, [2]string{"store damage", "writes stopped: " + s.StoreDamaged + "; stop bpfperfd, then run bpfperf store salvage --file " + s.StorePath + " --to NEW.db"})
+			}
 			if s.LastError != "" {
 				kv = append(kv, [2]string{"last error", s.LastError})
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -47,6 +46,15 @@ func storeCommand(dial clientFactory) *cli.Command {
 				},
 				Action: storeCheck(dial),
 			},
+			{
+				Name:  "salvage",
+				Usage: "copy every readable record of a damaged store file into a new store, and say what was lost",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "file", Required: true, Usage: "the damaged store file (read, never written)"},
+					&cli.StringFlag{Name: "to", Required: true, Usage: "the new store file to write (must not exist)"},
+				},
+				Action: storeSalvage,
+			},
 		},
 	}
 }
@@ -74,47 +82,105 @@ func storeCheck(dial clientFactory) cli.ActionFunc {
 		if err := checkOutput(c); err != nil {
 			return err
 		}
-		var problems []string
+		if c.NArg() > 0 {
+			return fmt.Errorf("store check takes no arguments, got %q (use --file FILE for a file)", c.Args().First())
+		}
 		if path := c.String("file"); path != "" {
-			if _, err := os.Stat(path); err != nil {
-				return fmt.Errorf("--file: %w", err)
-			}
-			db, err := store.Open(path, store.Options{Timeout: 200 * time.Millisecond, ReadOnly: true})
-			if errors.Is(err, store.ErrLocked) {
-				return fmt.Errorf("%s is open in a running bpfperfd: run `bpfperf store check` without --file", path)
-			}
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if problems, err = db.Check(); err != nil {
-				return err
-			}
-		} else {
-			client, err := dial(c)
-			if err != nil {
-				return err
-			}
-			res, err := client.StoreCheck()
-			if err != nil {
-				return err
-			}
-			problems = res.Problems
+			return storeCheckFile(c, path)
 		}
-		if c.String("output") == "json" {
-			return render(c, os.Stdout, map[string]any{"ok": len(problems) == 0, "problems": problems}, table{})
+		client, err := dial(c)
+		if err != nil {
+			return err
 		}
+		res, err := client.StoreCheck()
+		if err != nil {
+			return err
+		}
+		if len(res.Problems) > 0 {
+			return reportProblems(c, &store.DamageError{Path: "of the daemon", Problems: res.Problems})
+		}
+		return reportProblems(c, nil)
+	}
+}
+
+// Exit statuses of `store check`.
+const (
+	exitDamaged    = 1
+	exitUnreadable = 2
+)
+
+// storeCheckFile proves a file without the daemon: it never writes to it,
+// and a page that would crash or hang a reader only crashes or hangs the
+// child the check runs in (store.CheckFile).
+func storeCheckFile(c *cli.Context, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("--file %s: %s", path, osReason(err)), exitUnreadable)
+	}
+	if fi.IsDir() {
+		return cli.Exit(fmt.Sprintf("--file %s is a directory, not a store file", path), exitUnreadable)
+	}
+	err = store.CheckFile(c.Context, path, true)
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%s is open in a running bpfperfd: run `bpfperf store check` without --file", path)
+	}
+	var damage *store.DamageError
+	if err != nil && !errors.As(err, &damage) {
+		return cli.Exit(fmt.Sprintf("--file %s: %s", path, osReason(err)), exitUnreadable)
+	}
+	return reportProblems(c, damage)
+}
+
+// osReason is an OS error without Go's "open PATH:" prefix.
+func osReason(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// shownProblems is how many problems the text output lists before the
+// summary line: a broken page tree can list hundreds; -o json has them all.
+const shownProblems = 2
+
+func reportProblems(c *cli.Context, damage *store.DamageError) error {
+	var problems []string
+	if damage != nil {
+		problems = damage.Problems
+	}
+	if c.String("output") == "json" {
+		if err := render(c, os.Stdout, map[string]any{"ok": damage == nil, "unreadable": damage != nil && damage.Unreadable, "problems": append([]string{}, problems...)}, table{}); err != nil {
+			return err
+		}
+	} else if damage == nil {
+		fmt.Println("store is consistent")
+	} else {
 		w := bufio.NewWriter(os.Stdout)
-		for _, p := range problems {
+		for _, p := range problems[:min(len(problems), shownProblems)] {
 			fmt.Fprintln(w, p)
 		}
 		w.Flush()
-		if len(problems) > 0 {
-			return fmt.Errorf("store check: %d problems", len(problems))
-		}
-		fmt.Println("store is consistent")
+	}
+	if damage == nil {
 		return nil
 	}
+	what, code := "damaged", exitDamaged
+	if damage.Unreadable {
+		what, code = "unreadable", exitUnreadable
+	}
+	msg := fmt.Sprintf("store %s is %s: %d %s", damage.Path, what, len(problems), plural(len(problems), "problem", "problems"))
+	if n := len(problems) - shownProblems; n > 0 && c.String("output") != "json" {
+		msg += fmt.Sprintf(" (%d not shown: -o json lists them all)", n)
+	}
+	return cli.Exit(msg, code)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func exportCommand(dial clientFactory) *cli.Command {

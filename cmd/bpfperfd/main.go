@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -73,6 +74,9 @@ func main() {
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "bpfperfd: "+err.Error())
+		if errors.Is(err, store.ErrCorrupt) {
+			os.Exit(daemon.ExitStoreDamaged)
+		}
 		os.Exit(1)
 	}
 }
@@ -132,6 +136,7 @@ func run(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go exitIfStopIsSlow(ctx)
 	return daemon.Run(ctx, daemon.Config{
 		StateDir:    c.String("state-dir"),
 		Socket:      c.String("socket"),
