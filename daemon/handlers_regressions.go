@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -51,6 +52,14 @@ func (s *server) listRegressions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		reply(w, nil, err)
 		return
+	}
+	// prog is a program name the store knows (404 otherwise, as history);
+	// a name many versions share is what findings are about.
+	if ref := q.Get("prog"); ref != "" {
+		if _, err := s.d.resolve(ref); errors.Is(err, ErrUnknownProgram) {
+			reply(w, nil, err)
+			return
+		}
 	}
 	list, err := s.d.findings(since, until, q.Get("prog"))
 	reply(w, api.Regressions{Since: since, Until: until, Regressions: list}, err)

@@ -46,6 +46,14 @@ func TestStrictInput(t *testing.T) {
 		{"GET", "/v1/profiles/merge", "since, until, kind"},
 		{"GET", "/v1/profiles/1", ""},
 		{"POST", "/v1/profiles/capture", "duration, event"},
+		{"GET", "/v1/bench/compare", "base, new, min_delta"},
+		{"GET", "/v1/maps", "all"},
+		{"GET", "/v1/maps/1", "since, until"},
+		{"GET", "/v1/owners", "since, until, owner"},
+		{"GET", "/v1/regressions", "since, until, prog"},
+		{"GET", "/v1/regressions/1", ""},
+		{"GET", "/v1/regressions/1/diff", ""},
+		{"GET", "/v1/check", "prog, baseline, max, since, until"},
 	} {
 		body, code := a.do(r.method, r.path+"?sinse=1d", nil)
 		msg := errorOf(body)
@@ -55,6 +63,7 @@ func TestStrictInput(t *testing.T) {
 	}
 	for _, path := range []string{
 		"/v1/progs/nope_nope", "/v1/history?prog=nope_nope", "/v1/events?prog=nope_nope", "/v1/counters/history?prog=nope_nope",
+		"/v1/regressions?prog=nope_nope", "/v1/check?prog=nope_nope&max=10%25",
 	} {
 		if body, code := a.do("GET", path, nil); code != http.StatusNotFound || !strings.Contains(errorOf(body), "unknown program") {
 			t.Errorf("GET %s: %d %q, want 404 unknown program", path, code, body)
@@ -82,6 +91,8 @@ func TestStrictInput(t *testing.T) {
 		{"counters", "list"}, {"counters", "enable", "1"}, {"counters", "disable", "1"}, {"counters", "history", "1"},
 		{"profile", "diff", "--base", "a", "--new", "b"}, {"profile", "view", "a"},
 		{"bench"}, {"bench", "runs"}, {"bench", "get", "1"}, {"bench", "compare", "a", "b"}, {"bench", "plot", "a"},
+		{"maps"}, {"maps", "show", "1"}, {"owners"}, {"regressions"}, {"regressions", "show", "1"},
+		{"check", "1", "--max-regression", "10%"},
 	} {
 		stdout, stderr, code := run(bin.cli, append(append([]string{"--socket", d.socket}, args...), "extra_arg")...)
 		oneLineError(t, "bpfperf "+strings.Join(args, " ")+" extra_arg", stdout, stderr, code, "extra_arg")
