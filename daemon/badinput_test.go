@@ -47,7 +47,7 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"show", twin}, "ambiguous program"},
 		{[]string{"history", twin}, "ambiguous program"},
 		{[]string{"show"}, "missing PROG"},
-		{[]string{"show", "a", "b"}, "takes one PROG"},
+		{[]string{"show", "a", "b"}, `"b" is one too many`},
 		{[]string{"history", twin + "@0000000000000000"}, "unknown program"},
 		{[]string{"history", "x", "--since", "yesterday"}, "--since"},
 		{[]string{"history", "x", "--since", "-5m"}, "--since"},
@@ -104,7 +104,7 @@ func TestDaemonBadInput(t *testing.T) {
 		path := filepath.Join(state, "bpfperf.db")
 		os.WriteFile(path, garbage, 0o600)
 		stdout, stderr, code := run(bin.daemon, "--state-dir", state, "--socket", filepath.Join(state, "s.sock"))
-		oneLineError(t, "corrupt store", stdout, stderr, code, "store is corrupt")
+		oneLineError(t, "corrupt store", stdout, stderr, code, "is unreadable: not a bbolt store")
 		if now, _ := os.ReadFile(path); !bytes.Equal(now, garbage) {
 			t.Error("the daemon changed a store file it could not read")
 		}
