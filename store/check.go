@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -16,13 +15,15 @@ import (
 // otherwise list every page.
 const maxProblems = 100
 
-// checkPages runs bbolt's page checks. In a read-only transaction they are
-// cheap but not sound while the daemon commits: bbolt's free list then
-// holds pages a later commit freed that this snapshot still uses, which it
-// reports as "reachable freed" (seen once in six checks of a live store).
-// So problems found that way are checked again in a writable transaction,
-// which holds writers off for the walk and is rolled back; only what that
-// confirms is reported. A healthy store pays for the cheap walk only.
+// checkPages runs bbolt's page checks in a read-only transaction. They
+// are cheap there but not sound while the daemon commits: bbolt's free
+// list then holds pages a later commit freed that this snapshot still
+// uses, which it reports as "reachable freed" (seen once in six checks of
+// a live store). So what a first walk finds is walked again with writers
+// held off (writeMu, safe.go), and only that second walk is reported.
+// (A writable transaction would hold them off too, but rolling it back
+// walks every page again, and on damage bbolt's rollback panics half way,
+// keeping its writer lock.)
 func (db *DB) checkPages() ([]string, error) {
 	walk := func(tx *bolt.Tx) []string {
 		var problems []string
@@ -33,16 +34,14 @@ func (db *DB) checkPages() ([]string, error) {
 		}
 		return problems
 	}
-	var problems []string
-	if err := db.view(func(tx *bolt.Tx) error { problems = walk(tx); return nil }); err != nil || len(problems) == 0 || db.bolt.IsReadOnly() {
-		return problems, err
+	var first, second []string
+	if err := db.view(func(tx *bolt.Tx) error { first = walk(tx); return nil }); err != nil || len(first) == 0 || db.bolt.IsReadOnly() {
+		return first, err
 	}
-	errRollback := errors.New("check only: roll back")
-	err := db.update(func(tx *bolt.Tx) error { problems = walk(tx); return errRollback })
-	if err != nil && !errors.Is(err, errRollback) {
-		return nil, err
-	}
-	return problems, nil
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	err := db.view(func(tx *bolt.Tx) error { second = walk(tx); return nil })
+	return second, err
 }
 
 // bboltProblem words one of bbolt's check findings for a user: the page

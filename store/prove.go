@@ -58,10 +58,15 @@ type proveReport struct {
 	Newer string `json:"newer,omitempty"`
 }
 
-// proveChild runs in the child: open read-only (no free-list walk at
-// open), walk every page, and in full mode decode every record too.
+// proveChild runs in the child: walk the pages with plain reads
+// (rawprove.go), then open read-only (no free-list walk at open), walk
+// every page with bbolt's checks, and in full mode decode every record too.
 func proveChild(path, mode string) int {
 	debug.SetMemoryLimit(proveChildMemory)
+	if problems := rawProve(path); len(problems) > 0 {
+		json.NewEncoder(os.Stdout).Encode(proveReport{Problems: problems})
+		return 0
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 200 * time.Millisecond, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {

@@ -42,7 +42,7 @@ func (r *rawReader) page(id uint64) ([]byte, error) {
 		return nil, fmt.Errorf("points past the pages in use (%d)", r.pgid)
 	}
 	if r.seen[id] {
-		return nil, fmt.Errorf("is reached twice (a loop in the page tree)")
+		return nil, fmt.Errorf("is reached twice (a loop in the page tree, or held as another page's overflow)")
 	}
 	r.seen[id] = true
 	head := make([]byte, r.pageSize)
@@ -58,6 +58,16 @@ func (r *rawReader) page(id uint64) ([]byte, error) {
 	}
 	if id+overflow >= r.pgid {
 		return nil, fmt.Errorf("claims %d overflow pages, past the pages in use", overflow)
+	}
+	// Overflow pages are the page's own: one reached twice, by this page
+	// and another, means one of the two headers lies.
+	for i := uint64(1); i <= overflow; i++ {
+		if r.seen[id+i] {
+			return nil, fmt.Errorf("claims %d overflow pages, over page %d, which another page holds", overflow, id+i)
+		}
+	}
+	for i := uint64(1); i <= overflow; i++ {
+		r.seen[id+i] = true
 	}
 	full := make([]byte, int64(overflow+1)*r.pageSize)
 	if _, err := r.f.ReadAt(full, int64(id)*r.pageSize); err != nil {
@@ -107,7 +117,17 @@ func elements(p []byte) (flags uint16, keys, values [][]byte, children []uint64,
 
 // walk calls fn for every record under the bucket rooted at page root (0:
 // the inline page), in key order, and returns the pages it could not read.
+// Records marked as nested buckets are left out (walkAll has them).
 func (r *rawReader) walk(root uint64, inline []byte, fn func(rawRecord)) []lostPage {
+	return r.walkAll(root, inline, func(rec rawRecord, isBucket bool) {
+		if !isBucket {
+			fn(rec)
+		}
+	})
+}
+
+// walkAll is walk, with the records marked as nested buckets too.
+func (r *rawReader) walkAll(root uint64, inline []byte, fn func(rec rawRecord, isBucket bool)) []lostPage {
 	var lost []lostPage
 	var visit func(id uint64, p []byte, first, next []byte, depth int)
 	visit = func(id uint64, p []byte, first, next []byte, depth int) {
@@ -138,9 +158,7 @@ func (r *rawReader) walk(root uint64, inline []byte, fn func(rawRecord)) []lostP
 			return
 		}
 		for i := range keys {
-			if bflags[i]&bucketLeafFlag == 0 {
-				fn(rawRecord{keys[i], values[i]})
-			}
+			fn(rawRecord{keys[i], values[i]}, bflags[i]&bucketLeafFlag != 0)
 		}
 	}
 	visit(root, inline, nil, nil, 0)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"runtime/debug"
@@ -42,12 +43,42 @@ func (db *DB) view(fn func(tx *bolt.Tx) error) (err error) {
 	return db.bolt.View(fn)
 }
 
+// update is bbolt's Update but for what it does on damage. bbolt rolls a
+// failed write transaction back by rebuilding its free list (we do not
+// write it: NoFreelistSync) from a walk of every page, in a goroutine of
+// its own, where a damaged page is a crash no recover can catch. So a
+// transaction that hit damage is abandoned, not rolled back: nothing it
+// changed reaches the file, and the writer lock it keeps is never asked
+// for again, as writes stop for good (writeMu makes sure no writer is
+// already waiting for it).
 func (db *DB) update(fn func(tx *bolt.Tx) error) (err error) {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	if err := db.writesStopped(); err != nil {
 		return err
 	}
 	defer func() { db.noteDamage(err) }()
+	tx, err := db.bolt.Begin(true)
+	if err != nil {
+		return err
+	}
+	if err = guarded(func() error { return fn(tx) }); err == nil {
+		err = guarded(tx.Commit)
+		if errors.Is(err, ErrCorrupt) {
+			db.abandoned.Store(true)
+		}
+		return err
+	}
+	if errors.Is(err, ErrCorrupt) {
+		db.abandoned.Store(true)
+		return err
+	}
+	tx.Rollback()
+	return err
+}
+
+func guarded(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer guard(&err)
-	return db.bolt.Update(fn)
+	return fn()
 }

@@ -148,6 +148,10 @@ type DB struct {
 
 	damaged  atomic.Pointer[string] // running_damage.go
 	onDamage func(what string)
+	// writeMu serializes writers in front of bbolt's own lock, which an
+	// abandoned transaction keeps (safe.go); abandoned says one does.
+	writeMu   sync.Mutex
+	abandoned atomic.Bool
 }
 
 // Options tune Open.
@@ -192,11 +196,11 @@ func Open(path string, opts Options) (db *DB, err error) {
 		err = db.migrate()
 	}
 	if err != nil {
-		b.Close()
+		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if err := db.loadTouched(); err != nil {
-		b.Close()
+		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return db, nil
@@ -231,8 +235,15 @@ func proveBeforeOpen(opts Options, path string) error {
 	return CheckFile(ctx, path, true)
 }
 
-// Close closes the file.
-func (db *DB) Close() error { return db.bolt.Close() }
+// Close closes the file. A store with an abandoned write transaction
+// (safe.go) stays open: bbolt would wait for that transaction forever;
+// the file closes, unchanged by it, when the process ends.
+func (db *DB) Close() error {
+	if db.abandoned.Load() {
+		return nil
+	}
+	return db.bolt.Close()
+}
 
 // Path is the store file's path.
 func (db *DB) Path() string { return db.path }
