@@ -36,6 +36,9 @@ func Write(w io.Writer, rep *Report, format string) error {
 
 // WriteTable writes a human-readable table with the fingerprint on top.
 func WriteTable(w io.Writer, rep *Report) error {
+	if rep.Macro != nil {
+		return writeMacroTable(w, rep)
+	}
 	fp := rep.Fingerprint
 	fmt.Fprintf(w, "kernel %s, %d x %s, jit_enable=%s jit_harden=%s, bpf_stats %s\n",
 		fp.Kernel, fp.CPUs, fp.CPUModel, fp.JIT["bpf_jit_enable"], fp.JIT["bpf_jit_harden"], fp.Stats)
@@ -227,6 +230,11 @@ func WriteBMF(w io.Writer, rep *Report) error {
 		for e, es := range r.Events {
 			out[r.Name][e] = metric{es.Median, es.Min, es.Max}
 		}
+		if m := r.Macro; m != nil {
+			for name, s := range map[string]Spread{"runs": m.Runs, "runs_per_second": m.RunsPerSecond, "cpu_percent": m.CPUPercent} {
+				out[r.Name][name] = metric{s.Median, s.Min, s.Max}
+			}
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -251,7 +259,7 @@ func WriteGoBench(w io.Writer, rep *Report) error {
 			events[e] = r.EventMeasurements(e)
 		}
 		for i, m := range r.Measurements() {
-			line := fmt.Sprintf("%s\t%d\t%.1f ns/op", name, r.Repeat, m)
+			line := fmt.Sprintf("%s\t%d\t%.1f ns/op", name, macroRuns(r, i), m)
 			for _, e := range rep.Config.Events {
 				if v := events[e]; i < len(v) {
 					line += fmt.Sprintf("\t%.1f %s/op", v[i], e)
@@ -263,6 +271,24 @@ func WriteGoBench(w io.Writer, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// macroRuns is the N of measurement i's line: the test's repeat, or in a
+// stat report the program's runs in that run of the command.
+func macroRuns(r Result, i int) int {
+	if r.Macro == nil {
+		return r.Repeat
+	}
+	n := 0
+	for _, s := range r.Macro.PerRun {
+		if s.Runs > 0 {
+			if n == i {
+				return int(s.Runs)
+			}
+			n++
+		}
+	}
+	return r.Repeat
 }
 
 // GoBenchName turns "maps/hash/lookup/size=1K" into

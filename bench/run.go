@@ -21,6 +21,8 @@ type Report struct {
 	// WallSeconds is how long the whole run took, set-up included.
 	WallSeconds float64  `json:"wall_seconds"`
 	Results     []Result `json:"results"`
+	// Macro is set on a report of `bpfperf stat` (macro.go).
+	Macro *MacroRun `json:"macro,omitempty"`
 }
 
 // ReportConfig is the part of Config a report records.
@@ -58,6 +60,8 @@ type Result struct {
 	// program of the same hook (baseline/TYPE) in the same report, when it
 	// ran: what the program itself costs.
 	EventsNet map[string]float64 `json:"events_net,omitempty"`
+	// Macro holds a program's figures in a report of `bpfperf stat`.
+	Macro *MacroResult `json:"macro,omitempty"`
 
 	progType ebpf.ProgramType // of the program run; set once it ran
 }

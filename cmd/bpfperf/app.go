@@ -37,6 +37,7 @@ func newApp(dial clientFactory) *cli.App {
 			topCommand(dial),
 			countersCommand(dial),
 			benchCommand(dial),
+			statCommand(dial),
 			mapsCommand(dial),
 			ownersCommand(dial),
 			regressionsCommand(dial),

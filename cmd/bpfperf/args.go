@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -35,12 +36,39 @@ func reorder(flags []cli.Flag, cmds []*cli.Command, args []string) []string {
 			}
 		case len(pos) == 0 && findCommand(cmds, a) != nil:
 			cmd := findCommand(cmds, a)
+			if runsCommand(cmd) {
+				return append(append(opts, a), flagsThenCommand(cmd.Flags, args[i+1:])...)
+			}
 			return append(append(opts, a), reorder(cmd.Flags, cmd.Subcommands, args[i+1:])...)
 		default:
 			pos = append(pos, a)
 		}
 	}
 	return append(opts, pos...)
+}
+
+// runsCommand says whether cmd's arguments are a command line of their
+// own (bpfperf stat CMD ARGS...), whose flags are not ours to move.
+func runsCommand(cmd *cli.Command) bool { return strings.HasPrefix(cmd.ArgsUsage, "[--] CMD") }
+
+// flagsThenCommand keeps args as they are up to the first positional (the
+// command), and puts a "--" in front of it so that the parser takes none
+// of the command's flags for ours: `bpfperf stat ls -l`.
+func flagsThenCommand(flags []cli.Flag, args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return args
+		case len(a) > 1 && a[0] == '-':
+			if !strings.Contains(a, "=") && takesValue(flags, strings.TrimLeft(a, "-")) {
+				i++
+			}
+		default:
+			return append(append(slices.Clone(args[:i]), "--"), args[i:]...)
+		}
+	}
+	return args
 }
 
 func takesValue(flags []cli.Flag, name string) bool {

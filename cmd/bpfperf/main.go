@@ -26,7 +26,10 @@ func main() {
 		if errors.As(err, &ee) {
 			code = ee.code
 		}
-		fmt.Fprintln(os.Stderr, "bpfperf: "+err.Error())
+		// An exit status passed through (stat) comes without a message.
+		if err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "bpfperf: "+err.Error())
+		}
 		// A command with exit statuses of its own (store check) says so.
 		var coded cli.ExitCoder
 		if errors.As(err, &coded) && coded.ExitCode() > 0 {

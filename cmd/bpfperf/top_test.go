@@ -34,6 +34,9 @@ var topBin struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(getppidEnv) != "" {
+		getppidHelper()
+	}
 	code := m.Run()
 	if topBin.dir != "" {
 		os.RemoveAll(topBin.dir)

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/bench/stat"
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// Bounds of stat's flags.
+const (
+	statMinInterval = 10 * time.Millisecond
+	statMaxInterval = time.Hour
+	statMinWindow   = 100 * time.Millisecond
+	statMaxWindow   = 24 * time.Hour
+	statMaxRepeat   = 1000
+)
+
+func statCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:      "stat",
+		Usage:     "run a command and report what each BPF program cost while it ran (a macro-benchmark)",
+		ArgsUsage: "[--] CMD [ARGS...]",
+		Description: "Reads every program's run-time stats just before CMD starts, every --interval while it runs,\n" +
+			"and just after it ends, and reports the deltas over exactly that span for every program that ran\n" +
+			"(or those named by --prog). Programs CMD loads count from zero; a program unloaded during CMD\n" +
+			"counts up to its last reading. --duration measures a window of the live system instead.\n" +
+			"As root it reads the kernel itself, turning run-time stats on with a stats fd for its own lifetime;\n" +
+			"otherwise it asks bpfperfd (readings at the daemon's interval). CMD's exit status is passed through.",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "prog", Aliases: []string{"p"}, Usage: "report this program (id or name) even if it did not run, and only the named ones; repeatable"},
+			&cli.StringFlag{Name: "filter", Usage: "report only programs whose name matches `REGEX`"},
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between readings while CMD runs (bounds what a program unloaded during CMD can miss)"},
+			&cli.DurationFlag{Name: "duration", Usage: "measure this window of the live system instead of a command"},
+			&cli.IntFlag{Name: "repeat", Aliases: []string{"r"}, Value: 1, Usage: "run CMD `N` times; figures are medians ± IQR over the runs"},
+			&cli.StringFlag{Name: "source", Value: "auto", Usage: "where readings come from: kernel (needs root), bpfperfd, or auto (kernel as root)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, json, csv, bmf (Bencher) or gobench (benchstat)"},
+			&cli.StringFlag{Name: "save", Usage: "also write the full report as JSON to `FILE` (bench compare reads it)"},
+		},
+		Action: func(c *cli.Context) error { return statRun(c, dial) },
+	}
+}
+
+// statOptions are stat's flags, checked.
+type statOptions struct {
+	argv     []string
+	window   time.Duration
+	interval time.Duration
+	repeat   int
+	source   string
+	format   string
+	named    []string
+	filter   *regexp.Regexp
+}
+
+func statFlags(c *cli.Context) (statOptions, error) {
+	o := statOptions{argv: c.Args().Slice(), window: c.Duration("duration"), interval: c.Duration("interval"),
+		repeat: c.Int("repeat"), source: c.String("source"), format: c.String("output"), named: c.StringSlice("prog")}
+	switch {
+	case len(o.argv) > 0 && c.IsSet("duration"):
+		return o, errors.New("stat: a command or --duration, not both")
+	case len(o.argv) == 0 && !c.IsSet("duration"):
+		return o, errors.New("stat: no command to run (bpfperf stat [flags] -- CMD [ARGS...], or --duration D)")
+	case c.IsSet("duration") && (o.window < statMinWindow || o.window > statMaxWindow):
+		return o, fmt.Errorf("--duration %v: must be within %v and %v", o.window, statMinWindow, statMaxWindow)
+	case o.interval < statMinInterval || o.interval > statMaxInterval:
+		return o, fmt.Errorf("--interval %v: must be within %v and %v", o.interval, statMinInterval, statMaxInterval)
+	case o.repeat < 1 || o.repeat > statMaxRepeat:
+		return o, fmt.Errorf("--repeat %d: must be within 1 and %d", o.repeat, statMaxRepeat)
+	case !slices.Contains([]string{"auto", "kernel", "bpfperfd"}, o.source):
+		return o, fmt.Errorf("--source %q: want kernel, bpfperfd or auto", o.source)
+	}
+	if err := bench.Write(io.Discard, &bench.Report{}, o.format); err != nil {
+		return o, fmt.Errorf("-o: %v", err)
+	}
+	if s := c.String("filter"); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return o, fmt.Errorf("--filter: %v", err)
+		}
+		o.filter = re
+	}
+	if o.source == "auto" {
+		o.source = "bpfperfd"
+		if os.Geteuid() == 0 {
+			o.source = "kernel"
+		}
+	}
+	return o, nil
+}
+
+func statRun(c *cli.Context, dial clientFactory) error {
+	o, err := statFlags(c)
+	if err != nil {
+		return err
+	}
+	read, release, interval, err := statReader(c, dial, o)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	cfg := stat.Config{Read: read, Interval: interval}
+	seen := map[string]bool{} // --prog values some reading matched
+	if len(o.named) > 0 {
+		cfg.Named = func(r stat.Reading) bool {
+			for _, n := range o.named {
+				if n == r.Name || n == strconv.FormatUint(uint64(r.ID), 10) {
+					seen[n] = true
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if o.filter != nil {
+		cfg.Match = func(r stat.Reading) bool { return o.filter.MatchString(r.Name) }
+	}
+	run := stat.Window(o.window)
+	if len(o.argv) > 0 {
+		run = stat.Command(o.argv, os.Stdin, os.Stdout, os.Stderr)
+	}
+	var ms []stat.Measurement
+	exit := 0
+	for range o.repeat {
+		m, err := stat.Measure(c.Context, cfg, run)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, m)
+		if m.ExitCode > 0 {
+			// A failed run ends the series: its figures are reported, and
+			// its status passed on.
+			exit = m.ExitCode
+			break
+		}
+	}
+	for _, n := range o.named {
+		if !seen[n] {
+			return fmt.Errorf("--prog %s: no such program was loaded while stat measured", n)
+		}
+	}
+
+	macro := bench.MacroRun{Command: o.argv, IntervalMS: float64(interval) / 1e6, Source: o.source}
+	if len(o.argv) == 0 {
+		macro.WindowSeconds = o.window.Seconds()
+	}
+	rep := stat.Report(ms, macro, nil)
+	rep.Fingerprint = bench.Env{Version: version, Commit: commit}.Fingerprint()
+	rep.Fingerprint.Stats = bench.StatsMode{Counting: true, Source: statsSource(o.source)}
+	rep.Config = bench.ReportConfig{Repeat: o.repeat, Measures: len(ms), WithStats: true}
+	if o.filter != nil {
+		rep.Config.Filter = o.filter.String()
+	}
+	if p := c.String("save"); p != "" {
+		if err := writeFile(p, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
+			return err
+		}
+	}
+	// The command's own output went to stdout: the report goes after it,
+	// on stderr for a table (as perf stat does), on stdout for the
+	// machine formats, which are asked for to be read.
+	out := c.App.Writer
+	if o.format == "table" && len(o.argv) > 0 {
+		out = c.App.ErrWriter
+	}
+	if err := bench.Write(out, rep, o.format); err != nil {
+		return err
+	}
+	if exit > 0 {
+		return exitError{exit, ""}
+	}
+	return nil
+}
+
+func statsSource(source string) string {
+	if source == "kernel" {
+		return "BPF_ENABLE_STATS fd held by bpfperf stat"
+	}
+	return "bpfperfd"
+}
+
+// statReader returns the reader of --source, with what to release after,
+// and the interval readings really come at.
+func statReader(c *cli.Context, dial clientFactory, o statOptions) (stat.Reader, func(), time.Duration, error) {
+	if o.source == "kernel" {
+		if os.Geteuid() != 0 {
+			return nil, nil, 0, errors.New("stat --source kernel needs root (reading every program's stats); without it, stat asks bpfperfd")
+		}
+		// A stats fd of our own: the kernel counts while any holder has
+		// one, and drops ours when we exit, however we exit. Nothing
+		// persistent (the sysctl) is touched.
+		stats, err := collectors.EnableStats(collectors.StatsConfig{Mode: "fd"})
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("turn BPF run-time stats on: %w", err)
+		}
+		return stat.KernelReader(), func() { stats.Restore() }, o.interval, nil
+	}
+	client, err := dial(c)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	st, err := client.Status()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	interval := o.interval
+	if d := time.Duration(st.IntervalMs) * time.Millisecond; c.IsSet("interval") && interval < d {
+		return nil, nil, 0, fmt.Errorf("--interval %v: bpfperfd reads every %v, stat cannot read more often through it (run as root to read the kernel)", interval, d)
+	} else if !c.IsSet("interval") {
+		interval = d
+	}
+	return daemonReader(client, interval), func() {}, interval, nil
+}
+
+// daemonReader reads the daemon's counters, each time from a tick taken
+// after the call, so that the reading before the command and the one
+// after it bound it as a kernel reading would (to within one tick's
+// sweep). Each program's type and name is learned once from its listing.
+func daemonReader(client *api.Client, interval time.Duration) stat.Reader {
+	known := map[uint32]api.ProgRow{}
+	return func() ([]stat.Reading, error) {
+		cs, err := freshCounters(client, time.Now(), interval)
+		if err != nil {
+			return nil, err
+		}
+		for _, pc := range cs {
+			if _, ok := known[pc.ID]; !ok {
+				rows, err := client.Progs(false)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range rows {
+					known[r.ID] = r
+				}
+				break
+			}
+		}
+		out := make([]stat.Reading, 0, len(cs))
+		for _, pc := range cs {
+			row := known[pc.ID]
+			if row.Own {
+				continue // bpfperfd's own sweep iterator
+			}
+			out = append(out, stat.Reading{ID: pc.ID, Type: row.Type, Name: row.Name, Tag: pc.Tag,
+				Counters: stat.Counters{RunCnt: pc.RunCnt, RunTimeNs: pc.RunTimeNs, RecursionMisses: pc.RecursionMisses}})
+		}
+		return out, nil
+	}
+}
+
+// freshCounters polls the daemon until its counters come from a tick
+// after since. A daemon that does not tick within three intervals is
+// stuck, and said to be.
+func freshCounters(client *api.Client, since time.Time, interval time.Duration) ([]api.ProgCounters, error) {
+	deadline := since.Add(3*interval + time.Second)
+	for {
+		cs, err := client.ProgCounters()
+		if err != nil {
+			return nil, err
+		}
+		newest := int64(0)
+		for _, pc := range cs {
+			newest = max(newest, pc.LastSampleMs)
+		}
+		if newest > since.UnixMilli() {
+			return cs, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("bpfperfd took no reading in %v (its interval is %v)", time.Since(since).Round(time.Millisecond), interval)
+		}
+		time.Sleep(min(interval/10, 50*time.Millisecond))
+	}
+}

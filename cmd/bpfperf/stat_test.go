@@ -1,0 +1,331 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// The stat tests run the real binary on commands that drive real
+// programs: bpftool's test run, and bpftrace's own program.
+
+// statJSON runs `bpfperf stat -o json ARGS` and decodes the report. The
+// command's own output comes first on stdout (returned as cmdOut), then
+// the report.
+func statJSON(t *testing.T, args ...string) (rep *bench.Report, cmdOut, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, code := privtest.Exec(topBin.cli, append([]string{"stat", "-o", "json"}, args...)...)
+	i := strings.LastIndex("\n"+stdout, "\n{\n")
+	if i < 0 {
+		t.Fatalf("stat %q: exit %d, no report:\n%s\n%s", args, code, stdout, stderr)
+	}
+	rep, err := bench.ReadJSON(strings.NewReader(stdout[i:]))
+	if err != nil {
+		t.Fatalf("stat %q: %v\n%s", args, err, stdout)
+	}
+	return rep, stdout[:i], stderr, code
+}
+
+func macroOf(t *testing.T, rep *bench.Report, name string) *bench.MacroResult {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Macro != nil && r.Macro.Name == name {
+			return r.Macro
+		}
+	}
+	t.Fatalf("no result for program %s in %d results", name, len(rep.Results))
+	return nil
+}
+
+// runsOf is a program's cumulative counters as the kernel has them.
+func runsOf(t *testing.T, p *ebpf.Program) (runs uint64, ns time.Duration) {
+	t.Helper()
+	st, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.RunCount, st.Runtime
+}
+
+// packetFile is a 64-byte input for a socket filter's test run.
+func packetFile(t testing.TB) string {
+	p := filepath.Join(t.TempDir(), "packet")
+	if err := os.WriteFile(p, make([]byte, 64), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStatCountsWhatTheCommandRan: a program the command runs exactly K
+// times (bpftool prog run ... repeat K) shows +K runs and the kernel's
+// run time delta, to the nanosecond; the command's exit status comes
+// through; --repeat gives one measurement per run.
+func TestStatCountsWhatTheCommandRan(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	prog, err := privtest.LoadLoop("stat_loop", 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, _ := prog.Info()
+	id, _ := info.ID()
+	const k = 5000
+	pkt := packetFile(t)
+	runs0, ns0 := runsOf(t, prog)
+	// The exit status 7 comes after the runs: the figures are reported
+	// and the status passed on.
+	rep, _, stderr, code := statJSON(t, "--interval", "50ms", "--prog", fmt.Sprint(id), "--",
+		"sh", "-c", fmt.Sprintf("bpftool prog run id %d data_in %s repeat %d >/dev/null && exit 7", id, pkt, k))
+	runs1, ns1 := runsOf(t, prog)
+	if code != 7 {
+		t.Errorf("exit %d, want the command's 7\n%s", code, stderr)
+	}
+	m := macroOf(t, rep, "stat_loop")
+	if runs1-runs0 != k {
+		t.Fatalf("the kernel counted %d runs, want %d: stats were not on", runs1-runs0, k)
+	}
+	if got := m.PerRun[0]; got.Runs != k || got.RunTimeNs != uint64(ns1-ns0) {
+		t.Errorf("stat: %d runs in %d ns; the kernel: %d runs in %d ns", got.Runs, got.RunTimeNs, runs1-runs0, ns1-ns0)
+	}
+	if len(rep.Results) != 1 || m.Type != "socket_filter" || len(m.IDs) != 1 || m.IDs[0] != uint32(id) {
+		t.Errorf("--prog %d: results %+v", id, rep.Results)
+	}
+	if m.Loaded || m.Unloaded {
+		t.Errorf("a program loaded before and after is marked loaded=%v unloaded=%v", m.Loaded, m.Unloaded)
+	}
+
+	// Three runs: three measurements, each K runs; gobench has a line
+	// per run with N = K.
+	save := filepath.Join(t.TempDir(), "stat.json")
+	rep, _, _, code = statJSON(t, "--interval", "50ms", "--prog", "stat_loop", "--repeat", "3", "--save", save, "--",
+		"bpftool", "prog", "run", "id", fmt.Sprint(id), "data_in", pkt, "repeat", fmt.Sprint(k))
+	if code != 0 {
+		t.Fatalf("--repeat 3: exit %d", code)
+	}
+	r := rep.Results[0]
+	if rep.Macro.Runs != 3 || len(r.Measurements()) != 3 || r.Macro.Runs.Median != k || r.Macro.Runs.IQR != 0 {
+		t.Errorf("--repeat 3: %d runs, measurements %v, runs %+v", rep.Macro.Runs, r.Measurements(), r.Macro.Runs)
+	}
+	stdout, _, code := privtest.Exec(topBin.cli, "stat", "-o", "gobench", "--interval", "50ms", "--prog", "stat_loop", "-r", "2", "--",
+		"bpftool", "prog", "run", "id", fmt.Sprint(id), "data_in", pkt, "repeat", fmt.Sprint(k))
+	lines := regexp.MustCompile(`(?m)^BenchmarkStat/socket_filter/stat_loop\t5000\t[0-9.]+ ns/op$`).FindAllString(stdout, -1)
+	if code != 0 || len(lines) != 2 {
+		t.Errorf("-o gobench -r 2: exit %d, %d lines of N=5000:\n%s", code, len(lines), stdout)
+	}
+	// bench compare reads a saved stat report like a bench one.
+	out, errOut, code := privtest.Exec(topBin.cli, "bench", "compare", save, save)
+	if code != 0 || !strings.Contains(out, "stat/socket_filter/stat_loop") {
+		t.Errorf("bench compare of stat reports: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestStatAgreesWithBpftrace: bpftrace, a tool nobody here wrote, loads
+// a program of its own that counts getppid calls, and a helper makes
+// 1000 of them: the program is reported as loaded and unloaded during
+// the command, with exactly as many runs as bpftrace counted.
+func TestStatAgreesWithBpftrace(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	if _, err := exec.LookPath("bpftrace"); err != nil {
+		privtest.Skip(t, "bpftrace is not installed (apt install bpftrace)")
+	}
+	// The helper is this test binary (getppidHelper): bpftrace runs it
+	// with -c and ends when it does.
+	t.Setenv(getppidEnv, "1000")
+	rep, cmdOut, stderr, code := statJSON(t, "--interval", "50ms", "--filter", "getpp", "--",
+		"bpftrace", "-e", "tracepoint:syscalls:sys_enter_getppid { @c = count(); }", "-c", os.Args[0])
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var counted uint64
+	for _, r := range rep.Results {
+		if r.Macro.Type == "tracepoint" {
+			if !r.Macro.Loaded || !r.Macro.Unloaded {
+				t.Errorf("%s: loaded=%v unloaded=%v, want both: bpftrace loaded and unloaded it", r.Name, r.Macro.Loaded, r.Macro.Unloaded)
+			}
+			counted += r.Macro.PerRun[0].Runs
+		}
+	}
+	// bpftrace prints "@c: N" on stdout, before the report.
+	m := regexp.MustCompile(`@c: (\d+)`).FindStringSubmatch(cmdOut)
+	if m == nil {
+		t.Fatalf("bpftrace printed no count:\n%s", cmdOut)
+	}
+	want, _ := strconv.ParseUint(m[1], 10, 64)
+	if want < 1000 || counted != want {
+		t.Errorf("stat counted %d runs of bpftrace's program, bpftrace counted %d (of at least 1000)", counted, want)
+	}
+}
+
+// getppidEnv makes this test binary getppidHelper.
+const getppidEnv = "BPFPERF_TEST_GETPPID"
+
+// getppidHelper makes N getppid calls, then sleeps half a second so that
+// stat reads the counters after the last call, before bpftrace unloads
+// its program when this process ends.
+func getppidHelper() {
+	n, _ := strconv.Atoi(os.Getenv(getppidEnv))
+	for range n {
+		unix.Getppid()
+	}
+	time.Sleep(500 * time.Millisecond)
+	os.Exit(0)
+}
+
+// TestStatWindow: --duration measures the live system: a program the
+// test runs K times during the window shows K runs.
+func TestStatWindow(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	prog, err := privtest.LoadSocketFilter("stat_window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	const k = 300
+	done := make(chan error, 1)
+	go func() {
+		// Start once stat has turned stats on, and a second later, when
+		// it has long taken its first reading; the runs take a few ms,
+		// well inside the 3 s window.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if on, _ := privtest.StatsCounting(); on {
+				break
+			}
+		}
+		time.Sleep(time.Second)
+		done <- privtest.Run(prog, k)
+	}()
+	rep, _, stderr, code := statJSON(t, "--interval", "100ms", "--duration", "3s", "--prog", "stat_window")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if m := macroOf(t, rep, "stat_window"); m.PerRun[0].Runs != k || rep.Macro.WindowSeconds != 3 || len(rep.Macro.Command) != 0 {
+		t.Errorf("window of 3s: %d runs, want %d; window %v s", m.PerRun[0].Runs, k, rep.Macro.WindowSeconds)
+	}
+}
+
+// TestStatLeavesStatsAsTheyWere: without a daemon, stat turns run-time
+// stats on with a stats fd of its own, for its lifetime only: the sysctl
+// reads as before, and counting is as it was once stat has exited.
+func TestStatLeavesStatsAsTheyWere(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	sysctl := func() string {
+		b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	before, on := sysctl(), false
+	if c, err := privtest.StatsCounting(); err != nil {
+		t.Fatal(err)
+	} else {
+		on = c
+	}
+	if on {
+		privtest.Skip(t, "run-time stats are on already (another holder): cannot see stat put them back")
+	}
+	_, _, stderr, code := statJSON(t, "--interval", "20ms", "--", "sh", "-c", "sleep 0.2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if after := sysctl(); after != before {
+		t.Errorf("kernel.bpf_stats_enabled: %s before stat, %s after", before, after)
+	}
+	if c, _ := privtest.StatsCounting(); c {
+		t.Error("run-time stats still count after stat exited")
+	}
+}
+
+// TestStatThroughDaemon: with --source bpfperfd the readings are the
+// daemon's, each from a tick after it was asked for, so a program the
+// command runs K times shows exactly K runs and the kernel's run time.
+func TestStatThroughDaemon(t *testing.T) {
+	privtest.Root(t)
+	buildTop(t)
+	d := startTopDaemon(t, t.TempDir())
+	prog, err := privtest.LoadLoop("stat_daemon", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, _ := prog.Info()
+	id, _ := info.ID()
+	const k = 2000
+	runs0, ns0 := runsOf(t, prog)
+	t.Setenv("BPFPERF_SOCKET", d.socket)
+	rep, _, stderr, code := statJSON(t, "--source", "bpfperfd", "--prog", "stat_daemon", "--",
+		"bpftool", "prog", "run", "id", fmt.Sprint(id), "data_in", packetFile(t), "repeat", fmt.Sprint(k))
+	runs1, ns1 := runsOf(t, prog)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	m := macroOf(t, rep, "stat_daemon")
+	if got := m.PerRun[0]; got.Runs != k || runs1-runs0 != k || got.RunTimeNs != uint64(ns1-ns0) {
+		t.Errorf("through bpfperfd: %d runs in %d ns; the kernel: %d runs in %d ns", got.Runs, got.RunTimeNs, runs1-runs0, ns1-ns0)
+	}
+	if rep.Macro.Source != "bpfperfd" || rep.Macro.IntervalMS != 200 {
+		t.Errorf("source %q, interval %v ms: want bpfperfd's 200 ms", rep.Macro.Source, rep.Macro.IntervalMS)
+	}
+	// Asking for readings more often than the daemon takes them is refused.
+	_, stderr, code = privtest.Exec(topBin.cli, "stat", "--source", "bpfperfd", "--interval", "50ms", "--", "true")
+	if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "bpfperfd reads every 200ms") {
+		t.Errorf("--interval below the daemon's: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestStatBadInput: each mistake gets one line naming it and a non-zero
+// exit.
+func TestStatBadInput(t *testing.T) {
+	privtest.Root(t)
+	buildTop(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stat"}, "no command to run"},
+		{[]string{"stat", "--", "/nonexistent/cmd"}, "start /nonexistent/cmd: no such file or directory"},
+		{[]string{"stat", "--interval", "20ms", "--prog", "no_such_prog_x", "--", "true"}, "--prog no_such_prog_x: no such program"},
+		{[]string{"stat", "--duration", "50ms"}, "--duration 50ms: must be within"},
+		{[]string{"stat", "--duration", "25h"}, "--duration 25h0m0s: must be within"},
+		{[]string{"stat", "--duration", "1s", "--", "true"}, "a command or --duration, not both"},
+		{[]string{"stat", "--interval", "1ms", "--", "true"}, "--interval 1ms: must be within"},
+		{[]string{"stat", "--repeat", "0", "--", "true"}, "--repeat 0: must be within"},
+		{[]string{"stat", "-o", "xml", "--", "true"}, `unknown format "xml"`},
+		{[]string{"stat", "--filter", "(", "--", "true"}, "--filter: error parsing regexp"},
+		{[]string{"stat", "--source", "nowhere", "--", "true"}, `--source "nowhere"`},
+	} {
+		stdout, stderr, code := privtest.Exec(topBin.cli, c.args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code == 0 || len(lines) != 1 || !strings.Contains(stderr, c.want) || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant one line with %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+	// A command's flags are its own, with or without "--".
+	stdout, stderr, code := privtest.Exec(topBin.cli, "stat", "-o", "csv", "--interval", "20ms", "sh", "-c", "echo -n ok")
+	if code != 0 || !strings.HasPrefix(stdout, "ok") {
+		t.Errorf("stat sh -c ...: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+}
