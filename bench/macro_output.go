@@ -55,7 +55,7 @@ func writeMacroTable(w io.Writer, rep *Report) error {
 		}
 		row := fmt.Sprintf("%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t", width, mr.Type+"/"+mr.Name, strings.Join(ids, ","),
 			spreadText(mr.Runs.Median, mr.Runs.IQR, m.Runs, "%.0f"),
-			time.Duration(mr.RunTimeNs.Median).String(), nsRun,
+			runTimeText(mr.RunTimeNs.Median), nsRun,
 			compact(mr.RunsPerSecond.Median), spreadText(mr.CPUPercent.Median, mr.CPUPercent.IQR, m.Runs, "%.3f"))
 		if sampled {
 			if s := mr.SampledCPUPercent; s != nil {
@@ -91,4 +91,14 @@ func spreadText(median, iqr float64, runs int, format string) string {
 		s += " ±" + fmt.Sprintf(format, iqr)
 	}
 	return s
+}
+
+// runTimeText is a run time to a precision a reader can take in: 30.026ms,
+// not 30.026045ms.
+func runTimeText(ns float64) string {
+	d := time.Duration(ns)
+	if d >= time.Millisecond {
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
 }
