@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"time"
 
+	pprof "github.com/google/pprof/profile"
 	"github.com/urfave/cli/v2"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/bench/stat"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/profile"
 )
 
 // Bounds of stat's flags.
@@ -47,6 +49,8 @@ func statCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "source", Value: "auto", Usage: "where readings come from: kernel (needs root), bpfperfd, or auto (kernel as root)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, json, csv, bmf (Bencher) or gobench (benchstat)"},
 			&cli.StringFlag{Name: "save", Usage: "also write the full report as JSON to `FILE` (bench compare reads it)"},
+			&cli.BoolFlag{Name: "profile", Usage: "also sample every CPU on cpu-clock while CMD runs: each program's sampled CPU share, tail-call targets counted for themselves (needs root)"},
+			&cli.StringFlag{Name: "profile-out", Usage: "with --profile: write the profile of all runs (gzipped pprof) to `FILE`"},
 		},
 		Action: func(c *cli.Context) error { return statRun(c, dial) },
 	}
@@ -62,6 +66,10 @@ type statOptions struct {
 	format   string
 	named    []string
 	filter   *regexp.Regexp
+	// profile samples CPUs while CMD runs; profileOut is where the
+	// profile goes.
+	profile    bool
+	profileOut string
 }
 
 func statFlags(c *cli.Context) (statOptions, error) {
@@ -80,7 +88,12 @@ func statFlags(c *cli.Context) (statOptions, error) {
 		return o, fmt.Errorf("--repeat %d: must be within 1 and %d", o.repeat, statMaxRepeat)
 	case !slices.Contains([]string{"auto", "kernel", "bpfperfd"}, o.source):
 		return o, fmt.Errorf("--source %q: want kernel, bpfperfd or auto", o.source)
+	case c.IsSet("profile-out") && !c.Bool("profile"):
+		return o, errors.New("--profile-out needs --profile")
+	case c.Bool("profile") && os.Geteuid() != 0:
+		return o, errors.New("--profile needs root (sampling every CPU's kernel stacks)")
 	}
+	o.profile, o.profileOut = c.Bool("profile"), c.String("profile-out")
 	if err := bench.Write(io.Discard, &bench.Report{}, o.format); err != nil {
 		return o, fmt.Errorf("-o: %v", err)
 	}
@@ -131,12 +144,43 @@ func statRun(c *cli.Context, dial clientFactory) error {
 	if len(o.argv) > 0 {
 		run = stat.Command(o.argv, os.Stdin, os.Stdout, os.Stderr)
 	}
+	var prof *stat.Profiler
+	if o.profile {
+		if prof, err = stat.NewProfiler(); err != nil {
+			return err
+		}
+		defer prof.Close()
+		if o.profileOut != "" {
+			// Refuse an unwritable path before the command runs, not after.
+			if err := writeFile(o.profileOut, func(io.Writer) error { return nil }); err != nil {
+				return fmt.Errorf("--profile-out: %w", err)
+			}
+		}
+	}
 	var ms []stat.Measurement
+	var profiles []*pprof.Profile
+	var sampled []map[uint32]float64
 	exit := 0
 	for range o.repeat {
-		m, err := stat.Measure(c.Context, cfg, run)
+		measured := run
+		var profiled func() (*pprof.Profile, error)
+		if prof != nil {
+			measured, profiled = prof.Wrap(run)
+		}
+		m, err := stat.Measure(c.Context, cfg, measured)
 		if err != nil {
 			return err
+		}
+		if profiled != nil {
+			p, err := profiled()
+			if err != nil {
+				return err
+			}
+			shares, err := profile.ProgramShares(p)
+			if err != nil {
+				return err
+			}
+			profiles, sampled = append(profiles, p), append(sampled, shares)
 		}
 		ms = append(ms, m)
 		if m.ExitCode > 0 {
@@ -156,7 +200,12 @@ func statRun(c *cli.Context, dial clientFactory) error {
 	if len(o.argv) == 0 {
 		macro.WindowSeconds = o.window.Seconds()
 	}
-	rep := stat.Report(ms, macro, nil)
+	rep := stat.Report(ms, macro, sampled)
+	if o.profileOut != "" {
+		if err := writeMergedProfile(o.profileOut, profiles); err != nil {
+			return err
+		}
+	}
 	rep.Fingerprint = bench.Env{Version: version, Commit: commit}.Fingerprint()
 	rep.Fingerprint.Stats = bench.StatsMode{Counting: true, Source: statsSource(o.source)}
 	rep.Config = bench.ReportConfig{Repeat: o.repeat, Measures: len(ms), WithStats: true}
@@ -282,4 +331,17 @@ func freshCounters(client *api.Client, since time.Time, interval time.Duration) 
 		}
 		time.Sleep(min(interval/10, 50*time.Millisecond))
 	}
+}
+
+// writeMergedProfile writes the runs' profiles, merged, to path.
+func writeMergedProfile(path string, ps []*pprof.Profile) error {
+	merged, err := profile.Merge(ps...)
+	if err != nil {
+		return err
+	}
+	b, err := profile.Marshal(merged)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/profile"
 )
 
 // The stat tests run the real binary on commands that drive real
@@ -316,6 +317,8 @@ func TestStatBadInput(t *testing.T) {
 		{[]string{"stat", "-o", "xml", "--", "true"}, `unknown format "xml"`},
 		{[]string{"stat", "--filter", "(", "--", "true"}, "--filter: error parsing regexp"},
 		{[]string{"stat", "--source", "nowhere", "--", "true"}, `--source "nowhere"`},
+		{[]string{"stat", "--profile-out", "p.pb.gz", "--", "true"}, "--profile-out needs --profile"},
+		{[]string{"stat", "--profile", "--profile-out", "/nonexistent/p.pb.gz", "--", "true"}, "--profile-out: open /nonexistent/p.pb.gz: no such file or directory"},
 	} {
 		stdout, stderr, code := privtest.Exec(topBin.cli, c.args...)
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
@@ -327,5 +330,64 @@ func TestStatBadInput(t *testing.T) {
 	stdout, stderr, code := privtest.Exec(topBin.cli, "stat", "-o", "csv", "--interval", "20ms", "sh", "-c", "echo -n ok")
 	if code != 0 || !strings.HasPrefix(stdout, "ok") {
 		t.Errorf("stat sh -c ...: exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+}
+
+// TestStatProfile: with --profile, a tail-call target that the kernel's
+// stats charge to its entry program gets a sampled CPU share of its own,
+// close to the entry's stats CPU % (the target does the work), and the
+// --profile-out file is a pprof profile whose samples name the target.
+func TestStatProfile(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	target, err := privtest.LoadLoop("stat_tc_target", 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	entry, jump, err := privtest.LoadTailCallEntry("stat_tc_entry", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer entry.Close()
+	defer jump.Close()
+	info, _ := entry.Info()
+	id, _ := info.ID()
+	out := filepath.Join(t.TempDir(), "stat.pb.gz")
+	// About a second of the target's loop.
+	rep, _, stderr, code := statJSON(t, "--profile", "--profile-out", out, "--prog", "stat_tc_entry", "--prog", "stat_tc_target", "--",
+		"bpftool", "prog", "run", "id", fmt.Sprint(id), "data_in", packetFile(t), "repeat", "100000")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	e, tg := macroOf(t, rep, "stat_tc_entry"), macroOf(t, rep, "stat_tc_target")
+	if e.Runs.Median != 100000 || tg.Runs.Median != 0 {
+		t.Errorf("runs: entry %v, target %v: want the stats to charge all 100000 to the entry", e.Runs.Median, tg.Runs.Median)
+	}
+	if tg.SampledCPUPercent == nil || e.SampledCPUPercent == nil {
+		t.Fatalf("no sampled share: entry %v, target %v", e.SampledCPUPercent, tg.SampledCPUPercent)
+	}
+	t.Logf("entry: %v runs, stats CPU %.1f%%, sampled %.1f%%; target: sampled %.1f%%", e.Runs.Median, e.CPUPercent.Median, e.SampledCPUPercent.Median, tg.SampledCPUPercent.Median)
+	if s := tg.SampledCPUPercent.Median; s < 0.5*e.CPUPercent.Median || s > 1.5*e.CPUPercent.Median {
+		t.Errorf("target sampled %.1f%%, entry's stats CPU %.1f%%: want within 0.5x..1.5x", s, e.CPUPercent.Median)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, s := range p.Sample {
+		for _, n := range s.Label[profile.LabelProgName] {
+			names[n]++
+		}
+	}
+	if names["stat_tc_target"] == 0 {
+		t.Errorf("--profile-out: samples by program %v, none of the target", names)
 	}
 }
