@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,5 +139,20 @@ func TestDaemonBadInput(t *testing.T) {
 		if err := first.stop(t, syscall.SIGTERM); err != nil {
 			t.Errorf("first daemon: %v\n%s", err, first.stderr)
 		}
+	})
+
+	t.Run("second on the host", func(t *testing.T) {
+		lock := filepath.Join(t.TempDir(), "bpfperfd.lock")
+		first := startDaemon(t, t.TempDir(), "--host-lock", lock)
+		// Its own socket and state dir: refused all the same.
+		stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "second.sock"), "--host-lock", lock)
+		oneLineError(t, "second daemon on the host", stdout, stderr, code, "one bpfperfd per host: another one runs here (pid "+strconv.Itoa(first.cmd.Process.Pid)+", socket "+first.socket)
+		first.cli(t, "status")
+		if err := first.stop(t, syscall.SIGTERM); err != nil {
+			t.Errorf("first daemon: %v\n%s", err, first.stderr)
+		}
+		// Once it is gone, the lock is free (the kernel dropped it).
+		second := startDaemon(t, t.TempDir(), "--host-lock", lock)
+		second.cli(t, "status")
 	})
 }

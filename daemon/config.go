@@ -18,13 +18,16 @@ import (
 
 // Config is everything bpfperfd needs; cmd/bpfperfd builds it from flags.
 type Config struct {
-	StateDir    string        // holds bpfperf.db
-	Socket      string        // unix socket path for the API
-	SocketGroup string        // group owning the socket, if it exists
-	Interval    time.Duration // sampling interval
-	StatsMode   string        // "auto", "fd" or "sysctl"
-	Sweep       string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
-	ProcRoot    string        // usually /proc
+	StateDir    string // holds bpfperf.db
+	Socket      string // unix socket path for the API
+	SocketGroup string // group owning the socket, if it exists
+	// HostLock is the file held locked while the daemon runs, one daemon
+	// per host (hostlock.go); "" or "none" runs without it.
+	HostLock  string
+	Interval  time.Duration // sampling interval
+	StatsMode string        // "auto", "fd" or "sysctl"
+	Sweep     string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
+	ProcRoot  string        // usually /proc
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
 	BPFFS       string

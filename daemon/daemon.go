@@ -67,6 +67,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := checkSocketFree(cfg.Socket); err != nil {
 		return err
 	}
+	lock, err := acquireHostLock(cfg.HostLock, cfg.Socket)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	path := filepath.Join(cfg.StateDir, StoreFile)
 	db, err := store.Open(path, store.Options{Context: ctx})
 	if err != nil {

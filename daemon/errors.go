@@ -20,6 +20,8 @@ var (
 	// ErrSocketInUse: another bpfperfd answers on the socket or holds
 	// the store.
 	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")
+	// ErrHostLocked: another bpfperfd runs on this host (hostlock.go).
+	ErrHostLocked = errors.New("one bpfperfd per host")
 	// ErrNotPrivileged means the kernel refused to let us read programs.
 	ErrNotPrivileged = errors.New("not privileged")
 

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(getppidEnv) != "" {
 		getppidHelper()
 	}
+	os.Setenv("BPFPERF_HOST_LOCK", "none") // daemons of their own, beside any other
 	code := m.Run()
 	if topBin.dir != "" {
 		os.RemoveAll(topBin.dir)

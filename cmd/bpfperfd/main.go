@@ -33,6 +33,7 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "state-dir", Value: daemon.DefaultStateDir, EnvVars: []string{"STATE_DIRECTORY"}, Usage: "directory of the store file (must exist and be writable)"},
 			&cli.StringFlag{Name: "socket", Value: daemon.DefaultSocket, EnvVars: []string{"BPFPERF_SOCKET"}, Usage: "unix socket for the API (mode 0660)"},
+			&cli.StringFlag{Name: "host-lock", Value: daemon.DefaultHostLock, EnvVars: []string{"BPFPERF_HOST_LOCK"}, Usage: "file held locked while bpfperfd runs, so a second one on the host is refused (\"none\": run without)"},
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
@@ -141,6 +142,7 @@ func run(c *cli.Context) error {
 		StateDir:    c.String("state-dir"),
 		Socket:      c.String("socket"),
 		SocketGroup: c.String("socket-group"),
+		HostLock:    c.String("host-lock"),
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
 		Sweep:       c.String("sweep"),
