@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -48,6 +49,12 @@ func Compact(path string) (before, after int64, err error) {
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return 0, 0, fmt.Errorf("compact: %w", err)
+	}
+	// The rename is durable once the directory is: until then a power
+	// cut could bring back the old file (whole, which loses nothing).
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		dir.Sync()
+		dir.Close()
 	}
 	nfi, err := os.Stat(path)
 	if err != nil {
