@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"path/filepath"
 	"runtime/pprof"
 	"syscall"
@@ -67,6 +68,7 @@ func main() {
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
 			&cli.StringFlag{Name: "debug.cpuprofile", Hidden: true, Usage: "write a Go CPU profile of bpfperfd itself to this file"},
+			&cli.StringFlag{Name: "debug.memprofile", Hidden: true, Usage: "on exit, write a Go heap profile of bpfperfd itself (what is live then) to this file"},
 		},
 		HideHelpCommand: true,
 		ExitErrHandler:  func(*cli.Context, error) {},
@@ -138,7 +140,19 @@ func run(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go exitIfStopIsSlow(ctx)
-	return daemon.Run(ctx, daemon.Config{
+	if path := c.String("debug.memprofile"); path != "" {
+		// Taken the moment a stop is asked for, while the daemon's state
+		// is still live.
+		go func() {
+			<-ctx.Done()
+			if f, err := os.Create(path); err == nil {
+				runtime.GC()
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}()
+	}
+	err = daemon.Run(ctx, daemon.Config{
 		StateDir:    c.String("state-dir"),
 		Socket:      c.String("socket"),
 		SocketGroup: c.String("socket-group"),
@@ -164,4 +178,10 @@ func run(c *cli.Context) error {
 		MapsLeakWindow: c.Duration("maps.leak-window"),
 		MapsWalkBudget: c.Int("maps.walk-budget"),
 	})
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped during start-up (the store's proof, say): a stop asked
+		// for, not a failure.
+		return nil
+	}
+	return err
 }
