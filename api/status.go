@@ -18,10 +18,14 @@ type Status struct {
 	StoreBytes     int64     `json:"store_bytes"`
 	// StoreDamaged says what was found damaged in the store while
 	// running; nothing more is written to it. Empty while it is sound.
-	StoreDamaged string    `json:"store_damaged,omitempty"`
-	LastSample   time.Time `json:"last_sample,omitzero"`
-	LastSweepMs  float64   `json:"last_sweep_ms"`
-	LastWriteMs  float64   `json:"last_write_ms"`
+	StoreDamaged string `json:"store_damaged,omitempty"`
+	// StoreGone says the store's path no longer names the file the
+	// daemon has open (removed or replaced): what it writes is lost
+	// when it stops.
+	StoreGone   string    `json:"store_gone,omitempty"`
+	LastSample  time.Time `json:"last_sample,omitzero"`
+	LastSweepMs float64   `json:"last_sweep_ms"`
+	LastWriteMs float64   `json:"last_write_ms"`
 	// Sweep is how programs are read each tick: "iter" (one BPF iterator
 	// read) or "fd" (open, describe and close each program); SweepDetail
 	// says why, and when the iterator was last proved against

@@ -217,7 +217,8 @@ func (d *Daemon) loop(ctx context.Context) error {
 	ticker := time.NewTicker(d.cfg.Interval)
 	defer ticker.Stop()
 	first := true
-	var lastRollup time.Time
+	var lastRollup, lastHousekeeping time.Time
+	var goneLogged bool
 	for {
 		now := d.now()
 		if err := d.sampler.tick(now, first); err == nil {
@@ -228,6 +229,18 @@ func (d *Daemon) loop(ctx context.Context) error {
 		d.detect(now)
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
+		if now.Sub(lastHousekeeping) >= housekeepingEvery {
+			returnIdleMemory()
+			// A store file removed under the daemon (its directory
+			// wiped, say) takes every later write with it when the
+			// daemon stops: say so once, loudly, rather than go on
+			// silently.
+			if gone := d.store.Gone(); gone != "" && !goneLogged {
+				d.cfg.Logger.Error("store", "err", gone, "path", d.store.Path(), "fix", "restart bpfperfd to start a new store there")
+				goneLogged = true
+			}
+			lastHousekeeping = now
+		}
 		if now.Truncate(time.Minute) != lastRollup && d.store.Damaged() == "" {
 			if err := d.store.Rollup(now); err != nil {
 				d.cfg.Logger.Warn("rollup", "err", err)

@@ -33,6 +33,7 @@ func (d *Daemon) status() api.Status {
 		st.LastError = s.lastErr.Error()
 	}
 	st.StoreDamaged = d.store.Damaged()
+	st.StoreGone = d.store.Gone()
 	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
 	s.mu.RUnlock()
 	var last, total, since uint64

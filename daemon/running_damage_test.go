@@ -123,3 +123,38 @@ func TestDamageWhileRunning(t *testing.T) {
 		t.Errorf("stop: %v\n%s", err, d.stderr)
 	}
 }
+
+// TestStoreRemovedWhileRunning removes the store file under a running
+// daemon (a state directory wiped by hand, a tmpfiles clean-up): the
+// daemon stays up and says so, in status at once and in its log within
+// one housekeeping pass, instead of writing on into a file nobody can
+// open again.
+func TestStoreRemovedWhileRunning(t *testing.T) {
+	privtest.Root(t)
+	state := t.TempDir()
+	d := startDaemon(t, state, "--profile.every", "0")
+	var st api.Status
+	d.json(t, &st, "status")
+	if st.StoreGone != "" {
+		t.Fatalf("store_gone %q before anything was removed", st.StoreGone)
+	}
+	if err := os.Remove(filepath.Join(state, daemon.StoreFile)); err != nil {
+		t.Fatal(err)
+	}
+	d.json(t, &st, "status")
+	if !strings.Contains(st.StoreGone, "removed") {
+		t.Errorf("status store_gone = %q, want it to say the file was removed", st.StoreGone)
+	}
+	if out := d.cli(t, "status"); !strings.Contains(out, "store gone") || !strings.Contains(out, "restart") {
+		t.Errorf("bpfperf status does not say the store is gone:\n%s", out)
+	}
+	eventuallyFor(t, 15*time.Second, "the log to say the store file was removed", func() bool {
+		return strings.Contains(d.stderr.String(), "the store file was removed while open")
+	})
+	if d.cmd.ProcessState != nil {
+		t.Fatalf("bpfperfd died:\n%s", d.stderr)
+	}
+	if err := d.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("stop: %v\n%s", err, d.stderr)
+	}
+}

@@ -26,35 +26,7 @@ func TestStrictInput(t *testing.T) {
 		}
 		return e.Error
 	}
-	for _, r := range []struct{ method, path, takes string }{
-		{"GET", "/v1/status", ""},
-		{"GET", "/v1/progs", "all, fields"},
-		{"GET", "/v1/progs/1", ""},
-		{"GET", "/v1/history", "prog, since, until, step"},
-		{"GET", "/v1/events", "prog, since, until"},
-		{"GET", "/v1/store/stats", ""},
-		{"GET", "/v1/store/check", ""},
-		{"GET", "/v1/export", "since, until, format"},
-		{"POST", "/v1/bench/runs", "label"},
-		{"GET", "/v1/bench/runs", "since, until"},
-		{"GET", "/v1/bench/runs/1", ""},
-		{"GET", "/v1/counters", ""},
-		{"POST", "/v1/counters/enable", "prog, window"},
-		{"POST", "/v1/counters/disable", "prog"},
-		{"GET", "/v1/counters/history", "prog, since, until"},
-		{"GET", "/v1/profiles", "since, until, kind"},
-		{"GET", "/v1/profiles/merge", "since, until, kind"},
-		{"GET", "/v1/profiles/1", ""},
-		{"POST", "/v1/profiles/capture", "duration, event"},
-		{"GET", "/v1/bench/compare", "base, new, min_delta"},
-		{"GET", "/v1/maps", "all"},
-		{"GET", "/v1/maps/1", "since, until"},
-		{"GET", "/v1/owners", "since, until, owner"},
-		{"GET", "/v1/regressions", "since, until, prog"},
-		{"GET", "/v1/regressions/1", ""},
-		{"GET", "/v1/regressions/1/diff", ""},
-		{"GET", "/v1/check", "prog, baseline, max, since, until"},
-	} {
+	for _, r := range everyRoute {
 		body, code := a.do(r.method, r.path+"?sinse=1d", nil)
 		msg := errorOf(body)
 		if code != http.StatusBadRequest || !strings.Contains(msg, `"sinse"`) || !strings.Contains(msg, r.takes) {
@@ -97,4 +69,36 @@ func TestStrictInput(t *testing.T) {
 		stdout, stderr, code := run(bin.cli, append(append([]string{"--socket", d.socket}, args...), "extra_arg")...)
 		oneLineError(t, "bpfperf "+strings.Join(args, " ")+" extra_arg", stdout, stderr, code, "extra_arg")
 	}
+}
+
+// everyRoute is each /v1 route with an id where it takes one, and the
+// query parameters it takes, as its 400 lists them.
+var everyRoute = []struct{ method, path, takes string }{
+	{"GET", "/v1/status", ""},
+	{"GET", "/v1/progs", "all, fields"},
+	{"GET", "/v1/progs/1", ""},
+	{"GET", "/v1/history", "prog, since, until, step"},
+	{"GET", "/v1/events", "prog, since, until"},
+	{"GET", "/v1/store/stats", ""},
+	{"GET", "/v1/store/check", ""},
+	{"GET", "/v1/export", "since, until, format"},
+	{"POST", "/v1/bench/runs", "label"},
+	{"GET", "/v1/bench/runs", "since, until"},
+	{"GET", "/v1/bench/runs/1", ""},
+	{"GET", "/v1/counters", ""},
+	{"POST", "/v1/counters/enable", "prog, window"},
+	{"POST", "/v1/counters/disable", "prog"},
+	{"GET", "/v1/counters/history", "prog, since, until"},
+	{"GET", "/v1/profiles", "since, until, kind"},
+	{"GET", "/v1/profiles/merge", "since, until, kind"},
+	{"GET", "/v1/profiles/1", ""},
+	{"POST", "/v1/profiles/capture", "duration, event"},
+	{"GET", "/v1/bench/compare", "base, new, min_delta"},
+	{"GET", "/v1/maps", "all"},
+	{"GET", "/v1/maps/1", "since, until"},
+	{"GET", "/v1/owners", "since, until, owner"},
+	{"GET", "/v1/regressions", "since, until, prog"},
+	{"GET", "/v1/regressions/1", ""},
+	{"GET", "/v1/regressions/1/diff", ""},
+	{"GET", "/v1/check", "prog, baseline, max, since, until"},
 }

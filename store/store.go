@@ -147,6 +147,7 @@ type DB struct {
 	touched map[string]int64
 
 	damaged  atomic.Pointer[string] // running_damage.go
+	opened   os.FileInfo            // the file as Open found it (gone.go)
 	onDamage func(what string)
 	// writeMu serializes writers in front of bbolt's own lock, which an
 	// abandoned transaction keeps (safe.go); abandoned says one does.
@@ -190,6 +191,7 @@ func Open(path string, opts Options) (db *DB, err error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db = &DB{bolt: b, path: path, heads: map[string]*chunk{}, touched: map[string]int64{}}
+	db.opened, _ = os.Stat(path) // bbolt holds its lock: this is the file it opened
 	if opts.ReadOnly {
 		err = db.checkSchema()
 	} else {

@@ -68,6 +68,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 			if s.StoreDamaged != "" {
 				kv = append(kv, [2]string{"store damage", "writes stopped: " + s.StoreDamaged + "; stop bpfperfd, then run bpfperf store salvage --file " + s.StorePath + " --to NEW.db"})
 			}
+			if s.StoreGone != "" {
+				kv = append(kv, [2]string{"store gone", s.StoreGone + "; what bpfperfd writes now is lost when it stops: restart it"})
+			}
 			if s.LastError != "" {
 				kv = append(kv, [2]string{"last error", s.LastError})
 			}

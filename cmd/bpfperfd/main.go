@@ -142,8 +142,11 @@ func run(c *cli.Context) error {
 	go exitIfStopIsSlow(ctx)
 	if path := c.String("debug.memprofile"); path != "" {
 		// Taken the moment a stop is asked for, while the daemon's state
-		// is still live.
+		// is still live; the process waits for it.
+		written := make(chan struct{})
+		defer func() { <-written }()
 		go func() {
+			defer close(written)
 			<-ctx.Done()
 			if f, err := os.Create(path); err == nil {
 				runtime.GC()
