@@ -45,6 +45,10 @@ type Status struct {
 	// The daemon's own cost: CPU over the last minute, relative to one CPU.
 	CPUPercent float64 `json:"cpu_percent"`
 	RSSBytes   int64   `json:"rss_bytes"`
+	// HeapLiveBytes is the Go heap the last garbage collection found in
+	// use: what the daemon keeps, without the garbage and freed pages
+	// that come and go in RSS.
+	HeapLiveBytes int64 `json:"heap_live_bytes"`
 	// Host and kernel, for views of a daemon reached over a socket.
 	Hostname      string `json:"hostname"`
 	KernelRelease string `json:"kernel_release"`

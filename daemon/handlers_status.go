@@ -45,6 +45,7 @@ func (d *Daemon) status() api.Status {
 	}
 	st.ProgramsSeen, _ = d.store.CountPrograms()
 	st.CPUPercent, st.RSSBytes = d.cost.read()
+	st.HeapLiveBytes = heapLiveBytes()
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
 	st.StatsCost = d.statsCostStatus()

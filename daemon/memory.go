@@ -27,3 +27,13 @@ func returnIdleMemory() {
 		debug.FreeOSMemory()
 	}
 }
+
+// heapLiveBytes is the heap the last collection found live.
+func heapLiveBytes() int64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}

@@ -43,6 +43,7 @@ func statusCommand(dial clientFactory) *cli.Command {
 				{"last write", fmt.Sprintf("%.2f ms", s.LastWriteMs)},
 				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
 				{"daemon rss", fmtBytes(s.RSSBytes)},
+				{"daemon heap", fmtBytes(s.HeapLiveBytes) + " live"},
 			}
 			if s.Sweep != "" {
 				kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
