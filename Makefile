@@ -86,9 +86,13 @@ fuzz:
 	BPFPERF_DAMAGE_COPIES=2000 BPFPERF_DAMAGE_TAIL=512 $(GO) test -count=1 -timeout 60m -run 'TestDamaged' -v ./store/ ./daemon/
 
 # Long runs CI has no time for: 10,000 programs loaded and unloaded under a
-# daemon sampling every 100 ms (make test churns 2,000).
+# daemon sampling every 100 ms (make test churns 2,000), then the daemon
+# time-compressed over 1,000 programs at 100 ms for SOAK (6m: an hour of
+# 1 s ticks), its CPU and RSS checked flat.
+SOAK ?= 6m
 soak:
 	BPFPERF_CHURN_PROGRAMS=10000 $(GO) test -count=1 -run '^TestChurn$$' -v -timeout 30m ./daemon/
+	BPFPERF_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 3h ./daemon/
 
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).

@@ -46,7 +46,7 @@ func BenchmarkDaemon10000Programs(b *testing.B) {
 
 // loadFilters loads n empty socket filters named prefix0, prefix1, ...,
 // closed when the benchmark ends.
-func loadFilters(b *testing.B, prefix string, n int) []*ebpf.Program {
+func loadFilters(b testing.TB, prefix string, n int) []*ebpf.Program {
 	var progs []*ebpf.Program
 	b.Cleanup(func() {
 		for _, p := range progs {
@@ -120,7 +120,7 @@ func median(v []float64) float64 {
 }
 
 // procCPU is utime+stime of pid.
-func procCPU(b *testing.B, pid int) time.Duration {
+func procCPU(b testing.TB, pid int) time.Duration {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		b.Fatal(err)
