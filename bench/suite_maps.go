@@ -34,16 +34,27 @@ type mapKind struct {
 var mapKinds = []mapKind{
 	{name: "array", ops: []string{"lookup", "update", "replace"}, array: true},
 	{name: "percpu_array", ops: []string{"lookup", "update", "replace"}, array: true},
-	{name: "hash", ops: allOps},
-	{name: "percpu_hash", ops: allOps},
-	{name: "lru_hash", ops: allOps, lru: true},
-	{name: "lru_percpu_hash", ops: allOps, lru: true},
-	{name: "lpm_trie", ops: allOps, lpm: true},
+	{name: "hash", ops: MapOps},
+	{name: "percpu_hash", ops: MapOps},
+	{name: "lru_hash", ops: MapOps, lru: true},
+	{name: "lru_percpu_hash", ops: MapOps, lru: true},
+	{name: "lpm_trie", ops: MapOps, lpm: true},
 	{name: "array_of_maps", ops: []string{"lookup"}, inner: true},
 	{name: "hash_of_maps", ops: []string{"lookup"}, inner: true},
 }
 
-var allOps = []string{"lookup", "update", "replace", "delete_insert"}
+// MapOps are the operations of the map experiments, in the suite's order.
+var MapOps = []string{"lookup", "update", "replace", "delete_insert"}
+
+// MapTypes lists the map types of the map experiments, in the suite's
+// order.
+func MapTypes() []string {
+	names := make([]string, len(mapKinds))
+	for i, k := range mapKinds {
+		names[i] = k.name
+	}
+	return names
+}
 
 var opDoc = map[string]string{
 	"lookup":        "bpf_map_lookup_elem of a present key",
@@ -52,8 +63,8 @@ var opDoc = map[string]string{
 	"delete_insert": "bpf_map_delete_elem then bpf_map_update_elem(BPF_NOEXIST)",
 }
 
-// sizeName writes 1024 as 1K and 1048576 as 1M.
-func sizeName(n int) string {
+// SizeName writes 1024 as 1K and 1048576 as 1M.
+func SizeName(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%dM", n>>20)
@@ -93,7 +104,7 @@ func mapTests() []Test {
 						w = want(0)
 					}
 					tests = append(tests, Test{
-						Name:  fmt.Sprintf("maps/%s/%s/size=%s/keys=%s", kind.name, op, sizeName(size), pat),
+						Name:  fmt.Sprintf("maps/%s/%s/size=%s/keys=%s", kind.name, op, SizeName(size), pat),
 						Group: "maps",
 						Entry: kind.name + "_" + op,
 						Doc:   opDoc[op],
@@ -145,7 +156,7 @@ func mapFixture(kind mapKind, size int) *fixture {
 // "percpu_hash_lookup" is not, for kind "hash".
 func opOf(prog, kind string) bool {
 	rest, ok := strings.CutPrefix(prog, kind+"_")
-	return ok && slices.Contains(allOps, rest)
+	return ok && slices.Contains(MapOps, rest)
 }
 
 func fillMap(m *ebpf.Map, spec *ebpf.MapSpec, kind mapKind, size int) error {

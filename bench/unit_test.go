@@ -256,38 +256,6 @@ func TestCompareSynthetic(t *testing.T) {
 	}
 }
 
-func TestPlotFromReport(t *testing.T) {
-	rep := &Report{}
-	for _, n := range []int{0, 1, 2} {
-		rep.Results = append(rep.Results, Result{
-			Test:    Test{Name: "tailcall/chain=" + string(rune('0'+n)), Group: "tailcall", Labels: map[string]string{"chain": string(rune('0' + n))}},
-			Summary: Summary{N: 1, Median: float64(10 + n)},
-		})
-	}
-	for _, size := range []string{"1", "1024"} {
-		rep.Results = append(rep.Results, Result{
-			Test:    Test{Name: "maps/x/" + size, Group: "maps", Labels: map[string]string{"map": "hash", "op": "lookup", "size": size, "keys": "zipf"}},
-			Summary: Summary{N: 1, Median: 20},
-		})
-	}
-	dir := t.TempDir()
-	files, err := Plot(rep, dir)
-	if err != nil || len(files) != 2 {
-		t.Fatalf("plot: %v %v", files, err)
-	}
-	svg, _ := os.ReadFile(filepath.Join(dir, "tailcalls.svg"))
-	if !bytes.HasPrefix(svg, []byte("<svg")) || bytes.Count(svg, []byte("<circle")) != 3 {
-		t.Fatalf("tailcalls.svg:\n%s", svg)
-	}
-	svg, _ = os.ReadFile(filepath.Join(dir, "maps.svg"))
-	if !bytes.Contains(svg, []byte("lookup, zipf keys")) || bytes.Count(svg, []byte("<circle")) != 2 {
-		t.Fatalf("maps.svg:\n%s", svg)
-	}
-	if _, err := Plot(&Report{}, dir); !errors.Is(err, ErrBadConfig) {
-		t.Fatalf("empty report: %v", err)
-	}
-}
-
 func TestBadObjects(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "prog.o")

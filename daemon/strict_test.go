@@ -62,7 +62,7 @@ func TestStrictInput(t *testing.T) {
 		{"profile", "list"}, {"profile", "get", "1"}, {"profile", "capture", "--duration", "1s"},
 		{"counters", "list"}, {"counters", "enable", "1"}, {"counters", "disable", "1"}, {"counters", "history", "1"},
 		{"profile", "diff", "--base", "a", "--new", "b"}, {"profile", "view", "a"},
-		{"bench"}, {"bench", "runs"}, {"bench", "get", "1"}, {"bench", "compare", "a", "b"}, {"bench", "plot", "a"},
+		{"bench"}, {"bench", "runs"}, {"bench", "get", "1"}, {"bench", "compare", "a", "b"},
 		{"maps"}, {"maps", "show", "1"}, {"owners"}, {"regressions"}, {"regressions", "show", "1"},
 		{"check", "1", "--max-regression", "10%"},
 	} {

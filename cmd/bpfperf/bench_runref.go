@@ -72,17 +72,16 @@ func (l *runLoader) mismatch() string {
 	return "the runs differ in " + strings.Join(diffs, "; ")
 }
 
-// stored fetches a stored run's report.
-func (l *runLoader) stored(ref string) (*bench.Report, error) {
+// stored fetches a stored run's report and its id.
+func (l *runLoader) stored(ref string) (*bench.Report, uint64, error) {
 	if l.client == nil {
 		client, err := l.dial(l.c)
 		if err != nil {
-			return nil, fmt.Errorf("stored run %s: %w", ref, err)
+			return nil, 0, fmt.Errorf("stored run %s: %w", ref, err)
 		}
 		l.client = client
 	}
-	rep, _, err := l.client.BenchReport(ref)
-	return rep, err
+	return l.client.BenchReport(ref)
 }
 
 // samples reads a file or a stored run.
@@ -99,7 +98,7 @@ func (l *runLoader) samples(arg string) (bench.Samples, error) {
 		l.fps = append(l.fps, fp)
 		return bench.ReadSamples(arg)
 	}
-	rep, err := l.stored(ref)
+	rep, _, err := l.stored(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +117,8 @@ func (l *runLoader) report(arg string) (*bench.Report, error) {
 	case err != nil:
 		return nil, err
 	case ok:
-		return l.stored(ref)
+		rep, _, err := l.stored(ref)
+		return rep, err
 	}
 	f, err := os.Open(arg)
 	if err != nil {
