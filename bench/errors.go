@@ -18,4 +18,6 @@ var (
 	// ErrWrongResult: a program returned something other than what the test
 	// expects, so its timing would measure the wrong path.
 	ErrWrongResult = errors.New("unexpected program result")
+	// ErrProfileDir: a --profile directory cannot be made or written in.
+	ErrProfileDir = errors.New("unusable profile directory")
 )

@@ -114,6 +114,14 @@ type Options struct {
 	Env       Env
 	// Progress, if set, sees each result as it is done.
 	Progress func(Result)
+	// Measuring, if set, is called for each test just before its
+	// measurements start (after its set-up, calibration and warm-up, with
+	// every CPU of a parallel run warm) with the ids of the threads that
+	// take them, one per CPU, and the function it returns just after the
+	// last one ends, with their error (nil when all went well): how
+	// bpfperf bench --profile samples those spans and threads alone. A
+	// test that fails or is skipped before then gets no call.
+	Measuring func(t Test, threads []uint32) (done func(error))
 }
 
 // Select returns the tests cfg keeps, in suite order.
@@ -200,7 +208,7 @@ func Run(ctx context.Context, tests []Test, cfg Config, opts Options) (*Report, 
 		if stateErr != nil {
 			res.Error = stateErr.Error()
 		} else {
-			runTest(&res, t, state, cfg)
+			runTest(&res, t, state, cfg, opts.Measuring)
 		}
 		rep.Results = append(rep.Results, res)
 		if opts.Progress != nil {
@@ -219,13 +227,17 @@ func Run(ctx context.Context, tests []Test, cfg Config, opts Options) (*Report, 
 	return rep, nil
 }
 
-func runTest(res *Result, t Test, state any, cfg Config) {
+func runTest(res *Result, t Test, state any, cfg Config, measuring func(Test, []uint32) func(error)) {
 	c, err := t.prepare(state)
 	if err == nil {
 		if c.close != nil {
 			defer c.close()
 		}
-		res.Repeat, res.Runs, err = measure(c, cfg)
+		var span func([]uint32) func(error)
+		if measuring != nil {
+			span = func(threads []uint32) func(error) { return measuring(t, threads) }
+		}
+		res.Repeat, res.Runs, err = measure(c, cfg, span)
 	}
 	switch {
 	case errors.Is(err, ErrNoTestRun):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,8 +99,9 @@ func ProbeEvents(events []perfevent.Event) error {
 
 // measureSeries takes n measurements of c on the calling thread, counting
 // events around each when there are any: run.Events gets each event's
-// count per run, one value per measurement.
-func measureSeries(c *Case, repeat, n int, warmup bool, events []perfevent.Event) (run CPURun, err error) {
+// count per run, one value per measurement. warmed is called between the
+// warm-up and the first measurement.
+func measureSeries(c *Case, repeat, n int, warmup bool, events []perfevent.Event, warmed func()) (run CPURun, err error) {
 	var ctrs *perfevent.ThreadCounters
 	if len(events) > 0 {
 		if ctrs, err = perfevent.OpenThreadCounters(events); err != nil {
@@ -113,6 +115,7 @@ func measureSeries(c *Case, repeat, n int, warmup bool, events []perfevent.Event
 			return run, err
 		}
 	}
+	warmed()
 	for len(run.Measurements) < n {
 		ns, counts, err := measureOnce(c, repeat, ctrs)
 		if err != nil {
@@ -207,8 +210,10 @@ func pinned(cpu int, f func() error) error {
 }
 
 // measure runs c as cfg says: on one (maybe pinned) thread, or on every CPU
-// of cfg.CPUs at once.
-func measure(c *Case, cfg Config) (repeat int, runs []CPURun, err error) {
+// of cfg.CPUs at once. span, if set, is called just before the
+// measurements with the measuring threads' ids, and what it returns just
+// after them (Options.Measuring).
+func measure(c *Case, cfg Config, span func(threads []uint32) (done func(error))) (repeat int, runs []CPURun, err error) {
 	cpus := cfg.CPUs
 	if len(cpus) == 0 {
 		cpus = []int{-1}
@@ -230,6 +235,13 @@ func measure(c *Case, cfg Config) (repeat int, runs []CPURun, err error) {
 		repeat = max(repeat/len(cpus), 1)
 	}
 
+	// Each CPU's series waits after its warm-up until every one is warm:
+	// the measurements of a parallel run start together, and a span
+	// around them holds them all and no warm-up.
+	var warm sync.WaitGroup
+	warm.Add(len(cpus))
+	threads := make([]uint32, len(cpus)) // of the series that got through the warm-up
+	start := make(chan struct{})
 	runs = make([]CPURun, len(cpus))
 	errs := make([]error, len(cpus))
 	var wg sync.WaitGroup
@@ -237,16 +249,31 @@ func measure(c *Case, cfg Config) (repeat int, runs []CPURun, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			warmed := sync.OnceFunc(warm.Done)
+			defer warmed() // a series that failed before holds nobody up
 			errs[i] = pinned(cpu, func() error {
-				run, err := measureSeries(c, repeat, cfg.Measures, cfg.Warmup, cfg.Events)
+				run, err := measureSeries(c, repeat, cfg.Measures, cfg.Warmup, cfg.Events, func() {
+					threads[i] = uint32(unix.Gettid())
+					warmed()
+					<-start
+				})
 				run.CPU, run.Summary = cpu, Summarize(run.Measurements)
 				runs[i] = run
 				return err
 			})
 		}()
 	}
+	warm.Wait()
+	threads = slices.DeleteFunc(threads, func(tid uint32) bool { return tid == 0 })
+	done := func(error) {}
+	if span != nil && len(threads) > 0 {
+		done = span(threads)
+	}
+	close(start)
 	wg.Wait()
-	return repeat, runs, errors.Join(errs...)
+	err = errors.Join(errs...)
+	done(err)
+	return repeat, runs, err
 }
 
 // QuickTarget is the measurement length of --quick runs.

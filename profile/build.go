@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 
 	"github.com/google/pprof/profile"
@@ -35,6 +36,10 @@ type BuildOptions struct {
 	// says where BPF programs spend their time, and pprof's "Total samples
 	// = X (Y%)" line gives their share of the capture's duration.
 	All bool
+	// Threads, if set, keeps only the samples of these threads (by
+	// kernel thread id): a benchmark's profile is of the threads that ran
+	// it, not of whatever else ran on the CPUs sampled.
+	Threads []uint32
 }
 
 // Build symbolizes a capture into a pprof profile with the sample types
@@ -86,9 +91,13 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		pids:    map[uint32]string{},
 	}
 	exact := !sym.overlaps()
-	var bpfSamples, userSamples int
+	var bpfSamples, userSamples, otherSamples int
 	for i := range c.Samples {
 		s := &c.Samples[i]
+		if opts.Threads != nil && !slices.Contains(opts.Threads, s.TID) {
+			otherSamples++
+			continue
+		}
 		if len(s.Stack) == 0 {
 			userSamples++
 			continue
@@ -103,6 +112,9 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 	}
 	p.Comments = []string{fmt.Sprintf("bpfperf: %s at %d Hz on %d CPUs; %d samples, %d with BPF frames, %d in user mode, %d lost, %d throttled",
 		c.Event, c.Hz, c.CPUs, len(c.Samples), bpfSamples, userSamples, c.Lost, c.Throttled)}
+	if opts.Threads != nil {
+		p.Comments = append(p.Comments, fmt.Sprintf("bpfperf: threads %v only: %d samples of other threads left out", opts.Threads, otherSamples))
+	}
 	if scale != 1 {
 		p.Comments = append(p.Comments, fmt.Sprintf("bpfperf: multiplexed: %s was on the PMU %.0f%% of the window; values scaled by %.3g", c.Event, 100*c.RunningShare, scale))
 	}

@@ -220,7 +220,7 @@ func (p *Profiler) sampleGap(ctx context.Context, s *Sampler, next time.Time) bo
 			return ctx.Err() == nil
 		}
 		if p.scrapes.pending() {
-			s.capture(ctx, wait)
+			s.capture(ctx, wait, nil)
 			if ctx.Err() != nil {
 				return false
 			}

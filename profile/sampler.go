@@ -228,12 +228,14 @@ func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error
 	if err := CheckDuration(d, s.cfg.MaxDuration); err != nil {
 		return nil, err
 	}
-	return s.capture(ctx, d)
+	return s.capture(ctx, d, nil)
 }
 
 // capture is Capture without the bounds on d: the profiler samples the
 // gap between two continuous windows, however short, for its scrapes.
-func (s *Sampler) capture(ctx context.Context, d time.Duration) (*Capture, error) {
+// onEnabled, if set, is called once every CPU's event is on: a Recorder's
+// span starts sampling before the work it profiles.
+func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()) (*Capture, error) {
 	if !s.busy.CompareAndSwap(false, true) {
 		return nil, fmt.Errorf("capture: %w", ErrBusy)
 	}
@@ -258,6 +260,9 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration) (*Capture, error
 			s.disable()
 			return nil, err
 		}
+	}
+	if onEnabled != nil {
+		onEnabled()
 	}
 	drain := func() {
 		before, samples, lost := len(d2.stacks), len(c.Samples), c.Lost

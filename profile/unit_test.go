@@ -345,6 +345,16 @@ func TestBuild(t *testing.T) {
 	if got := flat(all); len(got) != 4 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" {
 		t.Errorf("all samples:\n%s", strings.Join(got, "\n"))
 	}
+	// One thread's samples, kernel frames without BPF included (bench
+	// --profile): bash's kernel sample, not curl's or swapper's.
+	own, err := Build(fixtureCapture(), sym, BuildOptions{All: true, Threads: []uint32{12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flat(own); len(got) != 1 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" ||
+		len(own.Comments) != 2 || own.Comments[1] != "bpfperf: threads [12] only: 4 samples of other threads left out" {
+		t.Errorf("thread 12 only:\n%s\ncomments %q", strings.Join(got, "\n"), own.Comments)
+	}
 
 	// A program known from kallsyms only is labelled by tag and name.
 	c := fixtureCapture()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -49,6 +50,7 @@ func benchCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "suite", Usage: "run the tests of this YAML suite `FILE`"},
 			&cli.BoolFlag{Name: "store", Usage: "after the run, hand the report to bpfperfd, which keeps it with the history (see bench runs)"},
 			&cli.StringFlag{Name: "label", Usage: "with --store: name the run in listings (default: what ran, e.g. \"quick filter=...\")"},
+			&cli.StringFlag{Name: "profile", Usage: "write a CPU profile (gzipped pprof) of each test's measurements to `DIR`/<test>.pb.gz, for bpfperf profile diff; made if absent"},
 		},
 		Action:      func(c *cli.Context) error { return benchRun(c, dial) },
 		Subcommands: []*cli.Command{benchCompareCommand(dial), benchPlotCommand(dial), benchListCommand(), benchRunsCommand(dial), benchGetCommand(dial)},
@@ -206,23 +208,30 @@ func benchRun(c *cli.Context, dial clientFactory) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench needs root (BPF_PROG_TEST_RUN and loading programs)")
 	}
+	opts := bench.Options{WithStats: c.Bool("with-stats"), Env: bench.Env{Version: version, Commit: commit}}
+	var profiles *bench.ProfileDir
+	if c.IsSet("profile") {
+		// A bad directory fails here, before anything runs.
+		if profiles, err = bench.OpenProfileDir(c.String("profile"), cfg.CPUs); err != nil {
+			return fmt.Errorf("--profile %q: %w", c.String("profile"), err)
+		}
+		defer profiles.Close()
+		opts.Measuring = profiles.Measuring
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
 	defer stop()
-	var progress func(bench.Result)
+	clearProgress := func() {}
 	if isTerminal(os.Stderr) {
 		// Progress on a terminal only; logs and pipes get the result alone.
 		done := 0
-		progress = func(r bench.Result) {
+		opts.Progress = func(r bench.Result) {
 			done++
 			fmt.Fprintf(os.Stderr, "\r%d/%d %-60.60s", done, len(tests), r.Name)
 		}
-		defer fmt.Fprintf(os.Stderr, "\r%80s\r", "")
+		clearProgress = func() { fmt.Fprintf(os.Stderr, "\r%80s\r", "") }
 	}
-	rep, err := bench.Run(ctx, tests, cfg, bench.Options{
-		WithStats: c.Bool("with-stats"),
-		Env:       bench.Env{Version: version, Commit: commit},
-		Progress:  progress,
-	})
+	rep, err := bench.Run(ctx, tests, cfg, opts)
+	clearProgress()
 	if err != nil {
 		return err
 	}
@@ -234,10 +243,17 @@ func benchRun(c *cli.Context, dial clientFactory) error {
 	if err := bench.Write(c.App.Writer, rep, format); err != nil {
 		return err
 	}
+	var profileErr error
+	if profiles != nil {
+		profileErr = printProfiles(c.App.ErrWriter, profiles)
+	}
 	if c.Bool("store") {
 		if err := storeReport(c, dial, rep); err != nil {
 			return err
 		}
+	}
+	if profileErr != nil {
+		return profileErr
 	}
 	if rep.Failed() {
 		return fmt.Errorf("bench: some tests failed (see FAILED above)")
@@ -276,4 +292,19 @@ func storeReport(c *cli.Context, dial clientFactory, rep *bench.Report) error {
 		return fmt.Errorf("--store: %v; the report is saved in %s only", err, p)
 	}
 	return fmt.Errorf("--store: %v; the results above were not stored", err)
+}
+
+// printProfiles says where each test's profile went, on stderr after the
+// table (stdout stays the report alone, valid JSON with -o json), and
+// which could not be written.
+func printProfiles(w io.Writer, profiles *bench.ProfileDir) error {
+	for _, f := range profiles.Files() {
+		fmt.Fprintf(w, "profile of %s: %s (%d samples over %v)\n", f.Test, f.Path, f.Samples, f.Span.Round(time.Millisecond))
+	}
+	err := profiles.Err()
+	if err == nil {
+		return nil
+	}
+	fmt.Fprintln(w, err)
+	return fmt.Errorf("--profile: some profiles could not be written (see above)")
 }
