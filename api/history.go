@@ -14,6 +14,10 @@ type HistoryPoint struct {
 	// Reload marks the first point of a new instance (the program was
 	// reloaded); its rates are absent because counters restart.
 	Reload bool `json:"reload,omitempty"`
+	// Estimated marks a point stored while bpfperfd ran with stats on for
+	// only part of each interval (--stats.duty): its counters and rates
+	// are scaled from that part.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // History is GET /v1/history.

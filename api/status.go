@@ -4,18 +4,21 @@ import "time"
 
 // Status is GET /v1/status.
 type Status struct {
-	Version        string    `json:"version"`
-	PID            int       `json:"pid"`
-	StartedAt      time.Time `json:"started_at"`
-	UptimeSeconds  float64   `json:"uptime_seconds"`
-	BootID         string    `json:"boot_id"`
-	StatsMode      string    `json:"stats_mode"`
-	StatsDetail    string    `json:"stats_detail"`
-	IntervalMs     int64     `json:"interval_ms"`
-	ProgramsLoaded int       `json:"programs_loaded"`
-	ProgramsSeen   int       `json:"programs_seen"` // instances in the store, loaded or not
-	StorePath      string    `json:"store_path"`
-	StoreBytes     int64     `json:"store_bytes"`
+	Version       string    `json:"version"`
+	PID           int       `json:"pid"`
+	StartedAt     time.Time `json:"started_at"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	BootID        string    `json:"boot_id"`
+	StatsMode     string    `json:"stats_mode"`
+	StatsDetail   string    `json:"stats_detail"`
+	// StatsDuty says how much of each interval stats are on, when less
+	// than all of it (--stats.duty).
+	StatsDuty      string `json:"stats_duty,omitempty"`
+	IntervalMs     int64  `json:"interval_ms"`
+	ProgramsLoaded int    `json:"programs_loaded"`
+	ProgramsSeen   int    `json:"programs_seen"` // instances in the store, loaded or not
+	StorePath      string `json:"store_path"`
+	StoreBytes     int64  `json:"store_bytes"`
 	// StoreDamaged says what was found damaged in the store while
 	// running; nothing more is written to it. Empty while it is sound.
 	StoreDamaged string `json:"store_damaged,omitempty"`

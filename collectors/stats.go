@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,11 @@ type Stats struct {
 	restored bool   // Restore ran
 	fdErr    error  // why auto mode fell back to the sysctl
 	fdSysctl string // the sysctl as read in fd mode, for Detail
+
+	// The time our stats fd was open, for a duty cycle (Pause, Resume):
+	// onBefore until the last Pause, and since onSince while open.
+	onSince  time.Time
+	onBefore time.Duration
 }
 
 // EnableStats turns run-time stats on. In sysctl mode it writes 1 only if it
@@ -77,7 +83,54 @@ func (s *Stats) enableFD() error {
 	}
 	s.mode, s.fd = StatsFD, int(fd)
 	s.fdSysctl, _ = s.readSysctl()
+	s.onSince = time.Now()
 	return nil
+}
+
+// Pause closes the stats fd, so stats go off until Resume unless another
+// holder (a stats fd, the sysctl) keeps them on: a duty cycle's off part.
+// Fd mode only; a no-op when paused or restored.
+func (s *Stats) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode != StatsFD || s.fd < 0 || s.restored {
+		return nil
+	}
+	err := unix.Close(s.fd)
+	s.fd = -1
+	s.onBefore += time.Since(s.onSince)
+	s.onSince = time.Time{}
+	if err != nil {
+		return fmt.Errorf("close stats fd: %w", err)
+	}
+	return nil
+}
+
+// Resume opens a new stats fd after Pause; a no-op when open or restored.
+func (s *Stats) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode != StatsFD || s.fd >= 0 || s.restored {
+		return nil
+	}
+	attr := struct{ typ uint32 }{unix.BPF_STATS_RUN_TIME}
+	fd, err := bpf(unix.BPF_ENABLE_STATS, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+	if err != nil {
+		return wrapErrno("enable stats (BPF_ENABLE_STATS)", err)
+	}
+	s.fd, s.onSince = int(fd), time.Now()
+	return nil
+}
+
+// OnTime is how long our stats fd has been open in all, up to at: the
+// time stats were surely on. In sysctl mode it is always on.
+func (s *Stats) OnTime(at time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onSince.IsZero() || at.Before(s.onSince) {
+		return s.onBefore
+	}
+	return s.onBefore + at.Sub(s.onSince)
 }
 
 func (s *Stats) enableSysctl() error {

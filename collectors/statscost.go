@@ -41,12 +41,9 @@ var calibrationPacket = make([]byte, 64)
 // it returns.
 func MeasureStatsCost(rounds, repeat int) (StatsCost, error) {
 	c := StatsCost{Rounds: rounds, Repeat: repeat}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "bpfperf_cal", Type: ebpf.SocketFilter, License: "MIT",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-	})
+	prog, err := calibrationProgram()
 	if err != nil {
-		return c, fmt.Errorf("load calibration program: %w", err)
+		return c, err
 	}
 	defer prog.Close()
 	var offs, ons []time.Duration
@@ -77,6 +74,35 @@ func MeasureStatsCost(rounds, repeat int) (StatsCost, error) {
 	}
 	c.OffNsPerRun, c.OnNsPerRun = float64(medianDuration(offs)), float64(medianDuration(ons))
 	return c, nil
+}
+
+// calibrationProgram loads an empty socket filter of the daemon's own.
+func calibrationProgram() (*ebpf.Program, error) {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "bpfperf_cal", Type: ebpf.SocketFilter, License: "MIT",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load calibration program: %w", err)
+	}
+	return prog, nil
+}
+
+// StatsOnNow says whether run-time stats count at this moment: it runs a
+// calibration program of its own once and reads its run count. After the
+// daemon closed its own stats fd, true means another holder keeps them
+// on. The program is closed before it returns.
+func StatsOnNow() (bool, error) {
+	prog, err := calibrationProgram()
+	if err != nil {
+		return false, err
+	}
+	defer prog.Close()
+	if _, _, err := prog.Benchmark(calibrationPacket, 1, nil); err != nil {
+		return false, fmt.Errorf("test run: %w", err)
+	}
+	n, err := runCount(prog)
+	return n > 0, err
 }
 
 func runCount(prog *ebpf.Program) (uint64, error) {

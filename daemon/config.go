@@ -26,6 +26,9 @@ type Config struct {
 	HostLock  string
 	Interval  time.Duration // sampling interval
 	StatsMode string        // "auto", "fd" or "sysctl"
+	// StatsDuty is the percent of each interval stats are on (duty.go);
+	// 0 is 100.
+	StatsDuty int
 	Sweep     string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
 	ProcRoot  string        // usually /proc
 	// BPFFS is where pinned objects are looked for, to charge objects no
@@ -87,6 +90,12 @@ func (c *Config) validate() error {
 	case "auto", "fd", "sysctl":
 	default:
 		return fmt.Errorf("%w: --stats-mode %q is not one of auto, fd, sysctl", ErrBadConfig, c.StatsMode)
+	}
+	if c.StatsDuty == 0 {
+		c.StatsDuty = 100
+	}
+	if c.StatsDuty < 1 || c.StatsDuty > 100 {
+		return fmt.Errorf("%w: --stats.duty %d%% is outside 1%%..100%%", ErrBadConfig, c.StatsDuty)
 	}
 	switch c.Sweep {
 	case "":

@@ -23,6 +23,7 @@ type Daemon struct {
 	cfg     Config
 	store   *store.DB
 	stats   *collectors.Stats
+	duty    *dutyCycle // nil at --stats.duty 100%
 	sampler *sampler
 	bootID  string
 	boot    uint32
@@ -122,13 +123,23 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
+	var duty *dutyCycle
+	if cfg.StatsDuty < 100 {
+		if stats.Mode() != collectors.StatsFD {
+			return fmt.Errorf("%w: --stats.duty %d%% needs the stats fd (BPF_ENABLE_STATS, Linux 5.8+), but stats are on through the sysctl: %s", ErrBadConfig, cfg.StatsDuty, stats.Detail())
+		}
+		duty = newDutyCycle(stats, cfg.StatsDuty, cfg.Interval, log)
+		defer duty.stop()
+		log.Info("stats duty cycle", "detail", duty.status())
+	}
 	log.Info("sweep", "kind", sw.kind, "detail", sw.detail)
 
 	smp, err := newSampler(&cfg, sw, db, bootID, boot)
 	if err != nil {
 		return err
 	}
-	d := &Daemon{cfg: cfg, store: db, stats: stats, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
+	smp.duty = duty
+	d := &Daemon{cfg: cfg, store: db, stats: stats, duty: duty, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
@@ -155,10 +166,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer stopWeb()
 
-	if err := db.WriteTick(store.Tick{Time: d.started, Events: []store.Event{
+	startEvents := []store.Event{
 		{Time: d.started, Kind: "daemon_start", Detail: cfg.Version},
 		{Time: d.started, Kind: "stats_mode", Detail: stats.Detail()},
-	}}); err != nil {
+	}
+	if duty != nil {
+		// History marks what this run stores as estimates (history.go).
+		startEvents = append(startEvents, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.status()})
+	}
+	if err := db.WriteTick(store.Tick{Time: d.started, Events: startEvents}); err != nil {
 		return err
 	}
 
@@ -220,11 +236,14 @@ func (d *Daemon) loop(ctx context.Context) error {
 	var lastRollup, lastHousekeeping time.Time
 	var goneLogged bool
 	for {
-		now := d.now()
+		now, tickAt := d.now(), time.Now()
 		if err := d.sampler.tick(now, first); err == nil {
 			first = false
 		} else if !d.sampler.storeFailing() {
 			d.cfg.Logger.Error("sample", "err", err)
+		}
+		if d.duty != nil {
+			d.duty.afterTick(tickAt)
 		}
 		d.detect(now)
 		// Fold complete minutes into rollups here, after the tick, so they

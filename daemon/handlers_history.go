@@ -53,6 +53,10 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 	}
 	sort.Slice(insts, func(i, j int) bool { return insts[i].rec.FirstSeen.Before(insts[j].rec.FirstSeen) })
 	h := api.History{Program: ref, Since: since, Until: until, StepMs: step.Milliseconds(), Points: []api.HistoryPoint{}}
+	spans, err := d.estimatedSpans(since, until)
+	if err != nil {
+		return api.History{}, err
+	}
 	for n, inst := range insts {
 		points, res, err := d.points(inst.rec.Key, since, until, step)
 		if err != nil {
@@ -64,7 +68,7 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
 		}
 		for i, p := range points {
-			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p)}
+			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p), Estimated: estimated(p.Time, spans)}
 			if i > 0 {
 				prev := h.Points[len(h.Points)-1]
 				hp.Rates = api.RatesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))

@@ -34,6 +34,9 @@ func (d *Daemon) status() api.Status {
 	}
 	st.StoreDamaged = d.store.Damaged()
 	st.StoreGone = d.store.Gone()
+	if d.duty != nil {
+		st.StatsDuty = d.duty.status()
+	}
 	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
 	s.mu.RUnlock()
 	var last, total, since uint64

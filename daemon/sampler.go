@@ -71,6 +71,9 @@ type sampler struct {
 	// ticked, if set, is called after each tick with how long its sweep
 	// and its store write took (metrics.go's histograms).
 	ticked func(sweep, write time.Duration)
+	// duty, at --stats.duty below 100%, scales each sweep's counters to
+	// the whole interval (duty.go).
+	duty *dutyCycle
 }
 
 func newSampler(cfg *Config, sw *sweeper, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -116,6 +119,9 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	samples, err := s.sweeper.sweep(s.buf[:0], now)
 	s.buf = samples
 	sweep := time.Since(start)
+	if s.duty != nil {
+		s.duty.scale(samples, start)
+	}
 	var skipped *collectors.SkippedError
 	switch {
 	case errors.As(err, &skipped):

@@ -45,6 +45,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 				{"daemon rss", fmtBytes(s.RSSBytes)},
 				{"daemon heap", fmtBytes(s.HeapLiveBytes) + " live"},
 			}
+			if s.StatsDuty != "" {
+				kv = append(kv, [2]string{"stats duty", s.StatsDuty})
+			}
 			if s.Sweep != "" {
 				kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
 			}

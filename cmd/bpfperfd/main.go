@@ -38,6 +38,7 @@ func main() {
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
+			&cli.StringFlag{Name: "stats.duty", Value: "100%", Usage: "keep BPF run-time stats on for this share of each interval (1%..100%); below 100% runs and run time are scaled from that share and marked as estimates, and every program on the host runs without the stats' cost the rest of the time"},
 			&cli.StringFlag{Name: "sweep", Value: "auto", Usage: "how programs are read each tick: auto (iter, else fd), iter (one BPF iterator read; needs Linux 5.19 and BTF), fd (open, describe, close each program)"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
 			&cli.StringFlag{Name: "retention.minute", Value: "35d", Usage: "how long minute rollups are kept"},
@@ -125,6 +126,10 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--regressions.min-change: %w", err)
 	}
+	duty, err := daemon.ParseDuty(c.String("stats.duty"))
+	if err != nil {
+		return err
+	}
 	regressions := regress.DefaultConfig()
 	regressions.Window, regressions.MinChange, regressions.Alpha = c.Duration("regressions.window"), minChange, c.Float64("regressions.alpha")
 	if path := c.String("debug.cpuprofile"); path != "" {
@@ -144,7 +149,10 @@ func run(c *cli.Context) error {
 		// Taken the moment a stop is asked for, while the daemon's state
 		// is still live; the process waits for it.
 		written := make(chan struct{})
-		defer func() { <-written }()
+		defer func() {
+			stop() // a daemon that ended on its own still writes it
+			<-written
+		}()
 		go func() {
 			defer close(written)
 			<-ctx.Done()
@@ -162,6 +170,7 @@ func run(c *cli.Context) error {
 		HostLock:    c.String("host-lock"),
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
+		StatsDuty:   duty,
 		Sweep:       c.String("sweep"),
 		ProcRoot:    "/proc",
 		Retention:   keep,

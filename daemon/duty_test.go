@@ -1,0 +1,175 @@
+package daemon_test
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// steadyLoad runs prog 100 times every millisecond, on a ticker, until
+// stop, and counts the runs it made. Paced by the clock, as packets or
+// syscalls arrive, its rate does not depend on what a run costs: a load
+// that ran flat out would run slower while stats are on, and a rate
+// sampled then would read low.
+type steadyLoad struct {
+	runs atomic.Uint64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startLoad(t testing.TB, prog *ebpf.Program) *steadyLoad {
+	l := &steadyLoad{stop: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: 100}); err != nil {
+				t.Error(err)
+				return
+			}
+			l.runs.Add(100)
+		}
+	}()
+	t.Cleanup(l.end)
+	return l
+}
+
+func (l *steadyLoad) end() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// measuredRate is the load's runs/s over d, by its own count.
+func (l *steadyLoad) rate(d time.Duration) float64 {
+	n0, t0 := l.runs.Load(), time.Now()
+	time.Sleep(d)
+	return float64(l.runs.Load()-n0) / time.Since(t0).Seconds()
+}
+
+// historyRate is runs/s between the first and last history points of
+// the last d.
+func historyRate(t testing.TB, d *daemonProc, name string, since time.Duration) (float64, []api.HistoryPoint) {
+	var pts []api.HistoryPoint
+	if err := d.query(&pts, "history", name, "--since", since.String()); err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) < 3 {
+		t.Fatalf("history has %d points over %v", len(pts), since)
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	return float64(last.RunCnt-first.RunCnt) / last.Time.Sub(first.Time).Seconds(), pts
+}
+
+// TestStatsDuty runs bpfperfd with stats on 10% of each interval under a
+// steady load: the kernel counts only part of the runs (stats really go
+// off), the daemon's runs/s matches the load's own count, ns/run is the
+// kernel's ratio, history marks the points as estimates and status shows
+// the duty. With another stats fd held (as bpftop holds one) the daemon
+// sees that stats stay on, suspends the cycle and does not scale: the
+// rate is still right, not ten times too high.
+func TestStatsDuty(t *testing.T) {
+	privtest.Root(t)
+	name := uniqueName("duty")
+	prog, err := privtest.LoadSocketFilter(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	state := t.TempDir()
+	d := startDaemon(t, state, "--interval", "1s", "--stats.duty", "10%", "--profile.every", "0")
+	load := startLoad(t, prog)
+	defer load.end() // before the program closes
+	time.Sleep(2 * time.Second)
+
+	// Stats go off: the kernel counted far fewer runs than were made.
+	info0, _ := prog.Stats()
+	made0 := load.runs.Load()
+	want := load.rate(6 * time.Second)
+	info1, _ := prog.Stats()
+	made1 := load.runs.Load()
+	counted := float64(info1.RunCount-info0.RunCount) / float64(made1-made0)
+	t.Logf("the kernel counted %.1f%% of the runs made", counted*100)
+	if counted > 0.5 {
+		t.Errorf("the kernel counted %.0f%% of the runs with stats on 10%% of the time", counted*100)
+	}
+	got, pts := historyRate(t, d, name, 6*time.Second)
+	t.Logf("duty 10%%: daemon %.0f runs/s, load's own count %.0f runs/s", got, want)
+	if math.Abs(got/want-1) > 0.05 {
+		t.Errorf("runs/s at 10%% duty: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
+	}
+	last := pts[len(pts)-1]
+	if !last.Estimated {
+		t.Errorf("history point %v not marked estimated", last.Time)
+	}
+	if last.AvgNsPerRun == nil || *last.AvgNsPerRun <= 0 {
+		t.Errorf("no ns/run at 10%% duty: %+v", last)
+	}
+	var st api.Status
+	d.json(t, &st, "status")
+	if st.StatsDuty == "" || !strings.HasPrefix(st.StatsDuty, "10%") {
+		t.Errorf("status stats_duty = %q", st.StatsDuty)
+	}
+
+	// Another holder keeps stats on: no scaling, the rate still right.
+	fd, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	eventually(t, "status to say the duty cycle is suspended", func() bool {
+		return d.query(&st, "status") == nil && strings.Contains(st.StatsDuty, "suspended")
+	})
+	time.Sleep(2 * time.Second) // a tick under the old scale passes
+	want = load.rate(6 * time.Second)
+	got, _ = historyRate(t, d, name, 6*time.Second)
+	t.Logf("another stats fd held: daemon %.0f runs/s, load %.0f runs/s", got, want)
+	if math.Abs(got/want-1) > 0.05 {
+		t.Errorf("runs/s with stats held elsewhere: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
+	}
+	fd.Close()
+
+	// Restarted at 100%: what the 10% run stored stays marked, what the
+	// new run stores is not.
+	if err := d.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	restart := time.Now()
+	d = startDaemon(t, state, "--interval", "1s", "--profile.every", "0")
+	time.Sleep(3 * time.Second)
+	d.json(t, &pts, "history", name, "--since", "30s")
+	var before, after int
+	for _, p := range pts {
+		switch {
+		case p.Time.Before(restart) && p.Estimated:
+			before++
+		case p.Time.After(restart) && !p.Estimated:
+			after++
+		default:
+			t.Errorf("point at %v (restart at %v): estimated %v", p.Time, restart, p.Estimated)
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Errorf("%d estimated points before the restart, %d plain after; want some of each", before, after)
+	}
+}

@@ -1,0 +1,58 @@
+package daemon
+
+import "time"
+
+// eventStatsDuty is stored at a daemon's start when it runs with
+// --stats.duty below 100%: what it stores until it stops is scaled from
+// part of each interval (duty.go), so history marks it as estimates.
+const eventStatsDuty = "stats_duty"
+
+// span is a time range, start exclusive, end inclusive: the points a
+// daemon run stored after its start.
+type span struct{ start, end time.Time }
+
+func (s span) holds(t time.Time) bool { return t.After(s.start) && !t.After(s.end) }
+
+// estimatedSpans returns the spans within since..until when a bpfperfd ran
+// with a stats duty cycle: from each stats_duty event to the next
+// daemon_start or daemon_stop (or until).
+func (d *Daemon) estimatedSpans(since, until time.Time) ([]span, error) {
+	prev, err := d.store.LastEventBefore(since, "daemon_start", "daemon_stop", eventStatsDuty)
+	if err != nil {
+		return nil, err
+	}
+	events, err := d.store.Events(since, until)
+	if err != nil {
+		return nil, err
+	}
+	var spans []span
+	on, start := prev != nil && prev.Kind == eventStatsDuty, since
+	if on {
+		start = prev.Time
+	}
+	for _, e := range events {
+		switch e.Kind {
+		case eventStatsDuty:
+			on, start = true, e.Time
+		case "daemon_start", "daemon_stop":
+			if on && !e.Time.Equal(start) { // a start written with its own duty event
+				spans = append(spans, span{start, e.Time})
+				on = false
+			}
+		}
+	}
+	if on {
+		spans = append(spans, span{start, until})
+	}
+	return spans, nil
+}
+
+// estimated says whether a point at t was stored under a duty cycle.
+func estimated(t time.Time, spans []span) bool {
+	for _, s := range spans {
+		if s.holds(t) {
+			return true
+		}
+	}
+	return false
+}
