@@ -59,7 +59,7 @@ test:
 # Tests this kernel refuses (fentry/fexit exact counters), in Debian's stock
 # kernel under qemu. `make test` runs them too.
 test-vm:
-	$(GO) test -count=1 -run 'InVM' ./internal/vmtest/ ./collectors/
+	$(GO) test -count=1 -run 'InVM' ./internal/vmtest/ ./collectors/ ./profile/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./daemon/ ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/ ./bench/plots/ ./internal/regress/
