@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // programsOnly gathers the per-program families alone, which need no
@@ -106,6 +108,38 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 	p.meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
 	p.cur.RunCnt = 12
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent,loader", 12)), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMetricsPerRun: a program's last counter window gives its per-run
+// gauges, labelled with the mechanism, cpu-clock in seconds; a figure the
+// window lacks (no hardware PMU) and a program without a window have no
+// series.
+func TestMetricsPerRun(t *testing.T) {
+	d := &Daemon{boot: 7, sampler: &sampler{progs: map[uint32]*program{}}}
+	for _, id := range []uint32{5, 6} {
+		d.sampler.progs[id] = &program{
+			meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677"},
+			cur:  collectors.Sample{ID: id, RunTimeNs: 1e9, RunCnt: 10},
+		}
+	}
+	clock, cycles := 1500.0, 3000.0
+	d.ctr.targets = map[uint32]*counterTarget{5: {
+		key:  store.InstanceKey{Boot: 7, ID: 5},
+		last: &api.PerfCounters{Mechanism: api.MechanismExact, CPUClockNsPerRun: &clock, CyclesPerRun: &cycles},
+	}}
+	want := `
+# HELP bpfperf_program_cpu_clock_seconds_per_run Sampled cpu-clock time per run in the program's last counter window.
+# TYPE bpfperf_program_cpu_clock_seconds_per_run gauge
+bpfperf_program_cpu_clock_seconds_per_run{id="5",mechanism="exact"} 1.5e-06
+# HELP bpfperf_program_cycles_per_run CPU cycles per run in the program's last counter window (needs a hardware PMU).
+# TYPE bpfperf_program_cycles_per_run gauge
+bpfperf_program_cycles_per_run{id="5",mechanism="exact"} 3000
+`
+	names := []string{"bpfperf_program_cpu_clock_seconds_per_run", "bpfperf_program_cycles_per_run",
+		"bpfperf_program_instructions_per_run", "bpfperf_program_instructions_per_cycle", "bpfperf_program_llc_misses_per_run"}
+	if err := testutil.TransactionalGatherAndCompare(programsOnly{newProgramFamilies(d)}, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 }
