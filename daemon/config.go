@@ -29,8 +29,8 @@ type Config struct {
 	// StatsDuty is the percent of each interval stats are on (duty.go);
 	// 0 is 100.
 	StatsDuty int
-	Sweep     string        // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
-	ProcRoot  string        // usually /proc
+	Sweep     string // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
+	ProcRoot  string // usually /proc
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
 	BPFFS       string
