@@ -184,7 +184,7 @@ func TestPrometheusScrapesRunCounts(t *testing.T) {
 		v, ok := prom.one(t, runs)
 		return ok && v == 0
 	})
-	const rounds, perRound = 15, 2000
+	const rounds, perRound = 30, 2000 // 30 s of runs, scraped every second
 	for range rounds {
 		if err := privtest.Run(prog, perRound); err != nil {
 			t.Fatal(err)
