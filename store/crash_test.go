@@ -132,7 +132,11 @@ func survivesSIGKILL(t *testing.T, mode string) {
 	committed := -1
 	profiles := map[string]int{} // id -> tick, of every profile seen stored
 	midway := 0                  // kills that landed inside what the mode adds
-	for round := range 50 {
+	// 50 rounds, and more (up to 200) until 10 kills landed inside: on a
+	// loaded machine this process reads the writer's lines late, and a
+	// kill aimed inside often lands after.
+	round := 0
+	for ; round < 50 || (midway < 10 && round < 200); round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), writerEnv+"="+path, crashModeEnv+"="+mode)
 		stdout, _ := cmd.StdoutPipe()
@@ -227,10 +231,10 @@ func survivesSIGKILL(t *testing.T, mode string) {
 		db.Close()
 	}
 	if committed < 100 {
-		t.Errorf("only %d ticks in 50 rounds: the writer barely ran", committed)
+		t.Errorf("only %d ticks in %d rounds: the writer barely ran", committed, round)
 	}
-	t.Logf("%s: %d ticks of %d programs and %d profiles survived 50 SIGKILLs, %d of them inside what the mode adds", mode, committed+1, crashPrograms, len(profiles), midway)
+	t.Logf("%s: %d ticks of %d programs and %d profiles survived %d SIGKILLs, %d of them inside what the mode adds", mode, committed+1, crashPrograms, len(profiles), round, midway)
 	if midway < 10 {
-		t.Errorf("only %d of 50 kills landed inside a %s", midway, mode)
+		t.Errorf("only %d of %d kills landed inside a %s", midway, round, mode)
 	}
 }
