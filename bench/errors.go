@@ -13,7 +13,8 @@ var (
 	ErrNoProgram = errors.New("no such program")
 	// ErrMapInit: a map-init file does not fit the object's maps.
 	ErrMapInit = errors.New("map-init does not fit")
-	// ErrBadConfig: a run parameter is out of range.
+	// ErrBadConfig: a run parameter is out of range. bpfperfd's bad flags
+	// match it too (daemon.ErrBadConfig is this error).
 	ErrBadConfig = errors.New("bad configuration")
 	// ErrWrongResult: a program returned something other than what the test
 	// expects, so its timing would measure the wrong path.

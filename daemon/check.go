@@ -138,15 +138,9 @@ func intervals(pts []store.Point) []regress.Sample {
 	var out []regress.Sample
 	for i := 1; i < len(pts); i++ {
 		a, b := pts[i-1], pts[i]
-		dt := b.Time.Sub(a.Time).Seconds()
-		if b.Values[1] < a.Values[1] || dt <= 0 {
-			continue
+		if smp, ok := intervalSample(b.Time, pointCounters(a), pointCounters(b), b.Time.Sub(a.Time)); ok {
+			out = append(out, smp)
 		}
-		runs := b.Values[1] - a.Values[1]
-		if runs < minRunsPerInterval {
-			continue
-		}
-		out = append(out, regress.Sample{At: b.Time, NsPerRun: float64(b.Values[0]-a.Values[0]) / float64(runs), RunsPerSec: float64(runs) / dt})
 	}
 	return out
 }

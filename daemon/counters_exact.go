@@ -497,20 +497,3 @@ func (c *counting) openWindows() int {
 	}
 	return n
 }
-
-// windowCounters derives per-run figures from one window's reading.
-func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
-	var totals [store.CounterEvents]*float64
-	var names []string
-	for _, v := range r.Values {
-		names = append(names, v.Event.String())
-		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
-			totals[v.Event] = ptr(n)
-		}
-	}
-	pc := api.PerfPerRun(r.Counted, totals[:])
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
-	return pc
-}
-
-func ptr(f float64) *float64 { return &f }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
@@ -15,8 +16,9 @@ import (
 var (
 	// Starting the daemon.
 
-	// ErrBadConfig: a flag is out of range, or a path is unusable.
-	ErrBadConfig = errors.New("bad configuration")
+	// ErrBadConfig: a flag is out of range, or a path is unusable. It is
+	// bench's, so a bad run parameter and a bad flag match the same error.
+	ErrBadConfig = bench.ErrBadConfig
 	// ErrSocketInUse: another bpfperfd answers on the socket or holds
 	// the store.
 	ErrSocketInUse = errors.New("socket is in use by another bpfperfd")

@@ -35,6 +35,21 @@ const (
 	topChanges = 5
 )
 
+// intervalSample is what the detector compares of one interval, from
+// cumulative readings a and b taken elapsed apart, at: its ns/run and
+// runs/s (api's rate maths). ok is false when api.DeltaBetween has no delta
+// (no time passed, counters went backwards) or the interval had fewer than
+// minRunsPerInterval runs.
+func intervalSample(at time.Time, a, b api.Counters, elapsed time.Duration) (regress.Sample, bool) {
+	d, ok := api.DeltaBetween(a, b, elapsed)
+	if !ok || d.Runs < minRunsPerInterval {
+		return regress.Sample{}, false
+	}
+	ns, _ := d.AvgNsPerRun()
+	rps, _ := d.RunsPerSec()
+	return regress.Sample{At: at, NsPerRun: ns, RunsPerSec: rps}, true
+}
+
 func validateRegressions(c *regress.Config) error {
 	if c.Window == 0 {
 		return nil
@@ -94,13 +109,11 @@ func (d *Daemon) detect(now time.Time) {
 	var found []*regress.Finding
 	var progs []*program
 	for k, p := range newest {
-		runs := p.cur.RunCnt - p.prev.RunCnt
-		dt := p.curAt.Sub(p.prevAt).Seconds()
-		if !p.havePrev || p.cur.RunCnt < p.prev.RunCnt || runs < minRunsPerInterval || dt <= 0 {
+		smp, ok := intervalSample(now, sampleCounters(p.prev), sampleCounters(p.cur), p.curAt.Sub(p.prevAt))
+		if !p.havePrev || !ok {
 			tr.Seen(k, p.meta.Tag, now)
 			continue
 		}
-		smp := regress.Sample{At: now, NsPerRun: float64(p.cur.RunTimeNs-p.prev.RunTimeNs) / float64(runs), RunsPerSec: float64(runs) / dt}
 		if f := tr.Observe(k, p.meta.Tag, smp); f != nil {
 			found = append(found, f)
 			progs = append(progs, p)

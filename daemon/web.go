@@ -65,7 +65,7 @@ func (c *WebConfig) validate() error {
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
-		return fmt.Errorf("%w: --web.listen-address %q: %v", ErrBadConfig, c.ListenAddress, err)
+		return fmt.Errorf("%w: --web.listen-address %q: %w", ErrBadConfig, c.ListenAddress, err)
 	}
 	if err := web.Validate(c.ConfigFile); err != nil {
 		return fmt.Errorf("%w: --web.config.file %s: %s", ErrBadConfig, c.ConfigFile, oneLine(err))

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
@@ -21,6 +23,24 @@ func pointCounters(p store.Point) api.Counters {
 	v := p.Values
 	return api.Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}
 }
+
+// windowCounters derives per-run figures from one window's reading.
+func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for _, v := range r.Values {
+		names = append(names, v.Event.String())
+		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
+			totals[v.Event] = ptr(n)
+		}
+	}
+	pc := api.PerfPerRun(r.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
+	return pc
+}
+
+// ptr is f as an optional API number.
+func ptr(f float64) *float64 { return &f }
 
 func apiMeta(m collectors.Meta) api.Meta {
 	return api.Meta{

@@ -78,14 +78,14 @@ func benchConfig(c *cli.Context) (bench.Config, error) {
 	if s := c.String("filter"); s != "" {
 		re, err := regexp.Compile(s)
 		if err != nil {
-			return cfg, fmt.Errorf("--filter: %v", err)
+			return cfg, fmt.Errorf("--filter: %w", err)
 		}
 		cfg.Filter = re
 	}
 	if s := c.String("cpu"); s != "" {
 		cpus, err := parseCPUs(s)
 		if err != nil {
-			return cfg, fmt.Errorf("--cpu: %v", err)
+			return cfg, fmt.Errorf("--cpu: %w", err)
 		}
 		cfg.CPUs = cpus
 	}
@@ -191,7 +191,7 @@ func benchRun(c *cli.Context, dial clientFactory) error {
 	}
 	format := c.String("output")
 	if err := bench.Write(io.Discard, &bench.Report{}, format); err != nil {
-		return fmt.Errorf("-o: %v", err)
+		return fmt.Errorf("-o: %w", err)
 	}
 	cfg, err := benchConfig(c)
 	if err != nil {
@@ -291,7 +291,7 @@ func storeReport(c *cli.Context, dial clientFactory, rep *bench.Report) error {
 	if p := c.String("save"); p != "" {
 		return fmt.Errorf("--store: %v; the report is saved in %s only", err, p)
 	}
-	return fmt.Errorf("--store: %v; the results above were not stored", err)
+	return fmt.Errorf("--store: %w; the results above were not stored", err)
 }
 
 // printProfiles says where each test's profile went, on stderr after the

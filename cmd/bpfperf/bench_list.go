@@ -23,7 +23,7 @@ func benchListCommand() *cli.Command {
 			if s := c.String("filter"); s != "" {
 				re, err := regexp.Compile(s)
 				if err != nil {
-					return fmt.Errorf("--filter: %v", err)
+					return fmt.Errorf("--filter: %w", err)
 				}
 				cfg.Filter = re
 			}

@@ -16,13 +16,7 @@ func benchRunsCommand(dial clientFactory) *cli.Command {
 		Usage: "list the runs stored with bench --store (ids for compare and plot: run:ID, last, last~N)",
 		Flags: append([]cli.Flag{outputFlag}, timeRangeFlags("30d")...),
 		Action: func(c *cli.Context) error {
-			if err := checkOutput(c); err != nil {
-				return err
-			}
-			if c.NArg() > 0 {
-				return fmt.Errorf("bench runs: unexpected argument %q", c.Args().First())
-			}
-			client, since, until, err := dialRange(c, dial)
+			client, since, until, err := listRange(c, dial)
 			if err != nil {
 				return err
 			}

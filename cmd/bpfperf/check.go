@@ -27,12 +27,10 @@ func checkCommand(dial clientFactory) *cli.Command {
 		Name:      "check",
 		Usage:     "CI gate: exit 1 if PROG's current version is significantly slower than the baseline by more than --max-regression, 0 if not, 2 if the data cannot decide",
 		ArgsUsage: "PROG",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "max-regression", Value: "10%", Usage: "largest slowdown of median ns/run that passes"},
 			&cli.StringFlag{Name: "baseline", Usage: "a tag, or a time (RFC 3339 or a duration back) before which is the baseline (default: the previous version)"},
-			&cli.StringFlag{Name: "since", Value: "7d", Usage: "how far back to read: a duration back from now (90m, 7d) or RFC 3339"},
-			&cli.StringFlag{Name: "until", Value: "now", Usage: "end: a duration back from now or RFC 3339"},
-		},
+		}, timeRangeFlags("7d")...),
 		Action: func(c *cli.Context) error {
 			// Everything that is not a verdict (bad input, no daemon)
 			// exits 2 too: the gate cannot decide.

@@ -17,13 +17,7 @@ func eventsCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "prog", Usage: "only this program's events: an id, a name or name@tag"},
 		}),
 		Action: func(c *cli.Context) error {
-			if err := checkOutput(c); err != nil {
-				return err
-			}
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			client, since, until, err := dialRange(c, dial)
+			client, since, until, err := listRange(c, dial)
 			if err != nil {
 				return err
 			}

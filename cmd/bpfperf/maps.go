@@ -179,11 +179,7 @@ func mapsShowCommand(dial clientFactory) *cli.Command {
 
 // mapDetail fetches a map with the --since/--until of c.
 func mapDetail(c *cli.Context, dial clientFactory, ref string) (api.MapDetail, error) {
-	since, until, err := timeRange(c)
-	if err != nil {
-		return api.MapDetail{}, err
-	}
-	client, err := dial(c)
+	client, since, until, err := dialRange(c, dial)
 	if err != nil {
 		return api.MapDetail{}, err
 	}

@@ -87,13 +87,7 @@ func profileCommand(dial clientFactory) *cli.Command {
 					&cli.StringFlag{Name: "kind", Value: "all", Usage: "continuous, on-demand or all"},
 				}, timeRangeFlags("1h")...),
 				Action: func(c *cli.Context) error {
-					if err := checkOutput(c); err != nil {
-						return err
-					}
-					if err := noArgs(c); err != nil {
-						return err
-					}
-					client, since, until, err := dialRange(c, dial)
+					client, since, until, err := listRange(c, dial)
 					if err != nil {
 						return err
 					}

@@ -22,13 +22,7 @@ func regressionsCommand(dial clientFactory) *cli.Command {
 		}),
 		Subcommands: []*cli.Command{regressionsShowCommand(dial)},
 		Action: func(c *cli.Context) error {
-			if err := checkOutput(c); err != nil {
-				return err
-			}
-			if err := noArgs(c); err != nil {
-				return err
-			}
-			client, since, until, err := dialRange(c, dial)
+			client, since, until, err := listRange(c, dial)
 			if err != nil {
 				return err
 			}

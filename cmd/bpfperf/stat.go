@@ -95,12 +95,12 @@ func statFlags(c *cli.Context) (statOptions, error) {
 	}
 	o.profile, o.profileOut = c.Bool("profile"), c.String("profile-out")
 	if err := bench.Write(io.Discard, &bench.Report{}, o.format); err != nil {
-		return o, fmt.Errorf("-o: %v", err)
+		return o, fmt.Errorf("-o: %w", err)
 	}
 	if s := c.String("filter"); s != "" {
 		re, err := regexp.Compile(s)
 		if err != nil {
-			return o, fmt.Errorf("--filter: %v", err)
+			return o, fmt.Errorf("--filter: %w", err)
 		}
 		o.filter = re
 	}

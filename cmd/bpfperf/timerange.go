@@ -43,3 +43,15 @@ func dialRange(c *cli.Context, dial clientFactory) (client *api.Client, since, u
 	client, err = dial(c)
 	return client, since, until, err
 }
+
+// listRange opens a listing over a time range: it checks -o, refuses
+// positional arguments, then reads --since/--until and dials (dialRange).
+func listRange(c *cli.Context, dial clientFactory) (client *api.Client, since, until time.Time, err error) {
+	if err = checkOutput(c); err != nil {
+		return nil, since, until, err
+	}
+	if err = noArgs(c); err != nil {
+		return nil, since, until, err
+	}
+	return dialRange(c, dial)
+}
