@@ -44,7 +44,8 @@ func (d *Daemon) statsCostStatus() *api.StatsCost {
 	out.Measured, out.MeasuredAt = true, sc.at
 	out.NsPerRun, out.OffNsPerRun, out.OnNsPerRun = c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun
 	out.Detail = fmt.Sprintf("empty socket filter test-run %d times per round, %d rounds alternating stats off and on, medians; at start, before bpfperfd turned stats on", c.Repeat, c.Rounds)
-	cpu := out.RunsPerSec * out.NsPerRun / 1e9 * 100
+	// A second's runs times the cost of each, over that second.
+	cpu, _ := api.CPUPercent(out.RunsPerSec*out.NsPerRun, time.Second)
 	out.CPUPercent = &cpu
 	return out
 }
