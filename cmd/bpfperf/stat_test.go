@@ -145,6 +145,7 @@ func TestStatAgreesWithBpftrace(t *testing.T) {
 	if _, err := exec.LookPath("bpftrace"); err != nil {
 		privtest.Skip(t, "bpftrace is not installed (apt install bpftrace)")
 	}
+	privtest.Tracefs(t)
 	// The helper is this test binary (getppidHelper): bpftrace runs it
 	// with -c and ends when it does.
 	t.Setenv(getppidEnv, "1000")

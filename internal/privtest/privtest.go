@@ -207,3 +207,18 @@ func Exec(name string, args ...string) (stdout, stderr string, code int) {
 	}
 	return out.String(), errOut.String(), 0
 }
+
+// Tracefs makes sure tracefs is mounted at /sys/kernel/tracing, where
+// tools such as bpftrace look for tracepoints; a fresh machine (or one
+// just booted) may have none mounted. It mounts it if needed, and skips
+// (a failure under BPFPERF_REQUIRE_PRIVILEGED=1) if it cannot.
+func Tracefs(tb testing.TB) {
+	tb.Helper()
+	const dir = "/sys/kernel/tracing"
+	if _, err := os.Stat(dir + "/events"); err == nil {
+		return
+	}
+	if err := unix.Mount("tracefs", dir, "tracefs", 0, ""); err != nil {
+		Skip(tb, "tracefs is not mounted at "+dir+" and mounting it failed: "+err.Error())
+	}
+}
