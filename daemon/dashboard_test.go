@@ -101,8 +101,15 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// A profile window and a few sweeps with runs: the chart has points.
 	var profiles []api.ProfileInfo
-	eventuallyFor(t, 20*time.Second, "a continuous profile window with samples", func() bool {
-		return d.query(&profiles, "profile", "list") == nil && len(profiles) > 0 && profiles[len(profiles)-1].Samples > 0
+	eventuallyFor(t, 20*time.Second, "two continuous profile windows, the last with samples", func() bool {
+		// Two windows: the sampled CPU % chart draws a point per window.
+		return d.query(&profiles, "profile", "list") == nil && len(profiles) > 1 && profiles[len(profiles)-1].Samples > 0
+	})
+
+	// Three stored sweeps of the busy program: two rates to draw a line.
+	eventuallyFor(t, 10*time.Second, "three stored sweeps of hot_entry", func() bool {
+		var pts []api.HistoryPoint
+		return d.query(&pts, "history", id, "--since", "1h") == nil && len(pts) >= 3
 	})
 
 	front := b.dom(t, "", "programs")
