@@ -197,7 +197,23 @@ func TestGoldenAPI(t *testing.T) {
 		api.get("counters_history", "/v1/counters/history?prog="+hotName+"&since=10m")
 		api.get("bench_runs", "/v1/bench/runs")
 		api.get("bench_runs", "/v1/bench/runs?since=1h")
+		api.get("bench_compare", "/v1/bench/compare?base="+benchID+"&new="+benchID)
+		api.get("owners", "/v1/owners")
+		api.get("owners", "/v1/owners?since=10m")
+		api.get("regressions", "/v1/regressions?since=1h")
+		maps := api.get("maps", "/v1/maps?all=true")
+		if rows, _ := field(maps, "maps").([]any); len(rows) > 0 {
+			api.get("map", fmt.Sprintf("/v1/maps/%v?since=10m", num(rows[0], "id")))
+		}
 	}
+	// The gate on a program with one version: an answer that says the
+	// data cannot decide, in the check's own form.
+	if body, status := api.do(http.MethodGet, "/v1/check?prog="+reloadName, nil); status == http.StatusOK {
+		api.observe("check", body)
+	} else {
+		api.errorCase("check_one_version", status, body)
+	}
+	api.post("counters_disable", "/v1/counters/disable?prog="+ctrName, nil, http.StatusOK)
 	api.exportJSONL("/v1/export?format=jsonl&since=10m")
 	api.exportCSV("/v1/export?format=csv&since=10m")
 	api.profileData(field(api.get("status", "/v1/status"), "profiling", "last_profile_id"))
