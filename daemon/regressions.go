@@ -60,6 +60,9 @@ func validateRegressions(c *regress.Config) error {
 	if c.MinChange <= 0 || c.MinChange >= 10 {
 		return fmt.Errorf("%w: --regressions.min-change %g%% is outside 0..1000%%", ErrBadConfig, 100*c.MinChange)
 	}
+	if c.ShiftWindow < 0 {
+		return fmt.Errorf("%w: --regressions.shift-window %v is negative", ErrBadConfig, c.ShiftWindow)
+	}
 	if c.Alpha <= 0 || c.Alpha >= 1 {
 		return fmt.Errorf("%w: --regressions.alpha %g is outside 0..1", ErrBadConfig, c.Alpha)
 	}

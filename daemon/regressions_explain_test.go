@@ -82,3 +82,62 @@ func TestRegressionExplained(t *testing.T) {
 		t.Errorf("pprof -top of the diff does not show extra_work:\n%s", top)
 	}
 }
+
+// A tail-call target swapped for a slower one: the entry program's
+// ns/run steps up with no reload of its own (the kernel counts the
+// target's time in its entry's stats), so it is a shift of the entry, and
+// the explanation names the target that grew.
+func TestShiftOfTailCallTarget(t *testing.T) {
+	privtest.Root(t)
+	const shiftWindow = 6 * time.Second
+	d := startDaemon(t, t.TempDir(), "--regressions.window", "4s", "--regressions.shift-window", shiftWindow.String(),
+		"--profile.every", "1s", "--profile.duration", "1s", "--profile.hz", "499")
+	spec, err := loadWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(spec.Programs, "work")
+	delete(spec.Programs, "work_more")
+	entry, slow := uniqueName("rg_tce"), uniqueName("rg_tcs")
+	spec.Programs["tc_entry"].Name = entry
+	spec.Programs["tc_target_more"].Name = slow
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	targets := coll.Maps["targets"]
+	if err := targets.Put(uint32(0), coll.Programs["tc_target"]); err != nil {
+		t.Fatal(err)
+	}
+	stop := pace(t, coll.Programs["tc_entry"], 100)
+	defer stop()
+	time.Sleep(2*shiftWindow + 2*time.Second) // two windows of the first target
+	if err := targets.Put(uint32(0), coll.Programs["tc_target_more"]); err != nil {
+		t.Fatal(err)
+	}
+
+	var found []api.Regression
+	deadline := time.Now().Add(2*shiftWindow + 15*time.Second)
+	for len(found) == 0 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		d.json(t, &found, "regressions", "--since", "1h", "--prog", entry)
+	}
+	if len(found) != 1 {
+		t.Fatalf("findings %+v, want one shift of %s\n%s", found, entry, d.stderr)
+	}
+	r := found[0]
+	t.Logf("%s of %s: ratio %.3f [%.3f, %.3f], p=%.2g, %d+%d intervals, dated %v; explanation %+v", r.Kind, r.Program, r.Ratio, r.RatioLo, r.RatioHi, r.P, r.NBefore, r.NAfter, r.Changed, r.Explanation)
+	if r.Kind != "shift" || r.OldTag != r.NewTag || r.Ratio < 1.25 {
+		t.Errorf("finding %s %s -> %s ratio %.3f, want a shift of the same tag, about 1.5x", r.Kind, r.OldTag, r.NewTag, r.Ratio)
+	}
+	var named bool
+	for _, c := range r.Explanation.Top {
+		if c.Level == "program" && strings.Contains(c.Name, slow) && c.After > c.Before {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("the explanation does not name the slower target %s: %+v", slow, r.Explanation)
+	}
+}

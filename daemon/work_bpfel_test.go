@@ -16,8 +16,12 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	workProgWork     = "work"
-	workProgWorkMore = "work_more"
+	workMapTargets       = "targets"
+	workProgTcEntry      = "tc_entry"
+	workProgTcTarget     = "tc_target"
+	workProgTcTargetMore = "tc_target_more"
+	workProgWork         = "work"
+	workProgWorkMore     = "work_more"
 )
 
 // loadWork returns the embedded CollectionSpec for work.
@@ -62,14 +66,18 @@ type workSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type workProgramSpecs struct {
-	Work     *ebpf.ProgramSpec `ebpf:"work"`
-	WorkMore *ebpf.ProgramSpec `ebpf:"work_more"`
+	TcEntry      *ebpf.ProgramSpec `ebpf:"tc_entry"`
+	TcTarget     *ebpf.ProgramSpec `ebpf:"tc_target"`
+	TcTargetMore *ebpf.ProgramSpec `ebpf:"tc_target_more"`
+	Work         *ebpf.ProgramSpec `ebpf:"work"`
+	WorkMore     *ebpf.ProgramSpec `ebpf:"work_more"`
 }
 
 // workMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type workMapSpecs struct {
+	Targets *ebpf.MapSpec `ebpf:"targets"`
 }
 
 // workVariableSpecs contains global variables before they are loaded into the kernel.
@@ -98,10 +106,13 @@ func (o *workObjects) Close() error {
 //
 // It can be passed to loadWorkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type workMaps struct {
+	Targets *ebpf.Map `ebpf:"targets"`
 }
 
 func (m *workMaps) Close() error {
-	return _WorkClose()
+	return _WorkClose(
+		m.Targets,
+	)
 }
 
 // workVariables contains all global variables after they have been loaded into the kernel.
@@ -114,12 +125,18 @@ type workVariables struct {
 //
 // It can be passed to loadWorkObjects or ebpf.CollectionSpec.LoadAndAssign.
 type workPrograms struct {
-	Work     *ebpf.Program `ebpf:"work"`
-	WorkMore *ebpf.Program `ebpf:"work_more"`
+	TcEntry      *ebpf.Program `ebpf:"tc_entry"`
+	TcTarget     *ebpf.Program `ebpf:"tc_target"`
+	TcTargetMore *ebpf.Program `ebpf:"tc_target_more"`
+	Work         *ebpf.Program `ebpf:"work"`
+	WorkMore     *ebpf.Program `ebpf:"work_more"`
 }
 
 func (p *workPrograms) Close() error {
 	return _WorkClose(
+		p.TcEntry,
+		p.TcTarget,
+		p.TcTargetMore,
 		p.Work,
 		p.WorkMore,
 	)

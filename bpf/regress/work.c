@@ -46,3 +46,36 @@ int work_more(struct __sk_buff *skb)
 
 	return (int)((base_work(seed) + extra_work(seed)) & 1);
 }
+
+/* A tail call: tc_entry only jumps to slot 0 of targets, where the test
+ * puts tc_target and then tc_target_more (1.5x the work). The kernel
+ * counts a tail-called program's time in its entry's stats, so the entry
+ * program's ns/run steps up with no reload of its own: a shift, which the
+ * explanation must pin on the target. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+SEC("socket")
+int tc_entry(struct __sk_buff *skb)
+{
+	bpf_tail_call(skb, &targets, 0);
+	return 0;
+}
+
+SEC("socket")
+int tc_target(struct __sk_buff *skb)
+{
+	return (int)(base_work(skb->len) & 1);
+}
+
+SEC("socket")
+int tc_target_more(struct __sk_buff *skb)
+{
+	__u64 seed = skb->len;
+
+	return (int)((base_work(seed) + extra_work(seed)) & 1);
+}

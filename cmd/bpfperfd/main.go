@@ -65,6 +65,7 @@ func main() {
 			&cli.IntFlag{Name: "maps.walk-budget", Usage: "keys one reading walks at most, over maps the kernel keeps no count of (default 50000)"},
 			&cli.DurationFlag{Name: "regressions.window", Value: daemon.DefaultRegressionWindow, Usage: "history each side of a new version must hold before it is compared with the old one (0 turns regression detection off)"},
 			&cli.StringFlag{Name: "regressions.min-change", Value: "10%", Usage: "least change of median ns/run reported as a regression or improvement"},
+			&cli.DurationFlag{Name: "regressions.shift-window", Value: regress.DefaultShiftWindow, Usage: "each side of a same-version comparison: a program whose ns/run moved this much later without a reload is a shift (0 turns shift detection off)"},
 			&cli.Float64Flag{Name: "regressions.alpha", Value: daemon.DefaultRegressionAlpha, Usage: "significance level of the Mann-Whitney U test"},
 			&cli.DurationFlag{Name: "debug.panic-after", Hidden: true},
 			&cli.BoolFlag{Name: "debug.sweep-fail-load", Hidden: true},
@@ -132,6 +133,7 @@ func run(c *cli.Context) error {
 	}
 	regressions := regress.DefaultConfig()
 	regressions.Window, regressions.MinChange, regressions.Alpha = c.Duration("regressions.window"), minChange, c.Float64("regressions.alpha")
+	regressions.ShiftWindow = c.Duration("regressions.shift-window")
 	if path := c.String("debug.cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	// MinSamples is the least number of load-matched intervals each side
 	// needs.
 	MinSamples int
+	// ShiftWindow is each side of a same-version comparison (shift.go);
+	// 0 turns shift detection off.
+	ShiftWindow time.Duration
 }
 
 // Defaults.
@@ -61,7 +64,7 @@ const (
 
 // DefaultConfig is the daemon's default.
 func DefaultConfig() Config {
-	return Config{MinChange: DefaultMinChange, Alpha: DefaultAlpha, Window: DefaultWindow, LoadBand: DefaultLoadBand, MinSamples: DefaultMinSamples}
+	return Config{MinChange: DefaultMinChange, Alpha: DefaultAlpha, Window: DefaultWindow, LoadBand: DefaultLoadBand, MinSamples: DefaultMinSamples, ShiftWindow: DefaultShiftWindow}
 }
 
 // Result is a comparison of two sides. Kind is empty when there is no

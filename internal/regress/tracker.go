@@ -32,6 +32,7 @@ type keyState struct {
 	tag     string
 	samples []tagged // oldest first, pruned to what a decision can need
 	change  *pending
+	shift   shiftState // same-version drift (shift.go)
 }
 
 // Tracker follows program keys across versions: fed one sample per
@@ -57,8 +58,14 @@ func (t *Tracker) Observe(key, tag string, s Sample) *Finding {
 	st := t.state(key, tag, s.At)
 	st.samples = append(st.samples, tagged{s, tag})
 	t.prune(st, s.At)
+	if t.cfg.ShiftWindow > 0 {
+		t.addShiftSample(&st.shift, s)
+	}
 	c := st.change
-	if c == nil || s.At.Sub(c.at) < t.cfg.Window {
+	if c == nil {
+		return t.checkShift(key, st, s.At)
+	}
+	if s.At.Sub(c.at) < t.cfg.Window {
 		return nil
 	}
 	st.change = nil
@@ -152,7 +159,7 @@ func (t *Tracker) Keys() int { return len(t.keys) }
 func (t *Tracker) state(key, tag string, now time.Time) *keyState {
 	st := t.keys[key]
 	if st == nil {
-		st = &keyState{tag: tag}
+		st = &keyState{tag: tag, shift: shiftState{steadySince: now}}
 		t.keys[key] = st
 	}
 	if st.tag != tag {
@@ -160,6 +167,7 @@ func (t *Tracker) state(key, tag string, now time.Time) *keyState {
 		// without an after window: compare the newest change only.
 		st.change = &pending{at: now, oldTag: st.tag, newTag: tag}
 		st.tag = tag
+		st.shift = shiftState{steadySince: now}
 	}
 	return st
 }
