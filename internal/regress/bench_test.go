@@ -165,3 +165,69 @@ func BenchmarkDetectorCost(b *testing.B) {
 	b.Logf("per program per tick: %v (Observe, no reload pending); one decision of %d+%d intervals: %v, %v per tick amortized over the window",
 		observe, w, w, decide, decide/time.Duration(w))
 }
+
+// BenchmarkShiftReplay replays the recorded series through shift
+// detection with a 5-minute shift window (300 intervals a side, 60
+// buckets of 5): 200 trials at random offsets of one version with no
+// change for two and a half windows (two comparisons), and 200 where it
+// steps up 15% one and a half windows in (three windows fed). As for reloads: alone, beside the control
+// program recorded with it, and with the slow drift divided out.
+func BenchmarkShiftReplay(b *testing.B) {
+	series := recorded(b, "testdata/loop.csv")
+	pair, control := recorded(b, "testdata/pair.csv"), recorded(b, "testdata/pair_control.csv")
+	n := min(len(pair), len(control))
+	const w = 300
+	for _, v := range []struct {
+		name            string
+		series, control []Sample
+	}{
+		{"as recorded, alone", series, nil},
+		{"as recorded, with a control program", pair[:n], control[:n]},
+		{"drift divided out", detrend(series, 150), nil},
+	} {
+		rng := rand.New(rand.NewPCG(2026, 1124))
+		var falsePos, detected int
+		for range 200 {
+			start := rng.IntN(len(v.series) - 3*w - 1)
+			if len(shiftReplay(v.series, v.control, start, w, 5*w/2, 0, 1)) > 0 {
+				falsePos++
+			}
+			if fs := shiftReplay(v.series, v.control, start, w, 3*w, 3*w/2, 1.15); len(fs) > 0 && fs[0].Ratio > 1 {
+				detected++
+			}
+		}
+		b.Logf("shifts, %s: %d intervals; shift window %ds; no change: %d/200 trials with a finding (%.1f%%); +15%% step: %d/200 detected (%.1f%%)",
+			v.name, len(v.series), w, falsePos, float64(falsePos)/2, detected, float64(detected)/2)
+		if v.control != nil {
+			b.ReportMetric(float64(falsePos)/2, "shift-false-positive-%")
+			b.ReportMetric(float64(detected)/2, "shift-detected-%")
+		}
+	}
+}
+
+// shiftReplay feeds n intervals of series from start as one version, one a
+// second, those from step on times factor, with control beside it, and
+// returns the shifts found.
+func shiftReplay(series, control []Sample, start, w, n, step int, factor float64) []*Finding {
+	cfg := DefaultConfig()
+	cfg.ShiftWindow = time.Duration(w) * time.Second
+	tr := NewTracker(cfg)
+	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	var found []*Finding
+	for i := range n {
+		s := series[start+i]
+		s.At = t0.Add(time.Duration(i) * time.Second)
+		if control != nil {
+			c := control[start+i]
+			c.At = s.At
+			tr.Observe("socket_filter/control", "ctl", c)
+		}
+		if step > 0 && i >= step {
+			s.NsPerRun *= factor
+		}
+		if f := tr.Observe("socket_filter/p", "v1", s); f != nil && f.Kind == KindShift {
+			found = append(found, f)
+		}
+	}
+	return found
+}

@@ -145,37 +145,16 @@ func split(buckets []Sample, w api.Windows) (before, after []Sample) {
 	return before, after
 }
 
-// shiftDrift is drift over the shift windows: the median after/before
-// ratio of median ns/run of other keys that ran one version throughout.
+// shiftDrift is drift over the shift windows, from the other keys'
+// buckets.
 func (t *Tracker) shiftDrift(self string, w api.Windows) (float64, int) {
-	keys := make([]string, 0, len(t.keys))
-	for k := range t.keys {
-		if k != self {
-			keys = append(keys, k)
+	return t.controlDrift(self, func(st *keyState) (before, after []float64, ok bool) {
+		if st.shift.steadySince.After(w.BeforeFrom) {
+			return nil, nil, false
 		}
-	}
-	sort.Strings(keys)
-	var ratios []float64
-	for _, k := range keys {
-		st := t.keys[k]
-		if st.change != nil || st.shift.steadySince.After(w.BeforeFrom) {
-			continue
-		}
-		before, after := split(st.shift.buckets, w)
-		if len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
-			continue
-		}
-		if mb := median(nsOf(before)); mb > 0 {
-			ratios = append(ratios, median(nsOf(after))/mb)
-		}
-		if len(ratios) == maxControls {
-			break
-		}
-	}
-	if len(ratios) == 0 {
-		return 1, 0
-	}
-	return median(ratios), len(ratios)
+		b, a := split(st.shift.buckets, w)
+		return nsOf(b), nsOf(a), true
+	})
 }
 
 func nsOf(s []Sample) []float64 {

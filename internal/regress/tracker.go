@@ -99,6 +99,28 @@ const maxControls = 32
 // machine itself slowed (its other tenants, its clock), which a program's
 // change must not be blamed for. 1 when no key qualifies.
 func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
+	return t.controlDrift(self, func(st *keyState) (before, after []float64, ok bool) {
+		for _, x := range st.samples {
+			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
+				continue
+			}
+			if x.tag != st.tag {
+				return nil, nil, false
+			}
+			if x.At.Before(w.Changed) {
+				before = append(before, x.NsPerRun)
+			} else {
+				after = append(after, x.NsPerRun)
+			}
+		}
+		return before, after, true
+	})
+}
+
+// controlDrift is the median after/before ratio of median ns/run of the
+// other keys with no pending change, their sides as sides reads them, each with
+// MinSamples a side, at most maxControls of them, in key order.
+func (t *Tracker) controlDrift(self string, sides func(*keyState) (before, after []float64, ok bool)) (float64, int) {
 	keys := make([]string, 0, len(t.keys))
 	for k := range t.keys {
 		if k != self {
@@ -112,23 +134,8 @@ func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
 		if st.change != nil {
 			continue
 		}
-		var before, after []float64
-		steady := true
-		for _, x := range st.samples {
-			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
-				continue
-			}
-			if x.tag != st.tag {
-				steady = false
-				break
-			}
-			if x.At.Before(w.Changed) {
-				before = append(before, x.NsPerRun)
-			} else {
-				after = append(after, x.NsPerRun)
-			}
-		}
-		if !steady || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
+		before, after, ok := sides(st)
+		if !ok || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
 			continue
 		}
 		if mb := median(before); mb > 0 {
