@@ -236,14 +236,11 @@ func (d *Daemon) loop(ctx context.Context) error {
 	var lastRollup, lastHousekeeping time.Time
 	var goneLogged bool
 	for {
-		now, tickAt := d.now(), time.Now()
+		now := d.now()
 		if err := d.sampler.tick(now, first); err == nil {
 			first = false
 		} else if !d.sampler.storeFailing() {
 			d.cfg.Logger.Error("sample", "err", err)
-		}
-		if d.duty != nil {
-			d.duty.afterTick(tickAt)
 		}
 		d.detect(now)
 		// Fold complete minutes into rollups here, after the tick, so they

@@ -121,6 +121,9 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	sweep := time.Since(start)
 	if s.duty != nil {
 		s.duty.scale(samples, start)
+		// Stats off now, before the tick's own work (the store write),
+		// which would otherwise run in the measured part.
+		s.duty.afterTick(start)
 	}
 	var skipped *collectors.SkippedError
 	switch {
