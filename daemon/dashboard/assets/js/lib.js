@@ -21,7 +21,7 @@ export function el(tag, attrs = {}, ...children) {
 
 // header draws the navigation bar, marking the page we are on.
 export function header(here) {
-  const pages = [['Programs', './'], ['Profiles', 'profiles.html'], ['Benchmarks', 'bench.html']];
+  const pages = [['Programs', './'], ['Profiles', 'profiles.html'], ['Benchmarks', 'bench.html'], ['Regressions', 'regressions.html']];
   const h = el('header', {}, el('b', {}, 'bpfperf'));
   for (const [name, href] of pages) h.append(el('a', { href, class: name === here ? 'here' : null }, name));
   document.body.prepend(h);

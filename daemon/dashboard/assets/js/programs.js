@@ -65,8 +65,19 @@ async function drawBusiest() {
   }
 }
 
-filter.oninput = draw;
-all.onchange = refresh;
+// ?all=1 and ?filter= open the page with the toggle and the filter set;
+// changing them keeps the address in step, so a view can be shared.
+const params = new URLSearchParams(location.search);
+all.checked = params.get('all') === '1';
+filter.value = params.get('filter') ?? '';
+const remember = () => {
+  const q = new URLSearchParams();
+  if (all.checked) q.set('all', '1');
+  if (filter.value) q.set('filter', filter.value);
+  history.replaceState(null, '', q.size ? `?${q}` : location.pathname);
+};
+filter.oninput = () => { remember(); draw(); };
+all.onchange = () => { remember(); refresh(); };
 await refresh();
 await drawBusiest();
 setInterval(refresh, 2000);
