@@ -49,6 +49,9 @@ func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
 		cfg.Files = append(cfg.Files, files...)
 	}
 	res, err := Run(context.Background(), cfg, bin, append([]string{"-test.v"}, args...)...)
+	if res != nil && res.Hung > 0 {
+		tb.Logf("VM: %d boot(s) hung before the test binary started, killed and tried again", res.Hung)
+	}
 	if res != nil {
 		tb.Logf("VM: boot %s, total %s; test output:\n%s", res.Boot.Round(1e6), res.Total.Round(1e6), res.Output)
 	}

@@ -2,12 +2,15 @@ package vmtest
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The archive must unpack with a real cpio reader the same way the kernel
@@ -90,6 +93,28 @@ func TestInVMSelf(t *testing.T) {
 	res := RunTests(t, Config{}, "-test.run", "^TestVMEnvironment$")
 	if !strings.Contains(res.Output, "--- PASS: TestVMEnvironment") {
 		t.Errorf("TestVMEnvironment did not pass in the VM")
+	}
+}
+
+// TestBootHungIsRetried: a boot that has not started the test binary by
+// BootTimeout is killed and tried again, bootTries times in all, and the
+// error says so. A 200ms limit is passed by every boot.
+func TestBootHungIsRetried(t *testing.T) {
+	skipUnlessHost(t)
+	bin := filepath.Join(t.TempDir(), "pkg.test")
+	if err := BuildTestBinary(".", bin); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := Run(context.Background(), Config{BootTimeout: 200 * time.Millisecond}, bin, "-test.run", "^TestVMEnvironment$")
+	if !errors.Is(err, errBootHung) || !strings.Contains(err.Error(), "had not started after 200ms") {
+		t.Fatalf("err %v, want a hung boot", err)
+	}
+	if res == nil || res.Hung != bootTries-1 {
+		t.Fatalf("result %+v, want %d hung boots before the last", res, bootTries-1)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("three killed boots took %s", took)
 	}
 }
 
