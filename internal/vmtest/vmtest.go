@@ -47,9 +47,9 @@ type Config struct {
 	// that takes longer is killed and tried again, up to bootTries times
 	// in all. Default 90s (a boot takes about 8s, 16 CPUs included).
 	BootTimeout time.Duration
-	Env      []string      // more KEY=VALUE for the test binary
-	Files    []File        // more files for the initramfs (e.g. testdata)
-	Console  io.Writer     // gets the raw console as it arrives, if set
+	Env         []string  // more KEY=VALUE for the test binary
+	Files       []File    // more files for the initramfs (e.g. testdata)
+	Console     io.Writer // gets the raw console as it arrives, if set
 }
 
 // DefaultCacheDir is $BPFPERF_VM_CACHE, or /var/cache/bpfperf-vm.
@@ -83,7 +83,6 @@ func (c *Config) defaults() {
 // 16-CPU boot print nothing past the BIOS for 4 minutes, then the same
 // kernel boot in 8s), and a retried boot is cheaper than a red run.
 const bootTries = 3
-
 
 // Result is what one VM run produced.
 type Result struct {
