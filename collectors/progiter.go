@@ -47,6 +47,13 @@ type ProgIter struct {
 // ErrIterUnsupported when the kernel cannot run it, and ErrNotPermitted
 // when privileges are missing.
 func NewProgIter() (*ProgIter, error) {
+	return loadProgIter(0)
+}
+
+// loadProgIter is NewProgIter with the per-CPU offset cache limited to
+// the first cachedCPUs CPUs, 0 for the program's default (1,024): tests
+// set 1 to run the path a machine with more CPUs takes.
+func loadProgIter(cachedCPUs uint32) (*ProgIter, error) {
 	if major, minor, ok := kernelVersion(); ok && (major < 5 || major == 5 && minor < 19) {
 		return nil, fmt.Errorf("%w: kernel %d.%d is older than 5.19 (bpf_map_lookup_percpu_elem)", ErrIterUnsupported, major, minor)
 	}
@@ -63,6 +70,11 @@ func NewProgIter() (*ProgIter, error) {
 	}
 	if err := spec.Variables["nr_cpus"].Set(uint32(cpus)); err != nil {
 		return nil, fmt.Errorf("set nr_cpus: %w", err)
+	}
+	if cachedCPUs > 0 {
+		if err := spec.Variables["cached_cpus"].Set(cachedCPUs); err != nil {
+			return nil, fmt.Errorf("set cached_cpus: %w", err)
+		}
 	}
 	it := &ProgIter{}
 	if err := spec.LoadAndAssign(&it.objs, nil); err != nil {

@@ -18,7 +18,10 @@ import (
 const (
 	progiterMapPcpu          = "pcpu"
 	progiterProgBpfperfProgs = "bpfperf_progs"
+	progiterVarCachedCpus    = "cached_cpus"
+	progiterVarCpuOffset     = "cpu_offset"
 	progiterVarNrCpus        = "nr_cpus"
+	progiterVarOffsetsReady  = "offsets_ready"
 )
 
 // loadProgiter returns the embedded CollectionSpec for progiter.
@@ -77,7 +80,10 @@ type progiterMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type progiterVariableSpecs struct {
-	NrCpus *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	CachedCpus   *ebpf.VariableSpec `ebpf:"cached_cpus"`
+	CpuOffset    *ebpf.VariableSpec `ebpf:"cpu_offset"`
+	NrCpus       *ebpf.VariableSpec `ebpf:"nr_cpus"`
+	OffsetsReady *ebpf.VariableSpec `ebpf:"offsets_ready"`
 }
 
 // progiterObjects contains all objects after they have been loaded into the kernel.
@@ -113,7 +119,10 @@ func (m *progiterMaps) Close() error {
 //
 // It can be passed to loadProgiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type progiterVariables struct {
-	NrCpus *ebpf.Variable `ebpf:"nr_cpus"`
+	CachedCpus   *ebpf.Variable `ebpf:"cached_cpus"`
+	CpuOffset    *ebpf.Variable `ebpf:"cpu_offset"`
+	NrCpus       *ebpf.Variable `ebpf:"nr_cpus"`
+	OffsetsReady *ebpf.Variable `ebpf:"offsets_ready"`
 }
 
 // progiterPrograms contains all programs after they have been loaded into the kernel.

@@ -3,6 +3,8 @@ package collectors
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -191,6 +193,80 @@ func TestIterSweepBusy(t *testing.T) {
 	checkIterMatchesFd(t, it)
 }
 
+// TestIterSweepEveryCPU runs one program a known number of times on each
+// CPU in turn (CPU c runs it c+1 times) and checks the iterator's run
+// count is the exact sum, with each CPU's per-CPU offset read from the
+// cache the iterator fills on its first run and, with the cache limited
+// to CPU 0, computed per program as on a machine past 1,024 CPUs. The VM
+// runs it at 16 CPUs (TestIterSweepInVM).
+func TestIterSweepEveryCPU(t *testing.T) {
+	privtest.Root(t)
+	runTimeStats(t)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	for _, cached := range []uint32{0, 1} {
+		name := "cached"
+		if cached == 1 {
+			name = "uncached"
+		}
+		t.Run(name, func(t *testing.T) {
+			it, err := loadProgIter(cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			prog, id := loadSocketFilter(t, "everycpu")
+			want := uint64(0)
+			for i, c := range cpus {
+				if err := runOnCPU(prog, c, i+1); err != nil {
+					t.Fatal(err)
+				}
+				want += uint64(i + 1)
+			}
+			got, err := it.Sweep(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, ok := findSample(got, id)
+			if !ok {
+				t.Fatalf("iterator misses program %d", id)
+			}
+			if g.RunCnt != want {
+				t.Errorf("run_cnt %d over %d CPUs, want %d", g.RunCnt, len(cpus), want)
+			}
+			if idle := checkIterMatchesFd(t, it); idle == 0 {
+				t.Error("no idle program compared")
+			}
+		})
+	}
+}
+
+// runOnCPU runs prog n times from a thread pinned to cpu.
+func runOnCPU(prog *ebpf.Program, cpu, n int) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is left locked: it exits with the goroutine rather
+		// than going back to the scheduler pinned.
+		runtime.LockOSThread()
+		var one unix.CPUSet
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			errc <- fmt.Errorf("pin to CPU %d: %w", cpu, err)
+			return
+		}
+		errc <- privtest.Run(prog, n)
+	}()
+	return <-errc
+}
+
 // TestIterSweepRecursionMisses makes the kernel count recursion misses: a
 // raw tracepoint program on bpf_trace_printk calls bpf_trace_printk, so
 // each run re-enters the tracepoint on the same CPU and the kernel skips
@@ -294,7 +370,7 @@ func TestIterLoadErrorKinds(t *testing.T) {
 func TestIterSweepInVM(t *testing.T) {
 	for _, cpus := range []int{2, 16} {
 		t.Run(itoa(uint32(cpus))+"cpus", func(t *testing.T) {
-			vmtest.RunTests(t, vmtest.Config{CPUs: cpus}, "-test.run", "^TestIterSweep(EqualsInfo|Busy|RecursionMisses|HoldsNothing|ManyCPUs)$", "-test.v")
+			vmtest.RunTests(t, vmtest.Config{CPUs: cpus}, "-test.run", "^TestIterSweep(EqualsInfo|Busy|RecursionMisses|HoldsNothing|EveryCPU)$", "-test.v")
 		})
 	}
 }

@@ -80,6 +80,12 @@ func validateRegressions(c *regress.Config) error {
 type detector struct {
 	tracker    *regress.Tracker
 	lastForget time.Time
+	// newest is each key's newest instance, rebuilt only when the
+	// sampler's gen moves (a program came or went, owners were read):
+	// built says it is current for gen.
+	newest map[string]*program
+	gen    uint64
+	built  bool
 }
 
 // progKey is a program key as the detector and the new_version event
@@ -97,27 +103,38 @@ func (d *Daemon) detect(now time.Time) {
 		d.detector = &detector{tracker: regress.NewTracker(d.cfg.Regressions), lastForget: now}
 	}
 	tr := d.detector.tracker
-	newest := map[string]*program{}
 	s := d.sampler
 	s.mu.RLock()
-	for id, p := range s.progs {
-		if id == s.sweeper.iterID() || s.own(p) {
-			continue
+	if dt := d.detector; !dt.built || dt.gen != s.gen {
+		dt.newest = map[string]*program{}
+		for id, p := range s.progs {
+			if id == s.sweeper.iterID() || s.own(p) {
+				continue
+			}
+			if q := dt.newest[p.detectKey]; q == nil || q.meta.ID < p.meta.ID {
+				dt.newest[p.detectKey] = p
+			}
 		}
-		k := progKey(p.meta.Type, p.meta.Name)
-		if q := newest[k]; q == nil || q.meta.ID < p.meta.ID {
-			newest[k] = p
+		// Each key's current tag, so the tracker sees a reload (a new
+		// newest instance, hence a rebuild) as a change of tag.
+		for k, p := range dt.newest {
+			tr.Seen(k, p.meta.Tag, now)
 		}
+		dt.gen, dt.built = s.gen, true
 	}
+	// Only programs that ran can give an interval's sample: on a host of
+	// idle programs this loop is empty.
 	var found []*regress.Finding
 	var progs []*program
-	for k, p := range newest {
-		smp, ok := intervalSample(now, sampleCounters(p.prev), sampleCounters(p.cur), p.curAt.Sub(p.prevAt))
-		if !p.havePrev || !ok {
-			tr.Seen(k, p.meta.Tag, now)
+	for _, p := range s.moved {
+		if d.detector.newest[p.detectKey] != p {
 			continue
 		}
-		if f := tr.Observe(k, p.meta.Tag, smp); f != nil {
+		smp, ok := intervalSample(now, sampleCounters(p.prev), sampleCounters(p.cur), p.curAt.Sub(p.prevAt))
+		if !ok {
+			continue
+		}
+		if f := tr.Observe(p.detectKey, p.meta.Tag, smp); f != nil {
 			found = append(found, f)
 			progs = append(progs, p)
 		}
@@ -126,6 +143,8 @@ func (d *Daemon) detect(now time.Time) {
 	if now.Sub(d.detector.lastForget) > d.cfg.Regressions.Window {
 		tr.Forget(now.Add(-2 * d.cfg.Regressions.Window))
 		d.detector.lastForget = now
+		d.detector.built = false // Seen again what Forget dropped
+
 	}
 	for i, f := range found {
 		if f.Kind == "" {

@@ -29,6 +29,11 @@ type program struct {
 	// finds them is stored again with them, for owners' history).
 	firstSeen    time.Time
 	ownersStored bool
+	// detectKey is progKey of its type and name, made once: the detector
+	// looks programs up by it every tick.
+	detectKey string
+	// swept is the sweep (sampler.sweeps) that last saw it loaded.
+	swept uint64
 }
 
 // heartbeat is how often an idle program's unchanged counters are stored
@@ -74,6 +79,14 @@ type sampler struct {
 	// duty, at --stats.duty below 100%, scales each sweep's counters to
 	// the whole interval (duty.go).
 	duty *dutyCycle
+	// gen changes whenever a program comes or goes or owners are read
+	// again; moved is the last tick's programs whose run count changed.
+	// The detector reads both (under mu) to touch only what changed: on
+	// a host of idle programs, nothing.
+	gen   uint64
+	moved []*program
+	// sweeps counts sweeps, failed ticks too, for program.swept.
+	sweeps uint64
 }
 
 func newSampler(cfg *Config, sw *sweeper, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -144,16 +157,17 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	s.mu.Unlock()
 
 	t := store.Tick{Time: now}
-	seen := make(map[uint32]bool, len(samples))
 	var fresh []*program
 	s.mu.Lock()
+	s.moved = s.moved[:0]
+	s.sweeps++
 	for _, smp := range samples {
-		seen[smp.ID] = true
 		p := s.progs[smp.ID]
 		if p != nil && (p.cur.Tag != smp.Tag || p.cur.Name != smp.Name) {
 			// The id was reused by another program: the old one is gone.
 			t.Unloaded = append(t.Unloaded, p.key)
 			delete(s.progs, smp.ID)
+			s.gen++
 			p = nil
 		}
 		if p == nil {
@@ -165,16 +179,20 @@ func (s *sampler) tick(now time.Time, first bool) error {
 				s.mu.Unlock()
 				return fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
 			}
-			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
+			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta, detectKey: progKey(meta.Type, meta.Name)}
 			s.progs[smp.ID] = p
+			s.gen++
 			fresh = append(fresh, p)
 			if s.appeared != nil {
 				s.appeared(smp.ID, meta.Name)
 			}
 		} else {
 			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
+			if smp.RunCnt != p.prev.RunCnt {
+				s.moved = append(s.moved, p)
+			}
 		}
-		p.cur, p.curAt = smp, now
+		p.cur, p.curAt, p.swept = smp, now, s.sweeps
 		if s.mustStore(p) {
 			stored := smp
 			p.stored = &stored
@@ -182,10 +200,11 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		}
 	}
 	for id, p := range s.progs {
-		if !seen[id] {
+		if p.swept != s.sweeps {
 			t.Unloaded = append(t.Unloaded, p.key)
 			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag})
 			delete(s.progs, id)
+			s.gen++
 		}
 	}
 	// Map order is random: sort so events and records come out by id.
@@ -227,6 +246,10 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	s.mu.Unlock()
 
 	if first {
+		seen := make(map[uint32]bool, len(samples))
+		for _, smp := range samples {
+			seen[smp.ID] = true
+		}
 		stale, err := s.staleInstances(seen)
 		if err != nil {
 			return err
@@ -289,6 +312,7 @@ func (s *sampler) mustStore(p *program) bool {
 // logged, not returned.
 func (s *sampler) refreshOwners(now time.Time) {
 	s.ownersAt = now
+	s.gen++ // owners decide which programs are the daemon's own
 	links, err := collectors.Links()
 	if err != nil {
 		s.log.Warn("read bpf links", "err", err)

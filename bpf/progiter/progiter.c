@@ -95,32 +95,89 @@ static __always_inline __u64 as_scalar(const void *p)
 	return v;
 }
 
-struct sum {
-	__u64 stats; // prog->stats, a __percpu address
-	__u64 base;  // pcpu's __percpu base, bpf_array.pptrs[0]
-	__u64 cnt, nsecs, misses;
-};
+// CPU n's per-CPU offset is the same for every program and for as long
+// as the kernel runs: computed on the first run for the first
+// CACHED_CPUS CPUs, read from here after. Past them (a machine with more
+// CPUs) each program computes it again, as every run once did.
+#define CACHED_CPUS 1024
 
-static long add_cpu(__u64 cpu, void *data)
+// cached_cpus lowers the cache's reach below CACHED_CPUS: tests set it to
+// 1 to run the uncached path on a VM's 16 CPUs.
+const volatile __u32 cached_cpus = CACHED_CPUS;
+
+__u64 cpu_offset[CACHED_CPUS];
+__u32 offsets_ready;
+
+// cpu_offset_of returns CPU cpu's per-CPU offset, or 0 when the map has no
+// such CPU (cpu >= nr_cpu_ids).
+static __always_inline __u64 cpu_offset_of(__u64 cpu, __u64 base)
 {
-	struct sum *s = data;
 	__u32 zero = 0;
-	__u64 at, v;
 	void *slot;
 
 	slot = bpf_map_lookup_percpu_elem(&pcpu, &zero, cpu);
 	if (!slot)
-		return 1; // cpu >= nr_cpu_ids: no more CPUs
-	at = s->stats + (as_scalar(slot) - s->base);
-	v = 0;
-	bpf_probe_read_kernel(&v, sizeof(v), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, cnt)));
-	s->cnt += v;
-	v = 0;
-	bpf_probe_read_kernel(&v, sizeof(v), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, nsecs)));
-	s->nsecs += v;
-	v = 0;
-	bpf_probe_read_kernel(&v, sizeof(v), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, misses)));
-	s->misses += v;
+		return 0;
+	return as_scalar(slot) - base;
+}
+
+static long fill_offset(__u64 cpu, void *data)
+{
+	__u64 base = *(__u64 *)data;
+
+	if (cpu >= CACHED_CPUS || cpu >= cached_cpus)
+		return 1;
+	cpu_offset[cpu] = cpu_offset_of(cpu, base);
+	return cpu_offset[cpu] || cpu == 0 ? 0 : 1;
+}
+
+// pcpu_base is pcpu's own __percpu base, bpf_array.pptrs[0]; 0 if unread.
+static __always_inline __u64 pcpu_base(void)
+{
+	__u64 arr = as_scalar(&pcpu), base = 0;
+
+	bpf_probe_read_kernel(&base, sizeof(base), (void *)(arr + bpf_core_field_offset(struct bpf_array, pptrs)));
+	return base;
+}
+
+struct sum {
+	__u64 stats; // prog->stats, a __percpu address
+	__u64 base;  // pcpu's __percpu base, read when a CPU is past the cache
+	__u64 cnt, nsecs, misses;
+};
+
+// The three counters are adjacent in struct bpf_prog_stats (u64_stats_sync
+// is empty on 64-bit kernels): one read per CPU covers them. A kernel that
+// lays them out otherwise fails the load-time check in bpfperf_progs and
+// reads them one at a time.
+#define STATS_SPAN (3 * sizeof(__u64))
+
+static long add_cpu(__u64 cpu, void *data)
+{
+	struct sum *s = data;
+	__u64 off, at, v[3] = {};
+
+	if (cpu < CACHED_CPUS && cpu < cached_cpus) {
+		off = cpu_offset[cpu];
+	} else {
+		if (!s->base)
+			s->base = pcpu_base();
+		off = cpu_offset_of(cpu, s->base);
+	}
+	if (!off && cpu > 0)
+		return 1; // no more CPUs
+	at = s->stats + off;
+	if (bpf_core_field_offset(struct bpf_prog_stats, nsecs) == bpf_core_field_offset(struct bpf_prog_stats, cnt) + 8 &&
+	    bpf_core_field_offset(struct bpf_prog_stats, misses) == bpf_core_field_offset(struct bpf_prog_stats, cnt) + 16) {
+		bpf_probe_read_kernel(v, STATS_SPAN, (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, cnt)));
+	} else {
+		bpf_probe_read_kernel(&v[0], sizeof(v[0]), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, cnt)));
+		bpf_probe_read_kernel(&v[1], sizeof(v[1]), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, nsecs)));
+		bpf_probe_read_kernel(&v[2], sizeof(v[2]), (void *)(at + bpf_core_field_offset(struct bpf_prog_stats, misses)));
+	}
+	s->cnt += v[0];
+	s->nsecs += v[1];
+	s->misses += v[2];
 	return 0;
 }
 
@@ -132,24 +189,33 @@ int bpfperf_progs(struct bpf_iter__bpf_prog *ctx)
 	struct record r = {};
 	struct sum s = {};
 	struct bpf_prog_aux *aux;
-	__u64 arr;
 
 	if (!prog)
 		return 0; // the end of the walk
-	aux = BPF_CORE_READ(prog, aux);
-	r.id = BPF_CORE_READ(aux, id);
-	r.type = BPF_CORE_READ(prog, type);
-	r.load_time = BPF_CORE_READ(aux, load_time);
-	BPF_CORE_READ_INTO(&r.tag, prog, tag);
-	BPF_CORE_READ_INTO(&r.name, aux, name);
+	if (!offsets_ready) {
+		// Two sweeps at once both fill it, with the same values.
+		__u64 base = pcpu_base();
 
-	s.stats = (__u64)BPF_CORE_READ(prog, stats);
-	arr = as_scalar(&pcpu);
-	bpf_probe_read_kernel(&s.base, sizeof(s.base), (void *)(arr + bpf_core_field_offset(struct bpf_array, pptrs)));
+		if (!base)
+			return 0;
+		bpf_loop(nr_cpus < CACHED_CPUS ? nr_cpus : CACHED_CPUS, fill_offset, &base, 0);
+		offsets_ready = 1;
+	}
+	// ctx->prog is a trusted kernel pointer: its fields are plain loads
+	// (the verifier makes them fault-safe), far cheaper than a
+	// bpf_probe_read_kernel each. prog->stats is read as a number, since
+	// it is a __percpu address and not a pointer to follow.
+	aux = prog->aux;
+	r.id = aux->id;
+	r.type = prog->type;
+	r.load_time = aux->load_time;
+	__builtin_memcpy(r.tag, prog->tag, sizeof(r.tag));
+	__builtin_memcpy(r.name, aux->name, sizeof(r.name));
+	bpf_probe_read_kernel(&s.stats, sizeof(s.stats), &prog->stats);
 	// bpf_loop verifies add_cpu once, so any CPU count loads; it stops at
 	// nr_cpus (at most 1 << 23, the kernel's bpf_loop limit) or at the
 	// first CPU the map does not have.
-	if (s.stats && s.base)
+	if (s.stats)
 		bpf_loop(nr_cpus, add_cpu, &s, 0);
 	r.run_cnt = s.cnt;
 	r.run_time_ns = s.nsecs;
