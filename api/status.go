@@ -35,6 +35,9 @@ type Status struct {
 	// OBJ_GET_INFO_BY_FD.
 	Sweep       string `json:"sweep,omitempty"`
 	SweepDetail string `json:"sweep_detail,omitempty"`
+	// Holders is how owner processes of programs and maps are found: one
+	// pass of a task_file iterator, or a walk of /proc and why.
+	Holders string `json:"holders,omitempty"`
 	// The iterator's own run time (its bpf_stats), the collection cost paid
 	// in the kernel: the last sweep's, and since it loaded as a share of
 	// one CPU.

@@ -23,21 +23,43 @@ type Holders struct {
 // unit and container. Processes and fds that cannot be read are skipped:
 // they come and go.
 func ScanHolders(procRoot string) (Holders, error) {
-	h := Holders{Progs: map[uint32][]Owner{}, Maps: map[uint32][]Owner{}}
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
-		return h, fmt.Errorf("owners: %w", err)
+		return Holders{Progs: map[uint32][]Owner{}, Maps: map[uint32][]Owner{}}, fmt.Errorf("owners: %w", err)
 	}
+	held := map[int]*heldIDs{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue // not a process (self, sys, ...)
 		}
-		dir := filepath.Join(procRoot, e.Name())
-		progs, maps := procBPFIDs(dir)
-		if len(progs) == 0 && len(maps) == 0 {
-			continue
+		progs, maps := procBPFIDs(filepath.Join(procRoot, e.Name()))
+		if len(progs) > 0 || len(maps) > 0 {
+			held[pid] = &heldIDs{progs: progs, maps: maps}
 		}
+	}
+	return holdersOf(procRoot, held), nil
+}
+
+// heldIDs is what one process holds: distinct program ids (of its
+// program and link fds) and map ids.
+type heldIDs struct{ progs, maps []uint32 }
+
+// distinct sorts ids and drops repeats (a process may hold one object
+// through many fds): sorting once beats a search per fd for a process
+// holding thousands.
+func distinct(ids []uint32) []uint32 {
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// holdersOf turns what each process holds into Holders, reading each
+// holder's comm and cgroup from procRoot. A process gone meanwhile is
+// left out.
+func holdersOf(procRoot string, held map[int]*heldIDs) Holders {
+	h := Holders{Progs: map[uint32][]Owner{}, Maps: map[uint32][]Owner{}}
+	for pid, ids := range held {
+		dir := filepath.Join(procRoot, strconv.Itoa(pid))
 		comm, err := os.ReadFile(filepath.Join(dir, "comm"))
 		if err != nil {
 			continue
@@ -47,10 +69,10 @@ func ScanHolders(procRoot string) (Holders, error) {
 			owner.Cgroup = cgroupPath(string(cg))
 			owner.Unit, owner.Container = UnitAndContainer(owner.Cgroup)
 		}
-		for _, id := range progs {
+		for _, id := range distinct(ids.progs) {
 			h.Progs[id] = append(h.Progs[id], owner)
 		}
-		for _, id := range maps {
+		for _, id := range distinct(ids.maps) {
 			h.Maps[id] = append(h.Maps[id], owner)
 		}
 	}
@@ -59,10 +81,11 @@ func ScanHolders(procRoot string) (Holders, error) {
 			slices.SortFunc(owners, func(a, b Owner) int { return a.PID - b.PID })
 		}
 	}
-	return h, nil
+	return h
 }
 
-// procBPFIDs returns the distinct program and map ids one process holds.
+// procBPFIDs returns the program and map ids one process holds, an id
+// once per fd that holds it.
 func procBPFIDs(dir string) (progs, maps []uint32) {
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
@@ -83,7 +106,7 @@ func procBPFIDs(dir string) (progs, maps []uint32) {
 			continue
 		}
 		id, err := fdinfoUint(filepath.Join(dir, "fdinfo", fd.Name()), key)
-		if err != nil || id == 0 || slices.Contains(*ids, uint32(id)) {
+		if err != nil || id == 0 {
 			continue
 		}
 		*ids = append(*ids, uint32(id))

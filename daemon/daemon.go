@@ -134,18 +134,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	log.Info("sweep", "kind", sw.kind, "detail", sw.detail)
 
+	holders := newHolderScanner(&cfg)
+	defer holders.close()
 	smp, err := newSampler(&cfg, sw, db, bootID, boot)
 	if err != nil {
 		return err
 	}
-	smp.duty = duty
+	smp.duty, smp.holders = duty, holders
 	d := &Daemon{cfg: cfg, store: db, stats: stats, duty: duty, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
 	}
 	d.maps = newMapWatcher(&d.cfg, db, bootID, boot)
-	d.maps.users = d.mapUsers
+	d.maps.users, d.maps.holders = d.mapUsers, holders
 	defer d.maps.close()
 	d.metrics = newMetrics(d)
 	smp.ticked = d.metrics.observe

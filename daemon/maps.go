@@ -70,6 +70,8 @@ type mapWatcher struct {
 	// users indexes the loaded programs by map and their owners by
 	// program (Daemon.mapUsers), for the owners a map is recorded with.
 	users func() (map[uint32][]uint32, map[uint32][]collectors.Owner)
+	// holders reads who holds each map (holders.go); nil walks /proc.
+	holders *holderScanner
 
 	mu       sync.RWMutex
 	maps     map[uint32]*watchedMap
@@ -137,7 +139,13 @@ func (w *mapWatcher) read(now time.Time) error {
 		return err
 	}
 	ostart := time.Now()
-	holders, herr := collectors.ScanHolders(w.cfg.ProcRoot)
+	var holders collectors.Holders
+	var herr error
+	if w.holders != nil {
+		holders, herr = w.holders.scan()
+	} else {
+		holders, herr = collectors.ScanHolders(w.cfg.ProcRoot)
+	}
 	if herr != nil {
 		w.log.Warn("read map holders", "err", herr)
 	}

@@ -87,6 +87,8 @@ type sampler struct {
 	moved []*program
 	// sweeps counts sweeps, failed ticks too, for program.swept.
 	sweeps uint64
+	// holders reads owner processes (holders.go); nil walks /proc.
+	holders *holderScanner
 }
 
 func newSampler(cfg *Config, sw *sweeper, db *store.DB, bootID string, boot uint32) (*sampler, error) {
@@ -317,7 +319,7 @@ func (s *sampler) refreshOwners(now time.Time) {
 	if err != nil {
 		s.log.Warn("read bpf links", "err", err)
 	}
-	owners, err := collectors.Owners(s.cfg.ProcRoot)
+	owners, err := s.ownersScan()
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
 	}
@@ -335,6 +337,15 @@ func (s *sampler) refreshOwners(now time.Time) {
 			}
 		}
 	}
+}
+
+// ownersScan reads owner processes by program id.
+func (s *sampler) ownersScan() (map[uint32][]collectors.Owner, error) {
+	if s.holders == nil {
+		return collectors.Owners(s.cfg.ProcRoot)
+	}
+	h, err := s.holders.scan()
+	return h.Progs, err
 }
 
 func (s *sampler) record(p *program, now time.Time) (store.Program, error) {

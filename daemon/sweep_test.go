@@ -26,17 +26,21 @@ func TestSweepIterator(t *testing.T) {
 	if st.Sweep != "iter" || !strings.Contains(st.SweepDetail, "equal to OBJ_GET_INFO_BY_FD") {
 		t.Fatalf("sweep %q (%s), want iter proved against OBJ_GET_INFO_BY_FD\n%s", st.Sweep, st.SweepDetail, d.stderr)
 	}
-	eventually(t, "the iterator listed as bpfperfd's own program", func() bool {
+	if st.Holders != "iterator (iter/task_file)" {
+		t.Errorf("holders read by %q, want the iterator", st.Holders)
+	}
+	eventually(t, "the sweep's and the holders' iterators listed as bpfperfd's own programs", func() bool {
 		var rows []api.ProgRow
 		if d.query(&rows, "progs", "--all") != nil {
 			return false
 		}
+		own := 0
 		for _, r := range rows {
-			if r.Name == "bpfperf_progs" && r.Own {
-				return true
+			if (r.Name == "bpfperf_progs" || r.Name == "bpfperf_holders") && r.Own {
+				own++
 			}
 		}
-		return false
+		return own == 2
 	})
 	eventually(t, "the sweep's BPF cost in status", func() bool {
 		return d.query(&st, "status") == nil && st.SweepBPFMs > 0 && st.SweepBPFCPUPercent > 0

@@ -51,6 +51,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 			if s.Sweep != "" {
 				kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
 			}
+			if s.Holders != "" {
+				kv = append(kv, [2]string{"holders", s.Holders})
+			}
 			if s.Sweep == "iter" {
 				kv = append(kv, [2]string{"sweep bpf cost", fmt.Sprintf("%.3f ms last sweep, %.4f%% of one CPU since load (the iterator's own bpf_stats)", s.SweepBPFMs, s.SweepBPFCPUPercent)})
 			}
