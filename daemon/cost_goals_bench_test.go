@@ -1,10 +1,14 @@
 package daemon_test
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -45,5 +49,42 @@ func BenchmarkDaemonCostGoals(b *testing.B) {
 		b.ReportMetric(steady, "cpu-%-steady")
 		b.ReportMetric(float64(rssBytes(b, pid))/(1<<20), "rss-MiB")
 		d.stop(b, syscall.SIGTERM)
+	}
+}
+
+// BenchmarkDaemonIdleGoals measures bpfperfd against the iterator sweep's
+// goals (issue 22): 1,000 and then 10,000 loaded programs, all idle, at the
+// default 1 s interval with sampling alone (--profile.every 0): its CPU
+// over 60 s after a 20 s warm-up (goals ≤ 0.2% and ≤ 0.5% of one core),
+// and the median sweep it reports. Three minutes a run.
+//
+//	go test -run '^$' -bench DaemonIdleGoals -benchtime 1x ./daemon/
+func BenchmarkDaemonIdleGoals(b *testing.B) {
+	privtest.Root(b)
+	var progs []*ebpf.Program
+	for _, n := range []int{1000, 10000} {
+		// Loaded by the parent, so the first thousand stay for the second run.
+		progs = append(progs, loadFilters(b, fmt.Sprintf("idle_g%d_", n), n-len(progs))...)
+		b.Run(fmt.Sprintf("progs=%d", n), func(b *testing.B) {
+			for range b.N {
+				d := startDaemon(b, b.TempDir(), "--interval", "1s", "--profile.every", "0")
+				pid := d.cmd.Process.Pid
+				time.Sleep(20 * time.Second)
+				cpu0, at0 := procCPU(b, pid), time.Now()
+				var sweeps []float64
+				for range 12 {
+					time.Sleep(5 * time.Second)
+					var st api.Status
+					if err := d.query(&st, "status"); err != nil {
+						b.Fatal(err)
+					}
+					sweeps = append(sweeps, st.LastSweepMs)
+				}
+				b.ReportMetric((procCPU(b, pid)-cpu0).Seconds()/time.Since(at0).Seconds()*100, "cpu-%-steady")
+				b.ReportMetric(median(sweeps), "sweep-ms")
+				b.ReportMetric(float64(rssBytes(b, pid))/(1<<20), "rss-MiB")
+				d.stop(b, syscall.SIGTERM)
+			}
+		})
 	}
 }
