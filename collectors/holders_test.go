@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -74,8 +75,17 @@ func TestHolderIterEqualsScan(t *testing.T) {
 	_, mapID := newTestMap(t, ebpf.Hash, 4, 10)
 	_, progID := loadSocketFilter(t, "hold")
 	shared, sharedID := loadSocketFilter(t, "shared")
+	// The child gets a dup: an *os.File closes its fd when collected, and
+	// must not close the program's own (a later test would find its
+	// number reused).
+	dup, err := unix.Dup(shared.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(dup), "prog")
+	defer f.Close()
 	child := exec.Command("sleep", "60")
-	child.ExtraFiles = []*os.File{os.NewFile(uintptr(shared.FD()), "prog")}
+	child.ExtraFiles = []*os.File{f}
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
