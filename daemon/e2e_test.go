@@ -206,8 +206,10 @@ func progFds(t *testing.T, pid int) int {
 				h.progID = strings.TrimSpace(v)
 			}
 		}
-		// The sweep's iterator (bpf_prog) and the map watcher's (bpf_map).
-		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") || strings.Contains(h.fdinfo, "target_name:\tbpf_map") {
+		// The sweep's iterator (bpf_prog), the map watcher's (bpf_map) and
+		// the holders' (task_file).
+		if strings.Contains(h.fdinfo, "target_name:\tbpf_prog") || strings.Contains(h.fdinfo, "target_name:\tbpf_map") ||
+			strings.Contains(h.fdinfo, "target_name:\ttask_file") {
 			own[h.progID] = true
 		}
 		bpfFds = append(bpfFds, h)
