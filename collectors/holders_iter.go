@@ -43,11 +43,8 @@ type HolderIter struct {
 // when the kernel cannot run it, and ErrNotPermitted when privileges are
 // missing.
 func NewHolderIter() (*HolderIter, error) {
-	if major, minor, ok := kernelVersion(); ok && (major < 5 || major == 5 && minor < 8) {
-		return nil, fmt.Errorf("%w: kernel %d.%d is older than 5.8 (task_file iterators)", ErrIterUnsupported, major, minor)
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		return nil, fmt.Errorf("%w: no kernel BTF: %w", ErrIterUnsupported, err)
+	if err := iterKernel(5, 8, "task_file iterators"); err != nil {
+		return nil, err
 	}
 	it := &HolderIter{}
 	if err := loadHoldersObjects(&it.objs, nil); err != nil {
@@ -118,10 +115,5 @@ func (it *HolderIter) ProgramID() uint32 { return it.progID }
 
 // Close unloads the iterator.
 func (it *HolderIter) Close() error {
-	var errs []error
-	if it.link != nil {
-		errs = append(errs, it.link.Close())
-	}
-	errs = append(errs, it.objs.Close())
-	return errors.Join(errs...)
+	return closeIter(it.link, &it.objs)
 }

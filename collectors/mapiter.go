@@ -2,9 +2,7 @@ package collectors
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/cilium/ebpf/link"
 )
@@ -29,11 +27,8 @@ type MapIter struct {
 // NewMapIter loads the iterator. Errors wrap ErrIterUnsupported when the
 // kernel cannot run it and ErrNotPermitted when privileges are missing.
 func NewMapIter() (*MapIter, error) {
-	if major, minor, ok := kernelVersion(); ok && (major < 6 || major == 6 && minor < 6) {
-		return nil, fmt.Errorf("%w: kernel %d.%d is older than 6.6 (bpf_map_sum_elem_count)", ErrIterUnsupported, major, minor)
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		return nil, fmt.Errorf("%w: no kernel BTF: %w", ErrIterUnsupported, err)
+	if err := iterKernel(6, 6, "bpf_map_sum_elem_count"); err != nil {
+		return nil, err
 	}
 	it := &MapIter{}
 	if err := loadMapiterObjects(&it.objs, nil); err != nil {
@@ -68,10 +63,5 @@ func (it *MapIter) Counts() (map[uint32]int64, error) {
 
 // Close unloads the iterator.
 func (it *MapIter) Close() error {
-	var errs []error
-	if it.link != nil {
-		errs = append(errs, it.link.Close())
-	}
-	errs = append(errs, it.objs.Close())
-	return errors.Join(errs...)
+	return closeIter(it.link, &it.objs)
 }

@@ -54,11 +54,8 @@ func NewProgIter() (*ProgIter, error) {
 // the first cachedCPUs CPUs, 0 for the program's default (1,024): tests
 // set 1 to run the path a machine with more CPUs takes.
 func loadProgIter(cachedCPUs uint32) (*ProgIter, error) {
-	if major, minor, ok := kernelVersion(); ok && (major < 5 || major == 5 && minor < 19) {
-		return nil, fmt.Errorf("%w: kernel %d.%d is older than 5.19 (bpf_map_lookup_percpu_elem)", ErrIterUnsupported, major, minor)
-	}
-	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-		return nil, fmt.Errorf("%w: no kernel BTF: %w", ErrIterUnsupported, err)
+	if err := iterKernel(5, 19, "bpf_map_lookup_percpu_elem"); err != nil {
+		return nil, err
 	}
 	spec, err := loadProgiter()
 	if err != nil {
@@ -214,6 +211,31 @@ func findByID(samples []Sample, id uint32) (Sample, bool) {
 	return samples[i], true
 }
 
+// iterKernel says whether the running kernel can load one of bpfperf's
+// iterators: at least major.minor (for what, the feature that needs it)
+// and with BTF, which their CO-RE relocations read. The error wraps
+// ErrIterUnsupported.
+func iterKernel(major, minor int, what string) error {
+	if got, gotMinor, ok := kernelVersion(); ok && (got < major || got == major && gotMinor < minor) {
+		return fmt.Errorf("%w: kernel %d.%d is older than %d.%d (%s)", ErrIterUnsupported, got, gotMinor, major, minor, what)
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return fmt.Errorf("%w: no kernel BTF: %w", ErrIterUnsupported, err)
+	}
+	return nil
+}
+
+// closeIter closes an iterator's link (nil if never made) and its
+// program's objects.
+func closeIter(l *link.Iter, objs io.Closer) error {
+	var errs []error
+	if l != nil {
+		errs = append(errs, l.Close())
+	}
+	errs = append(errs, objs.Close())
+	return errors.Join(errs...)
+}
+
 // kernelVersion is the running kernel's major and minor version.
 func kernelVersion() (major, minor int, ok bool) {
 	var u unix.Utsname
@@ -242,10 +264,5 @@ func decodeRecord(b []byte) Sample {
 
 // Close unloads the iterator.
 func (it *ProgIter) Close() error {
-	var errs []error
-	if it.link != nil {
-		errs = append(errs, it.link.Close())
-	}
-	errs = append(errs, it.objs.Close())
-	return errors.Join(errs...)
+	return closeIter(it.link, &it.objs)
 }

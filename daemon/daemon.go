@@ -136,18 +136,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	holders := newHolderScanner(&cfg)
 	defer holders.close()
-	smp, err := newSampler(&cfg, sw, db, bootID, boot)
+	smp, err := newSampler(&cfg, sw, holders, db, bootID, boot)
 	if err != nil {
 		return err
 	}
-	smp.duty, smp.holders = duty, holders
+	smp.duty = duty
 	d := &Daemon{cfg: cfg, store: db, stats: stats, duty: duty, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
 	smp.appeared = func(id uint32, name string) {
 		d.learnProfile(id)
 		d.counterProgramAppeared(id, name)
 	}
-	d.maps = newMapWatcher(&d.cfg, db, bootID, boot)
-	d.maps.users, d.maps.holders = d.mapUsers, holders
+	d.maps = newMapWatcher(&d.cfg, holders, db, bootID, boot)
+	d.maps.users = d.mapUsers
 	defer d.maps.close()
 	d.metrics = newMetrics(d)
 	smp.ticked = d.metrics.observe

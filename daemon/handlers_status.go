@@ -41,9 +41,7 @@ func (d *Daemon) status() api.Status {
 	s.mu.RUnlock()
 	var last, total, since uint64
 	st.Sweep, st.SweepDetail, last, total, since = s.sweeper.state()
-	if s.holders != nil {
-		st.Holders = s.holders.state()
-	}
+	st.Holders = s.holders.state()
 	st.SweepBPFMs = float64(last) / 1e6
 	var ts unix.Timespec
 	if total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {

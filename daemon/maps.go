@@ -70,7 +70,7 @@ type mapWatcher struct {
 	// users indexes the loaded programs by map and their owners by
 	// program (Daemon.mapUsers), for the owners a map is recorded with.
 	users func() (map[uint32][]uint32, map[uint32][]collectors.Owner)
-	// holders reads who holds each map (holders.go); nil walks /proc.
+	// holders reads who holds each map (holders.go).
 	holders *holderScanner
 
 	mu       sync.RWMutex
@@ -82,8 +82,8 @@ type mapWatcher struct {
 	readings uint64
 }
 
-func newMapWatcher(cfg *Config, db *store.DB, bootID string, boot uint32) *mapWatcher {
-	w := &mapWatcher{cfg: cfg, store: db, boot: boot, bootID: bootID, log: cfg.Logger, maps: map[uint32]*watchedMap{}}
+func newMapWatcher(cfg *Config, holders *holderScanner, db *store.DB, bootID string, boot uint32) *mapWatcher {
+	w := &mapWatcher{cfg: cfg, holders: holders, store: db, boot: boot, bootID: bootID, log: cfg.Logger, maps: map[uint32]*watchedMap{}}
 	it, err := collectors.NewMapIter()
 	if err != nil {
 		w.counting = "walk: hash maps' keys walked with get-next-key, the kernel's count is unavailable (" + err.Error() + ")"
@@ -139,13 +139,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		return err
 	}
 	ostart := time.Now()
-	var holders collectors.Holders
-	var herr error
-	if w.holders != nil {
-		holders, herr = w.holders.scan()
-	} else {
-		holders, herr = collectors.ScanHolders(w.cfg.ProcRoot)
-	}
+	holders, herr := w.holders.scan()
 	if herr != nil {
 		w.log.Warn("read map holders", "err", herr)
 	}

@@ -144,7 +144,6 @@ func (d *Daemon) detect(now time.Time) {
 		tr.Forget(now.Add(-2 * d.cfg.Regressions.Window))
 		d.detector.lastForget = now
 		d.detector.built = false // Seen again what Forget dropped
-
 	}
 	for i, f := range found {
 		if f.Kind == "" {

@@ -87,13 +87,13 @@ type sampler struct {
 	moved []*program
 	// sweeps counts sweeps, failed ticks too, for program.swept.
 	sweeps uint64
-	// holders reads owner processes (holders.go); nil walks /proc.
+	// holders reads owner processes (holders.go).
 	holders *holderScanner
 }
 
-func newSampler(cfg *Config, sw *sweeper, db *store.DB, bootID string, boot uint32) (*sampler, error) {
+func newSampler(cfg *Config, sw *sweeper, holders *holderScanner, db *store.DB, bootID string, boot uint32) (*sampler, error) {
 	s := &sampler{
-		cfg: cfg, sweeper: sw, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
+		cfg: cfg, sweeper: sw, holders: holders, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
 		progs: map[uint32]*program{}, seenByName: map[string]string{},
 	}
 	// Remember the newest tag per program key already in the store, so a
@@ -319,7 +319,8 @@ func (s *sampler) refreshOwners(now time.Time) {
 	if err != nil {
 		s.log.Warn("read bpf links", "err", err)
 	}
-	owners, err := s.ownersScan()
+	held, err := s.holders.scan()
+	owners := held.Progs
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
 	}
@@ -337,15 +338,6 @@ func (s *sampler) refreshOwners(now time.Time) {
 			}
 		}
 	}
-}
-
-// ownersScan reads owner processes by program id.
-func (s *sampler) ownersScan() (map[uint32][]collectors.Owner, error) {
-	if s.holders == nil {
-		return collectors.Owners(s.cfg.ProcRoot)
-	}
-	h, err := s.holders.scan()
-	return h.Progs, err
 }
 
 func (s *sampler) record(p *program, now time.Time) (store.Program, error) {
