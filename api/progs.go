@@ -92,4 +92,8 @@ type AttachPoint struct {
 	LinkID uint32 `json:"link_id"`
 	Type   string `json:"type"`   // bpftool's link type name, "type_N" if unknown
 	Target string `json:"target"` // e.g. "ifindex 1 (lo)", "sched_switch"; "" if the kernel does not tell
+	// Missed counts events a kprobe, kretprobe or kprobe_multi link never
+	// ran the program for (Linux 6.7 and later; absent otherwise), as of
+	// the last reading of links.
+	Missed *uint64 `json:"missed,omitempty"`
 }

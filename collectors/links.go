@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +17,18 @@ type AttachPoint struct {
 	LinkID uint32 `json:"link_id"`
 	Type   string `json:"type"`   // bpftool's link type name, "type_N" if unknown
 	Target string `json:"target"` // e.g. "ifindex 1 (lo)", "sched_switch"; "" if the kernel does not tell
+	// Missed is the kernel's count of events a kprobe, kretprobe or
+	// kprobe_multi link fired for but never ran the program on (a probe
+	// hit inside another probe's handler, no free return-probe instance),
+	// nil for other links and before Linux 6.7. The program's recursion
+	// misses are counted apart, in its stats.
+	Missed *uint64 `json:"missed,omitempty"`
+}
+
+// SameLink reports whether a and b are the same link on the same target,
+// whatever their missed counts.
+func (a AttachPoint) SameLink(b AttachPoint) bool {
+	return a.LinkID == b.LinkID && a.Type == b.Type && a.Target == b.Target
 }
 
 // linkTypes are bpftool's names for enum bpf_link_type, indexed by value.
@@ -109,6 +122,7 @@ func Links() (map[uint32][]AttachPoint, error) {
 			LinkID: info.id,
 			Type:   LinkTypeName(info.typ),
 			Target: target,
+			Missed: linkMissed(&info),
 		})
 	}
 }
@@ -165,6 +179,34 @@ func linkTarget(fd int, info *linkInfo) (string, error) {
 		return fmt.Sprintf("pf %d hook %d prio %d", u32(0), u32(4), int32(u32(8))), nil
 	}
 	return "", nil
+}
+
+// kernelHasMissed says whether link info carries kprobe missed counts:
+// Linux 6.7 added them; before, the same bytes are zero.
+var kernelHasMissed = sync.OnceValue(func() bool {
+	major, minor, ok := kernelVersion()
+	return ok && (major > 6 || major == 6 && minor >= 7)
+})
+
+// linkMissed reads the missed count of a kprobe link: union offset 16 for
+// kprobe_multi (after addrs, count, flags), 32 for a perf_event kprobe or
+// kretprobe (after its type word, func_name, name_len, offset, addr).
+func linkMissed(info *linkInfo) *uint64 {
+	if !kernelHasMissed() {
+		return nil
+	}
+	u := info.union[:]
+	var off int
+	switch {
+	case info.typ == linkKprobeMulti:
+		off = 16
+	case info.typ == linkPerfEvent && (binary.NativeEndian.Uint32(u) == perfEventKprobe || binary.NativeEndian.Uint32(u) == perfEventKRetprobe):
+		off = 32
+	default:
+		return nil
+	}
+	n := binary.NativeEndian.Uint64(u[off:])
+	return &n
 }
 
 func perfEventTarget(fd int, typ uint32, config uint64, eventType uint32) (string, error) {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,6 +97,8 @@ var (
 		"How BPF run-time stats are on: mode fd (BPF_ENABLE_STATS) or sysctl (kernel.bpf_stats_enabled).", []string{"mode"}, nil)
 	descStatsCost = prometheus.NewDesc("bpfperf_bpf_stats_cost_seconds_per_run",
 		"What bpf_stats adds to every program run: measured on this host at the daemon's start where nothing else kept stats on, else 45 ns (kernel 6.18, 10 -> 55 ns for an empty program); rate(bpfperf_program_runs_total) times this is the CPU monitoring costs the programs.", nil, nil)
+	descLinkMissed = prometheus.NewDesc("bpfperf_link_missed_total",
+		"Events a kprobe, kretprobe or kprobe_multi link fired for but never ran its program on (the kernel's missed count, Linux 6.7 and later), as of the last reading of links; id is the program's.", []string{"id", "link_id"}, nil)
 	descBuild = prometheus.NewDesc("bpfperf_build_info",
 		"bpfperfd's version, 1.", []string{"version"}, nil)
 )
@@ -107,7 +110,7 @@ type daemonCollector struct{ d *Daemon }
 var _ prometheus.Collector = (*daemonCollector)(nil)
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLost, descWindows, descStoreBytes, descStats, descStatsCost, descBuild} {
+	for _, d := range []*prometheus.Desc{descLost, descWindows, descStoreBytes, descStats, descStatsCost, descLinkMissed, descBuild} {
 		ch <- d
 	}
 }
@@ -136,7 +139,28 @@ func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
 		cost = sc.cost.NsPerRun() / 1e9 // measured on this host at start
 	}
 	ch <- prometheus.MustNewConstMetric(descStatsCost, prometheus.GaugeValue, cost)
+	for _, m := range c.linkMissed() {
+		ch <- m
+	}
 	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, d.cfg.Version)
+}
+
+// linkMissed is one counter per kprobe link whose kernel reports a missed
+// count, made under the sampler's lock and sent after it.
+func (c *daemonCollector) linkMissed() []prometheus.Metric {
+	s := c.d.sampler
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []prometheus.Metric
+	for id, p := range s.progs {
+		for _, a := range p.meta.Attach {
+			if a.Missed != nil {
+				out = append(out, prometheus.MustNewConstMetric(descLinkMissed, prometheus.CounterValue, float64(*a.Missed),
+					strconv.FormatUint(uint64(id), 10), strconv.FormatUint(uint64(a.LinkID), 10)))
+			}
+		}
+	}
+	return out
 }
 
 // attachLabel lists a program's attach points: "type:target", by link.

@@ -139,7 +139,7 @@ func newProgramSeries(id string) *programSeries {
 // sampler's lock held: meta is the sampler's.
 func (ps *programSeries) setInfo(m *collectors.Meta) {
 	if ps.info.Label != nil && ps.labels[0] == m.Name && ps.labels[1] == m.Type && ps.labels[2] == m.Tag &&
-		slices.Equal(ps.attach, m.Attach) && slices.Equal(ps.owners, m.Owners) {
+		slices.EqualFunc(ps.attach, m.Attach, collectors.AttachPoint.SameLink) && slices.Equal(ps.owners, m.Owners) {
 		return
 	}
 	id := ps.counters[0].Label[0].GetValue()

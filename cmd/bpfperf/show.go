@@ -3,10 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 func showCommand(dial clientFactory) *cli.Command {
@@ -34,7 +37,11 @@ func showCommand(dial clientFactory) *cli.Command {
 			m := d.Meta
 			var attach, owners []string
 			for _, a := range m.Attach {
-				attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (link %d)", a.Type, a.Target, a.LinkID)))
+				link := fmt.Sprintf("link %d", a.LinkID)
+				if a.Missed != nil {
+					link += ", missed " + fmtCount(*a.Missed) // kprobe links, Linux 6.7+
+				}
+				attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (%s)", a.Type, a.Target, link)))
 			}
 			for _, o := range m.Owners {
 				owners = append(owners, fmt.Sprintf("%s(%d)", o.Comm, o.PID))
@@ -72,6 +79,12 @@ func showCommand(dial clientFactory) *cli.Command {
 				{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
 				{"cpu", fmtPercent(d.CPUPercent)},
 			}
+			if missed, ok := linksMissed(m.Attach); ok {
+				// Beside recursion_misses: the other way a program's
+				// events go unseen, counted by the kprobe links.
+				at := slices.IndexFunc(kv, func(p [2]string) bool { return p[0] == "recursion_misses" })
+				kv = slices.Insert(kv, at+1, [2]string{"links_missed", fmtCount(missed) + " (kprobe links' missed count)"})
+			}
 			kv = append(kv, showCountersKV(d.PerfCounters)...)
 			if d.SampledCPUPercent != nil {
 				kv = append(kv, [2]string{"sampled cpu", fmtPercent(d.SampledCPUPercent) + " (CPU profile, covers tail calls)"})
@@ -89,4 +102,16 @@ func showCommand(dial clientFactory) *cli.Command {
 			return render(c, os.Stdout, d, t)
 		},
 	}
+}
+
+// linksMissed sums the missed counts of a program's kprobe links; ok is
+// false when none of its links has one (not a kprobe link, or before Linux
+// 6.7).
+func linksMissed(points []api.AttachPoint) (sum uint64, ok bool) {
+	for _, a := range points {
+		if a.Missed != nil {
+			sum, ok = sum+*a.Missed, true
+		}
+	}
+	return sum, ok
 }

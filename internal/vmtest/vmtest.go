@@ -1,8 +1,8 @@
 // Package vmtest runs a Go test binary inside a throw-away VM: Debian's
-// stock 6.1 kernel under qemu (TCG), a busybox-static initramfs, and the
+// stock 6.1 kernel (or its 6.12, Config.Series) under qemu (TCG), a busybox-static initramfs, and the
 // binary built with CGO_ENABLED=0. It is for tests of what the host kernel
-// refuses (fentry/fexit, hardware-free perf counters through tracing
-// programs). Inside the VM BPFPERF_IN_VM=1 and BPFPERF_REQUIRE_PRIVILEGED=1
+// refuses or lacks (fentry/fexit, hardware-free perf counters through
+// tracing programs, kprobes). Inside the VM BPFPERF_IN_VM=1 and BPFPERF_REQUIRE_PRIVILEGED=1
 // are set, so gated tests run and privileged tests must not skip.
 //
 // Only one VM runs at a time per host: Run takes a file lock.
@@ -38,7 +38,8 @@ func InVM() bool { return os.Getenv(InVMEnv) == "1" }
 // Config says how to boot the VM. The zero value works.
 type Config struct {
 	CacheDir string        // kernel cache; default $BPFPERF_VM_CACHE or /var/cache/bpfperf-vm
-	Kernel   string        // a bzImage to boot; default: the newest Debian 6.1 kernel, downloaded once
+	Kernel   string        // a bzImage to boot; default: the newest of Series, downloaded once
+	Series   *Series       // Debian kernel series; default Kernel61
 	Busybox  string        // a static busybox; default: busybox-static's
 	Memory   string        // qemu -m; default 1G
 	CPUs     int           // qemu -smp; default 2
@@ -63,6 +64,9 @@ func DefaultCacheDir() string {
 func (c *Config) defaults() {
 	if c.CacheDir == "" {
 		c.CacheDir = DefaultCacheDir()
+	}
+	if c.Series == nil {
+		c.Series = Kernel61
 	}
 	if c.Memory == "" {
 		c.Memory = "1G"
@@ -123,7 +127,7 @@ func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Resul
 	kernel := cfg.Kernel
 	if kernel == "" {
 		var err error
-		if kernel, err = EnsureKernel(cfg.CacheDir); err != nil {
+		if kernel, err = EnsureKernel(cfg.CacheDir, cfg.Series); err != nil {
 			return nil, err
 		}
 	}
@@ -284,6 +288,7 @@ mount -t tmpfs tmp /tmp
 mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
+ip link set lo up
 ulimit -l unlimited
 %s
 cd /pkg

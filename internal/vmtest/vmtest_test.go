@@ -88,11 +88,18 @@ func TestCheckStatic(t *testing.T) {
 }
 
 // TestInVMSelf boots the VM with this package's own tests and runs
-// TestVMEnvironment there: the harness end to end.
+// TestVMEnvironment there: the harness end to end, on each kernel series.
 func TestInVMSelf(t *testing.T) {
-	res := RunTests(t, Config{}, "-test.run", "^TestVMEnvironment$")
-	if !strings.Contains(res.Output, "--- PASS: TestVMEnvironment") {
-		t.Errorf("TestVMEnvironment did not pass in the VM")
+	for _, s := range []*Series{Kernel61, Kernel612} {
+		t.Run(s.Name, func(t *testing.T) {
+			res := RunTests(t, Config{Series: s}, "-test.run", "^TestVMEnvironment$")
+			if !strings.Contains(res.Output, "--- PASS: TestVMEnvironment") {
+				t.Errorf("TestVMEnvironment did not pass in the VM")
+			}
+			if want := "kernel " + s.Name + "."; !strings.Contains(res.Output, want) {
+				t.Errorf("the VM did not boot a %s kernel (no %q in its output)", s.Name, want)
+			}
+		})
 	}
 }
 

@@ -4,7 +4,8 @@
 //
 //	go run ./internal/vmtest/cmd/vmtest -pkg ./collectors -- -test.run '^TestCountersExact' -test.v
 //
-// With -prepare it only installs the packages and fetches the kernel.
+// -kernel 6.12 boots Debian's 6.12 in place of 6.1. With -prepare it only
+// installs the packages and fetches both kernels.
 package main
 
 import (
@@ -24,12 +25,18 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Minute, "limit for boot, tests and power-off")
 	cache := flag.String("cache", "", "kernel cache directory (default /var/cache/bpfperf-vm)")
 	quiet := flag.Bool("quiet", false, "print only the test output, not the whole console")
-	prepare := flag.Bool("prepare", false, "only install qemu and busybox-static and fetch the kernel, then exit")
+	series := flag.String("kernel", "6.1", "Debian kernel series to boot: 6.1 or 6.12")
+	prepare := flag.Bool("prepare", false, "only install qemu and busybox-static and fetch the kernels, then exit")
 	flag.Parse()
 	if *prepare {
 		os.Exit(prepareVM(*cache))
 	}
-	os.Exit(run(*pkg, vmtest.Config{CacheDir: *cache, Timeout: *timeout}, *quiet, flag.Args()))
+	s := map[string]*vmtest.Series{"6.1": vmtest.Kernel61, "6.12": vmtest.Kernel612}[*series]
+	if s == nil {
+		fmt.Fprintf(os.Stderr, "vmtest: -kernel %q: want 6.1 or 6.12\n", *series)
+		os.Exit(2)
+	}
+	os.Exit(run(*pkg, vmtest.Config{CacheDir: *cache, Timeout: *timeout, Series: s}, *quiet, flag.Args()))
 }
 
 func prepareVM(cache string) int {
@@ -40,12 +47,14 @@ func prepareVM(cache string) int {
 		fmt.Fprintln(os.Stderr, "vmtest:", err)
 		return 2
 	}
-	kernel, err := vmtest.EnsureKernel(cache)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "vmtest:", err)
-		return 2
+	for _, s := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
+		kernel, err := vmtest.EnsureKernel(cache, s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vmtest:", err)
+			return 2
+		}
+		fmt.Println(kernel)
 	}
-	fmt.Println(kernel)
 	return 0
 }
 
