@@ -1,0 +1,119 @@
+package collectors
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// BenchmarkIterSweepPaced is the sweep as the daemon runs it, once a second
+// with the programs cold in cache, at 1,000 and 10,000 idle socket filters:
+// the CPU time (user + system, of the reading thread) one sweep costs, and
+// what that is as a share of one core at a 1 s interval. Beside it, the
+// same for an iterator program that writes nothing: the kernel's own walk
+// (take each program's reference under the id lock, touch its struct
+// bpf_prog, drop it), which any reader of every program pays. Sweeps
+// alternate, each a second after the last; medians of 15 each.
+func BenchmarkIterSweepPaced(b *testing.B) {
+	privtest.Root(b)
+	it, err := NewProgIter()
+	if err != nil {
+		b.Fatalf("load iterator sweep: %v", err)
+	}
+	defer it.Close()
+	bare := loadBareIter(b)
+	defer bare.Close()
+	var progs []*ebpf.Program
+	defer func() {
+		for _, p := range progs {
+			p.Close()
+		}
+	}()
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("progs=%d", n), func(b *testing.B) {
+			for len(progs) < n {
+				p, err := privtest.LoadSocketFilter(fmt.Sprintf("paced_%d", len(progs)))
+				if err != nil {
+					b.Fatalf("load program %d: %v", len(progs), err)
+				}
+				progs = append(progs, p)
+			}
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			buf := make([]Sample, 0, n+100)
+			var sweeps, walks []time.Duration
+			for range b.N {
+				for range 15 {
+					time.Sleep(time.Second)
+					sweeps = append(sweeps, threadCPU(b, func() {
+						if buf, err = it.Sweep(buf[:0]); err != nil {
+							b.Fatal(err)
+						}
+					}))
+					time.Sleep(time.Second)
+					walks = append(walks, threadCPU(b, func() { readAll(b, bare) }))
+				}
+			}
+			sweep, walk := median(sweeps), median(walks)
+			b.ReportMetric(ms(sweep), "sweep-cpu-ms")
+			b.ReportMetric(ms(walk), "bare-walk-cpu-ms")
+			b.ReportMetric(float64(sweep)/float64(time.Second)*100, "sweep-cpu-%-at-1s")
+			b.ReportMetric(float64(walk)/float64(time.Second)*100, "bare-walk-cpu-%-at-1s")
+		})
+	}
+}
+
+// threadCPU is the CPU time (user + system, as the scheduler counts it to
+// the nanosecond) the calling thread spends in f; the caller has locked its
+// goroutine to the thread.
+func threadCPU(tb testing.TB, f func()) time.Duration {
+	tb.Helper()
+	var before, after unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &before); err != nil {
+		tb.Fatal(err)
+	}
+	f()
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &after); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(after.Nano() - before.Nano())
+}
+
+// loadBareIter is an iter/bpf_prog program that writes nothing, attached.
+func loadBareIter(tb testing.TB) *link.Iter {
+	tb.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "bare_walk", Type: ebpf.Tracing, AttachType: ebpf.AttachTraceIter, AttachTo: "bpf_prog",
+		License: "GPL", Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		tb.Fatalf("load bare iterator: %v", err)
+	}
+	defer prog.Close() // the link holds it
+	l, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		tb.Fatalf("attach bare iterator: %v", err)
+	}
+	return l
+}
+
+func readAll(tb testing.TB, l *link.Iter) {
+	tb.Helper()
+	r, err := l.Open()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		tb.Fatal(err)
+	}
+}
