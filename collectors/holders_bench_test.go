@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -21,21 +19,11 @@ func BenchmarkHolders(b *testing.B) {
 		b.Fatalf("load holders iterator: %v", err)
 	}
 	defer it.Close()
-	var progs []*ebpf.Program
-	defer func() {
-		for _, p := range progs {
-			p.Close()
-		}
-	}()
+	pool := &filterPool{prefix: "held"}
+	defer pool.close()
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("fds=%d", n), func(b *testing.B) {
-			for len(progs) < n {
-				p, err := privtest.LoadSocketFilter(fmt.Sprintf("held_%d", len(progs)))
-				if err != nil {
-					b.Fatalf("load program %d: %v", len(progs), err)
-				}
-				progs = append(progs, p)
-			}
+			pool.grow(b, n)
 			var iters, walks []time.Duration
 			for range b.N {
 				for range 7 {

@@ -22,23 +22,11 @@ func BenchmarkSweepMethods(b *testing.B) {
 		b.Fatalf("load iterator sweep: %v", err)
 	}
 	defer it.Close()
-	var progs []*ebpf.Program
-	defer func() {
-		for _, p := range progs {
-			p.Close()
-		}
-	}()
+	pool := &filterPool{prefix: "bench"}
+	defer pool.close()
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("progs=%d", n), func(b *testing.B) {
-			// Loaded here, so a filter on one size (the VM runs
-			// progs=1000 alone) loads no more than it needs.
-			for len(progs) < n {
-				p, err := privtest.LoadSocketFilter(fmt.Sprintf("bench_%d", len(progs)))
-				if err != nil {
-					b.Fatalf("load program %d: %v", len(progs), err)
-				}
-				progs = append(progs, p)
-			}
+			pool.grow(b, n)
 			rounds := 21
 			if n >= 10000 {
 				rounds = 7 // bpftool takes a third of a second each
@@ -70,5 +58,30 @@ func BenchmarkSweepMethods(b *testing.B) {
 			b.ReportMetric(float64(tool)/float64(iter), "iter-x-faster-than-bpftool")
 			b.ReportMetric(float64(fd)/float64(iter), "iter-x-faster-than-fd")
 		})
+	}
+}
+
+// filterPool holds socket filters that sub-benchmarks of growing sizes
+// share: grow loads up to n in all, so a filter on one size loads no more
+// than it needs. The caller defers close.
+type filterPool struct {
+	prefix string
+	progs  []*ebpf.Program
+}
+
+func (f *filterPool) grow(b *testing.B, n int) {
+	b.Helper()
+	for len(f.progs) < n {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("%s_%d", f.prefix, len(f.progs)))
+		if err != nil {
+			b.Fatalf("load program %d: %v", len(f.progs), err)
+		}
+		f.progs = append(f.progs, p)
+	}
+}
+
+func (f *filterPool) close() {
+	for _, p := range f.progs {
+		p.Close()
 	}
 }

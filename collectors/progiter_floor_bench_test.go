@@ -32,21 +32,11 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 	defer it.Close()
 	bare := loadBareIter(b)
 	defer bare.Close()
-	var progs []*ebpf.Program
-	defer func() {
-		for _, p := range progs {
-			p.Close()
-		}
-	}()
+	pool := &filterPool{prefix: "paced"}
+	defer pool.close()
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("progs=%d", n), func(b *testing.B) {
-			for len(progs) < n {
-				p, err := privtest.LoadSocketFilter(fmt.Sprintf("paced_%d", len(progs)))
-				if err != nil {
-					b.Fatalf("load program %d: %v", len(progs), err)
-				}
-				progs = append(progs, p)
-			}
+			pool.grow(b, n)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			buf := make([]Sample, 0, n+100)
