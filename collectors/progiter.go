@@ -1,6 +1,7 @@
 package collectors
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -47,13 +48,22 @@ type ProgIter struct {
 // ErrIterUnsupported when the kernel cannot run it, and ErrNotPermitted
 // when privileges are missing.
 func NewProgIter() (*ProgIter, error) {
-	return loadProgIter(0)
+	return loadProgIter(progIterOptions{})
 }
 
-// loadProgIter is NewProgIter with the per-CPU offset cache limited to
-// the first cachedCPUs CPUs, 0 for the program's default (1,024): tests
-// set 1 to run the path a machine with more CPUs takes.
-func loadProgIter(cachedCPUs uint32) (*ProgIter, error) {
+// progIterOptions are the iterator program's test settings.
+type progIterOptions struct {
+	// cachedCPUs limits the per-CPU offset cache to the first cachedCPUs
+	// CPUs, 0 for the program's default (1,024): tests set 1 to run the
+	// path a machine with more CPUs takes.
+	cachedCPUs uint32
+	// noOutput makes the program read every program and write nothing,
+	// for the floor benchmark.
+	noOutput bool
+}
+
+// loadProgIter is NewProgIter with test settings.
+func loadProgIter(opts progIterOptions) (*ProgIter, error) {
 	if err := iterKernel(5, 19, "bpf_map_lookup_percpu_elem"); err != nil {
 		return nil, err
 	}
@@ -68,9 +78,14 @@ func loadProgIter(cachedCPUs uint32) (*ProgIter, error) {
 	if err := spec.Variables["nr_cpus"].Set(uint32(cpus)); err != nil {
 		return nil, fmt.Errorf("set nr_cpus: %w", err)
 	}
-	if cachedCPUs > 0 {
-		if err := spec.Variables["cached_cpus"].Set(cachedCPUs); err != nil {
+	if opts.cachedCPUs > 0 {
+		if err := spec.Variables["cached_cpus"].Set(opts.cachedCPUs); err != nil {
 			return nil, fmt.Errorf("set cached_cpus: %w", err)
+		}
+	}
+	if opts.noOutput {
+		if err := spec.Variables["no_output"].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("set no_output: %w", err)
 		}
 	}
 	it := &ProgIter{}
@@ -112,7 +127,21 @@ func (it *ProgIter) Sweep(buf []Sample) ([]Sample, error) {
 		return buf, err
 	}
 	for ; len(data) >= recordSize; data = data[recordSize:] {
-		buf = append(buf, decodeRecord(data))
+		s := decodeRecord(data)
+		// A caller that passes last sweep's buffer back (buf[:0], as the
+		// daemon does) has last sweep's sample in the slot this one
+		// takes: the same program keeps its name string, so an idle host
+		// allocates none per sweep.
+		if i := len(buf); i < cap(buf) {
+			if old := buf[:i+1][i]; old.ID == s.ID && old.Name == string(nameOf(data)) {
+				s.Name = old.Name
+			} else {
+				s.Name = string(nameOf(data))
+			}
+		} else {
+			s.Name = string(nameOf(data))
+		}
+		buf = append(buf, s)
 	}
 	return buf, nil
 }
@@ -246,13 +275,13 @@ func kernelVersion() (major, minor int, ok bool) {
 	return major, minor, n == 2
 }
 
-// decodeRecord reads one struct record (bpf/progiter/progiter.c).
+// decodeRecord reads one struct record (bpf/progiter/progiter.c), all but
+// its name (nameOf).
 func decodeRecord(b []byte) Sample {
 	le := binary.LittleEndian
 	s := Sample{
 		ID:              le.Uint32(b[0:]),
 		Type:            le.Uint32(b[4:]),
-		Name:            cString(b[16:32]),
 		LoadTime:        le.Uint64(b[32:]),
 		RunCnt:          le.Uint64(b[40:]),
 		RunTimeNs:       le.Uint64(b[48:]),
@@ -260,6 +289,15 @@ func decodeRecord(b []byte) Sample {
 	}
 	copy(s.Tag[:], b[8:16])
 	return s
+}
+
+// nameOf is a record's name, NUL-trimmed, as bytes.
+func nameOf(b []byte) []byte {
+	name := b[16:32]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		return name[:i]
+	}
+	return name
 }
 
 // Close unloads the iterator.

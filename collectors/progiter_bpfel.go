@@ -20,8 +20,10 @@ const (
 	progiterProgBpfperfProgs = "bpfperf_progs"
 	progiterVarCachedCpus    = "cached_cpus"
 	progiterVarCpuOffset     = "cpu_offset"
+	progiterVarNoOutput      = "no_output"
 	progiterVarNrCpus        = "nr_cpus"
 	progiterVarOffsetsReady  = "offsets_ready"
+	progiterVarReadSink      = "read_sink"
 )
 
 // loadProgiter returns the embedded CollectionSpec for progiter.
@@ -82,8 +84,10 @@ type progiterMapSpecs struct {
 type progiterVariableSpecs struct {
 	CachedCpus   *ebpf.VariableSpec `ebpf:"cached_cpus"`
 	CpuOffset    *ebpf.VariableSpec `ebpf:"cpu_offset"`
+	NoOutput     *ebpf.VariableSpec `ebpf:"no_output"`
 	NrCpus       *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	OffsetsReady *ebpf.VariableSpec `ebpf:"offsets_ready"`
+	ReadSink     *ebpf.VariableSpec `ebpf:"read_sink"`
 }
 
 // progiterObjects contains all objects after they have been loaded into the kernel.
@@ -121,8 +125,10 @@ func (m *progiterMaps) Close() error {
 type progiterVariables struct {
 	CachedCpus   *ebpf.Variable `ebpf:"cached_cpus"`
 	CpuOffset    *ebpf.Variable `ebpf:"cpu_offset"`
+	NoOutput     *ebpf.Variable `ebpf:"no_output"`
 	NrCpus       *ebpf.Variable `ebpf:"nr_cpus"`
 	OffsetsReady *ebpf.Variable `ebpf:"offsets_ready"`
+	ReadSink     *ebpf.Variable `ebpf:"read_sink"`
 }
 
 // progiterPrograms contains all programs after they have been loaded into the kernel.

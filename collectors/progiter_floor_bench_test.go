@@ -19,10 +19,13 @@ import (
 // with the programs cold in cache, at 1,000 and 10,000 idle socket filters:
 // the CPU time (user + system, of the reading thread) one sweep costs, and
 // what that is as a share of one core at a 1 s interval. Beside it, the
-// same for an iterator program that writes nothing: the kernel's own walk
+// same for an iterator program that does nothing: the kernel's own walk
 // (take each program's reference under the id lock, touch its struct
-// bpf_prog, drop it), which any reader of every program pays. Sweeps
-// alternate, each a second after the last; medians of 15 each.
+// bpf_prog, drop it), which any reader of every program pays; and for the
+// sweep's own program set to read everything and write nothing: the walk
+// plus the reads of each program's fields and per-CPU counters, the least
+// a sweep that reads every program's counters can cost. Sweeps rotate,
+// each a second after the last; medians of 15 each.
 func BenchmarkIterSweepPaced(b *testing.B) {
 	privtest.Root(b)
 	it, err := NewProgIter()
@@ -32,6 +35,11 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 	defer it.Close()
 	bare := loadBareIter(b)
 	defer bare.Close()
+	reads, err := loadProgIter(progIterOptions{noOutput: true})
+	if err != nil {
+		b.Fatalf("load iterator that writes nothing: %v", err)
+	}
+	defer reads.Close()
 	pool := &filterPool{prefix: "paced"}
 	defer pool.close()
 	for _, n := range []int{1000, 10000} {
@@ -40,7 +48,7 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			buf := make([]Sample, 0, n+100)
-			var sweeps, walks []time.Duration
+			var sweeps, walks, readOnly []time.Duration
 			for range b.N {
 				for range 15 {
 					time.Sleep(time.Second)
@@ -51,13 +59,17 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 					}))
 					time.Sleep(time.Second)
 					walks = append(walks, threadCPU(b, func() { readAll(b, bare) }))
+					time.Sleep(time.Second)
+					readOnly = append(readOnly, threadCPU(b, func() { readAll(b, reads.link) }))
 				}
 			}
-			sweep, walk := median(sweeps), median(walks)
+			sweep, walk, read := median(sweeps), median(walks), median(readOnly)
 			b.ReportMetric(ms(sweep), "sweep-cpu-ms")
 			b.ReportMetric(ms(walk), "bare-walk-cpu-ms")
+			b.ReportMetric(ms(read), "walk+read-cpu-ms")
 			b.ReportMetric(float64(sweep)/float64(time.Second)*100, "sweep-cpu-%-at-1s")
 			b.ReportMetric(float64(walk)/float64(time.Second)*100, "bare-walk-cpu-%-at-1s")
+			b.ReportMetric(float64(read)/float64(time.Second)*100, "walk+read-cpu-%-at-1s")
 		})
 	}
 }
@@ -96,6 +108,8 @@ func loadBareIter(tb testing.TB) *link.Iter {
 	return l
 }
 
+// readAll runs the iterator l once and fails if it wrote anything: both
+// iterators it reads write nothing.
 func readAll(tb testing.TB, l *link.Iter) {
 	tb.Helper()
 	r, err := l.Open()
@@ -103,7 +117,11 @@ func readAll(tb testing.TB, l *link.Iter) {
 		tb.Fatal(err)
 	}
 	defer r.Close()
-	if _, err := io.Copy(io.Discard, r); err != nil {
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
 		tb.Fatal(err)
+	}
+	if n != 0 {
+		tb.Fatalf("an iterator that writes nothing wrote %d bytes", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,43 @@ func TestIterSweepEqualsInfo(t *testing.T) {
 	t.Logf("%d idle programs equal, %d programs in all", idle, len(got))
 }
 
+// TestIterSweepKeepsNames sweeps 300 idle programs into last sweep's
+// buffer, as the daemon does every tick: each keeps its name without a
+// string allocated for it, so allocations do not grow with the programs;
+// a slot that held another name gets the program's own.
+func TestIterSweepKeepsNames(t *testing.T) {
+	privtest.Root(t)
+	it := newProgIter(t)
+	const n = 300
+	for range n {
+		loadSocketFilter(t, "names")
+	}
+	buf, err := it.Sweep(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		if buf, err = it.Sweep(buf[:0]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs >= n/3 {
+		t.Errorf("a sweep of %d idle programs into last sweep's buffer made %.0f allocations, want a few (not one a program)", len(buf), allocs)
+	}
+	// The newest program sweeps last, into the slot after the last
+	// sweep's: put a sample there with its id and another name.
+	_, id := loadSocketFilter(t, "renamed")
+	buf = append(buf, Sample{ID: id, Name: "stale"})
+	if buf, err = it.Sweep(buf[:0]); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := findSample(buf, id)
+	if !ok || !strings.HasPrefix(s.Name, "renamed") {
+		t.Errorf("program %d swept as %q, want its own name", id, s.Name)
+	}
+	t.Logf("%d programs, %.0f allocations a sweep", len(buf), allocs)
+}
+
 // TestIterSweepBusy reads a program while it runs: the iterator's figures
 // lie between the fd reads before and after.
 func TestIterSweepBusy(t *testing.T) {
@@ -218,7 +256,7 @@ func TestIterSweepEveryCPU(t *testing.T) {
 			name = "uncached"
 		}
 		t.Run(name, func(t *testing.T) {
-			it, err := loadProgIter(cached)
+			it, err := loadProgIter(progIterOptions{cachedCPUs: cached})
 			if err != nil {
 				t.Fatal(err)
 			}
