@@ -48,8 +48,10 @@ type Comparison struct {
 	Significant bool    `json:"significant"`
 	// Drift is how much the machine itself slowed between the windows: the
 	// median after/before ratio of Controls other programs whose version did
-	// not change. Ratio is corrected for it (raw ratio = Ratio × Drift); 1
-	// with no controls.
+	// not change. A reload's Ratio is divided by it (raw ratio = Ratio ×
+	// Drift); a shift's intervals are each divided by the machine's speed
+	// at their time, and Drift is that speed's after/before ratio. 1 for a
+	// reload with no controls; a shift is never claimed without them.
 	Drift    float64 `json:"drift,omitempty"`
 	Controls int     `json:"controls,omitempty"`
 	// Undecided says why the data could not decide, when it could not.

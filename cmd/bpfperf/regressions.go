@@ -86,10 +86,19 @@ func regressionsShowCommand(dial clientFactory) *cli.Command {
 
 func printRegression(w io.Writer, r api.Regression) {
 	fmt.Fprintf(w, "%s %s: %s (%s) id %d\n", r.Kind, r.ID, r.Program, r.Type, r.ProgID)
-	fmt.Fprintf(w, "  version  %s -> %s, reloaded %s\n", r.OldTag, r.NewTag, fmtTime(r.Changed))
+	if r.Kind == "shift" {
+		fmt.Fprintf(w, "  version  %s, not reloaded; changed at %s\n", r.NewTag, fmtTime(r.Changed))
+	} else {
+		fmt.Fprintf(w, "  version  %s -> %s, reloaded %s\n", r.OldTag, r.NewTag, fmtTime(r.Changed))
+	}
 	fmt.Fprintf(w, "  ns/run   %.1f -> %.1f (medians), x%.3f, 95%% CI %.3f-%.3f\n", r.BeforeNs, r.AfterNs, r.Ratio, r.RatioLo, r.RatioHi)
-	if r.Controls > 0 {
+	switch {
+	case r.Controls > 0 && r.Kind == "shift":
+		fmt.Fprintf(w, "  drift    the machine: x%.3f (median of %d programs that did not change); each interval is corrected for it\n", r.Drift, r.Controls)
+	case r.Controls > 0:
 		fmt.Fprintf(w, "  drift    the machine: x%.3f (median of %d programs that did not change); the ratio is corrected for it\n", r.Drift, r.Controls)
+	default:
+		fmt.Fprintf(w, "  drift    not measured: no other program ran one version over both windows, so a change of the machine reads as the program's\n")
 	}
 	fmt.Fprintf(w, "  test     Mann-Whitney U p=%.3g (alpha %g), minimum change %g%%\n", r.P, r.Alpha, 100*r.MinChange)
 	fmt.Fprintf(w, "  before   %s .. %s, %d intervals\n", fmtTime(r.BeforeFrom), fmtTime(r.BeforeTo), r.NBefore)

@@ -11,7 +11,8 @@ import (
 )
 
 // recorded reads a series written by ./record: real per-interval ns/run
-// of a steadily loaded program on this (noisy, shared) VM.
+// of a steadily loaded program on this (noisy, shared) VM, one interval a
+// second as the daemon samples by default.
 func recorded(tb testing.TB, path string) []Sample {
 	f, err := os.Open(path)
 	if err != nil {
@@ -36,7 +37,8 @@ func recorded(tb testing.TB, path string) []Sample {
 }
 
 // replay feeds a window of the series as the old version and the next
-// window, times factor, as the new one, one sample per second, through a
+// window, times factor, as the new one, one sample per second (as
+// recorded), through a
 // tracker at the default configuration; control, if set, is fed beside it
 // as a program that never changes. It returns the finding and how long
 // after the reload it came.
@@ -67,31 +69,18 @@ func replay(series, control []Sample, start, w int, factor float64) (*Finding, t
 
 // BenchmarkDetectorReplay replays the recorded series through the
 // detector: 200 trials with no change and 200 with +15% after a reload, at
-// the default window (10 minutes of 1 s intervals: 600 a side; the
-// recorded intervals are 200 ms, replayed as 1 s). Each trial starts at a
-// random offset, so trials overlap: the rates are of windows of one
-// recording, not of independent machines. It replays a series as
-// recorded alone (nothing tells the machine's drift from the program's);
-// a pair recorded side by side, the second as an unchanged control program
-// (the daemon's case on a host with other busy programs); and the first
-// series with its slow drift divided out by a centred rolling median of
-// 301 intervals, to tell the interval noise from the drift.
+// the default window (10 minutes of 1 s intervals: 600 a side). Each
+// trial starts at a random offset, so trials overlap: the rates are of
+// windows of one recording, not of independent machines. It replays the
+// series alone (nothing tells the machine's drift from the program's);
+// beside the control program recorded with it, an identical program run
+// side by side and never changed (the daemon's case on a host with other
+// busy programs); and alone with its slow drift divided out by a centred
+// rolling median of 301 intervals, to tell the interval noise from the
+// drift.
 func BenchmarkDetectorReplay(b *testing.B) {
-	series := recorded(b, "testdata/loop.csv")
 	w := int(DefaultWindow / time.Second)
-	if len(series) < 2*w+2 {
-		b.Fatalf("recorded series has %d intervals, want at least %d", len(series), 2*w+2)
-	}
-	pair, control := recorded(b, "testdata/pair.csv"), recorded(b, "testdata/pair_control.csv")
-	n := min(len(pair), len(control))
-	for _, v := range []struct {
-		name            string
-		series, control []Sample
-	}{
-		{"as recorded, alone", series, nil},
-		{"as recorded, with a control program", pair[:n], control[:n]},
-		{"drift divided out", detrend(series, 150), nil},
-	} {
+	for _, v := range variants(b, 2*w+2) {
 		falsePos, detected, delay := trials(v.series, v.control, w)
 		b.Logf("%s: %d intervals; window %v (%d a side); no change: %d/200 findings (%.1f%%, goal <= 1%%); +15%%: %d/200 detected (%.1f%%, goal >= 95%%); decided %v after the reload",
 			v.name, len(v.series), DefaultWindow, w, falsePos, float64(falsePos)/2, detected, float64(detected)/2, delay)
@@ -100,6 +89,29 @@ func BenchmarkDetectorReplay(b *testing.B) {
 			b.ReportMetric(float64(detected)/2, "detected-%")
 			b.ReportMetric(delay.Seconds(), "delay-s")
 		}
+	}
+}
+
+// variant is one way of replaying the recording.
+type variant struct {
+	name            string
+	series, control []Sample
+}
+
+// variants reads the recorded pair (testdata/pair.csv, and beside it
+// pair_control.csv) and returns the three ways the benchmarks replay it:
+// alone, with its control, and alone with the drift divided out. It fails
+// when the recording is shorter than need intervals.
+func variants(tb testing.TB, need int) []variant {
+	series, control := recorded(tb, "testdata/pair.csv"), recorded(tb, "testdata/pair_control.csv")
+	n := min(len(series), len(control))
+	if n < need {
+		tb.Fatalf("recorded series has %d intervals, want at least %d", n, need)
+	}
+	return []variant{
+		{"as recorded, alone", series[:n], nil},
+		{"as recorded, with a control program", series[:n], control[:n]},
+		{"drift divided out", detrend(series[:n], 150), nil},
 	}
 }
 
@@ -141,7 +153,7 @@ func detrend(series []Sample, h int) []Sample {
 // decision a reload costs (600 + 600 intervals), which amortized over the
 // window's 600 ticks is also given.
 func BenchmarkDetectorCost(b *testing.B) {
-	series := recorded(b, "testdata/loop.csv")
+	series := recorded(b, "testdata/pair.csv")
 	w := int(DefaultWindow / time.Second)
 	tr := NewTracker(DefaultConfig())
 	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
@@ -168,52 +180,59 @@ func BenchmarkDetectorCost(b *testing.B) {
 
 // BenchmarkShiftReplay replays the recorded series through shift
 // detection with a 5-minute shift window (300 intervals a side, 60
-// buckets of 5): 200 trials at random offsets of one version with no
-// change for two and a half windows (two comparisons), and 200 where it
-// steps up 15% one and a half windows in (three windows fed). As for reloads: alone, beside the control
-// program recorded with it, and with the slow drift divided out.
+// buckets of 5): 200 trials at random offsets of one version fed for four
+// windows with no change (five comparisons, a half window apart), and 200
+// fed as long where it steps up 15% one and a half windows in, with how
+// long after the step the finding came. A step is found once a window has
+// run past the date it is given, at the next comparison. Beside the
+// control program recorded with it, and alone, where no shift is claimed
+// (nothing tells the machine's drift from the program's), so both rates
+// are 0 by design.
 func BenchmarkShiftReplay(b *testing.B) {
-	series := recorded(b, "testdata/loop.csv")
-	pair, control := recorded(b, "testdata/pair.csv"), recorded(b, "testdata/pair_control.csv")
-	n := min(len(pair), len(control))
-	const w = 300
-	for _, v := range []struct {
-		name            string
-		series, control []Sample
-	}{
-		{"as recorded, alone", series, nil},
-		{"as recorded, with a control program", pair[:n], control[:n]},
-		{"drift divided out", detrend(series, 150), nil},
-	} {
+	const w, n, step = 300, 4 * 300, 3 * 300 / 2
+	for _, v := range variants(b, n+2)[:2] {
 		rng := rand.New(rand.NewPCG(2026, 1124))
 		var falsePos, detected int
+		var delays []float64
 		for range 200 {
-			start := rng.IntN(len(v.series) - 3*w - 1)
-			if len(shiftReplay(v.series, v.control, start, w, 5*w/2, 0, 1)) > 0 {
+			start := rng.IntN(len(v.series) - n - 1)
+			if fs, _ := shiftReplay(v.series, v.control, start, w, n, 0, 1); len(fs) > 0 {
 				falsePos++
 			}
-			if fs := shiftReplay(v.series, v.control, start, w, 3*w, 3*w/2, 1.15); len(fs) > 0 && fs[0].Ratio > 1 {
+			if fs, at := shiftReplay(v.series, v.control, start, w, n, step, 1.15); len(fs) > 0 && fs[0].Ratio > 1 {
 				detected++
+				delays = append(delays, float64(at-step))
 			}
 		}
-		b.Logf("shifts, %s: %d intervals; shift window %ds; no change: %d/200 trials with a finding (%.1f%%); +15%% step: %d/200 detected (%.1f%%)",
-			v.name, len(v.series), w, falsePos, float64(falsePos)/2, detected, float64(detected)/2)
+		b.Logf("shifts, %s: %d intervals; shift window %ds; no change: %d/200 trials with a finding (%.1f%%, goal <= 1%%); +15%% step: %d/200 detected (%.1f%%, goal >= 95%%), found a median %.0fs after the step (at most %.0fs)",
+			v.name, len(v.series), w, falsePos, float64(falsePos)/2, detected, float64(detected)/2, median(delays), maxOf(delays))
 		if v.control != nil {
 			b.ReportMetric(float64(falsePos)/2, "shift-false-positive-%")
 			b.ReportMetric(float64(detected)/2, "shift-detected-%")
+			b.ReportMetric(median(delays), "shift-delay-s")
 		}
 	}
 }
 
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
 // shiftReplay feeds n intervals of series from start as one version, one a
 // second, those from step on times factor, with control beside it, and
-// returns the shifts found.
-func shiftReplay(series, control []Sample, start, w, n, step int, factor float64) []*Finding {
+// returns the shifts found and the interval the first was found at (-1 if
+// none).
+func shiftReplay(series, control []Sample, start, w, n, step int, factor float64) ([]*Finding, int) {
 	cfg := DefaultConfig()
 	cfg.ShiftWindow = time.Duration(w) * time.Second
 	tr := NewTracker(cfg)
 	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	var found []*Finding
+	first := -1
 	for i := range n {
 		s := series[start+i]
 		s.At = t0.Add(time.Duration(i) * time.Second)
@@ -226,8 +245,11 @@ func shiftReplay(series, control []Sample, start, w, n, step int, factor float64
 			s.NsPerRun *= factor
 		}
 		if f := tr.Observe("socket_filter/p", "v1", s); f != nil && f.Kind == KindShift {
+			if first < 0 {
+				first = i
+			}
 			found = append(found, f)
 		}
 	}
-	return found
+	return found, first
 }

@@ -14,9 +14,13 @@ import (
 // window, so months of one-second ticks cost a bounded 2 × 60 points), and
 // every half shift window the tracker compares the last window with the
 // one before it with the same test as a reload (matched load, the rank
-// test, the minimum change, the other keys' drift divided out). A
-// significant change is a shift finding, dated at the windows' border;
-// the next comparison then starts after it, so one change is one finding.
+// test, the minimum change), each point divided by the machine's speed
+// at its time as the other keys felt it (machineSpeed). A significant
+// change is dated where the series best splits in two (changePoint),
+// measured again with a window each side of that date, and is a shift
+// finding; the next comparison then starts after it, so one change is
+// one finding. With no other key to read the machine's speed from, no
+// shift is claimed.
 
 // bucketsPerSide is how many points one shift window holds.
 const bucketsPerSide = 60
@@ -30,8 +34,9 @@ type shiftState struct {
 	steadySince time.Time // the tag runs since
 	floor       time.Time // no comparison reaches before this (the last shift)
 	lastCheck   time.Time
-	open        []Sample // the bucket filling now
-	buckets     []Sample // closed buckets, oldest first: the median of each
+	candidate   time.Time // a change dated here waits for a window after it
+	open        []Sample  // the bucket filling now
+	buckets     []Sample  // closed buckets, oldest first: the median of each
 }
 
 func (t *Tracker) bucketLen() time.Duration { return t.cfg.ShiftWindow / bucketsPerSide }
@@ -46,8 +51,9 @@ func (t *Tracker) addShiftSample(sh *shiftState, s Sample) {
 		}
 		sh.buckets = append(sh.buckets, Sample{At: sh.open[len(sh.open)-1].At, NsPerRun: median(ns), RunsPerSec: median(load)})
 		sh.open = sh.open[:0]
-		// Keep two windows: what a comparison reads, here and as a control.
-		from := s.At.Add(-2 * t.cfg.ShiftWindow)
+		// Keep two windows and a bucket: what a comparison reads, here
+		// and as a control, a tick or two after it was due.
+		from := s.At.Add(-2*t.cfg.ShiftWindow - t.bucketLen())
 		i := sort.Search(len(sh.buckets), func(i int) bool { return !sh.buckets[i].At.Before(from) })
 		sh.buckets = append(sh.buckets[:0], sh.buckets[i:]...)
 	}
@@ -64,7 +70,18 @@ func (t *Tracker) shiftWindows(now time.Time) api.Windows {
 // half window, once the key has run one version for both.
 func (t *Tracker) checkShift(key string, st *keyState, now time.Time) *Finding {
 	sh := &st.shift
-	if t.cfg.ShiftWindow <= 0 || st.change != nil || now.Sub(sh.lastCheck) < t.cfg.ShiftWindow/2 {
+	if t.cfg.ShiftWindow <= 0 || st.change != nil {
+		return nil
+	}
+	if !sh.candidate.IsZero() {
+		if now.Before(sh.candidate.Add(t.cfg.ShiftWindow)) {
+			return nil
+		}
+		c := sh.candidate
+		sh.candidate = time.Time{}
+		return t.measureShift(key, st, c)
+	}
+	if now.Sub(sh.lastCheck) < t.cfg.ShiftWindow/2 {
 		return nil
 	}
 	w := t.shiftWindows(now)
@@ -72,19 +89,31 @@ func (t *Tracker) checkShift(key string, st *keyState, now time.Time) *Finding {
 		return nil
 	}
 	sh.lastCheck = now
-	if t.compareShift(key, sh, w).Kind == "" {
+	r, points := t.compareShift(key, sh, w)
+	if r.Kind == "" {
 		return nil
 	}
-	// Something moved. Date it, and once a whole window has run past
-	// that date, measure it with a window on each side of it (a step
-	// caught early sits inside the after window, and would read small).
-	before, after := split(sh.buckets, w)
-	c := changePoint(append(before, after...), t.cfg.MinSamples, w.Changed)
+	// Something moved. Date it, on the points with the machine's drift
+	// divided out (else a neighbour's step could date it), and once a
+	// whole window has run past that date, measure it with a window on
+	// each side of it (a step caught early sits inside the after window,
+	// and would read small). Until then the date is kept: the regular
+	// comparisons that follow straddle the step and may not see it whole.
+	c := changePoint(points, t.cfg.MinSamples, w.Changed)
 	if now.Before(c.Add(t.cfg.ShiftWindow)) {
-		return nil // asked again at the next check
+		sh.candidate = c
+		return nil
 	}
+	return t.measureShift(key, st, c)
+}
+
+// measureShift compares a window each side of c, the date a comparison
+// gave a change; a significant one is a shift finding, and the next
+// comparison starts after it.
+func (t *Tracker) measureShift(key string, st *keyState, c time.Time) *Finding {
+	sh := &st.shift
 	at := api.Windows{Changed: c, BeforeFrom: c.Add(-t.cfg.ShiftWindow), BeforeTo: c, AfterFrom: c, AfterTo: c.Add(t.cfg.ShiftWindow)}
-	r := t.compareShift(key, sh, at)
+	r, _ := t.compareShift(key, sh, at)
 	if r.Kind == "" {
 		return nil
 	}
@@ -93,19 +122,103 @@ func (t *Tracker) checkShift(key string, st *keyState, now time.Time) *Finding {
 	return &Finding{Key: key, OldTag: st.tag, NewTag: st.tag, Windows: at, Result: r}
 }
 
-// compareShift compares the buckets of w's two windows, the other keys'
-// drift divided out.
-func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) Result {
+// compareShift compares the buckets of w's two windows, each divided by
+// the machine's speed at its time (machineSpeed), and returns the
+// comparison and the points it compared, oldest first.
+func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) (Result, []Sample) {
 	before, after := split(sh.buckets, w)
-	drift, controls := t.shiftDrift(key, w)
-	if drift != 1 {
-		for i := range after {
-			after[i].NsPerRun /= drift
+	points := append(before, after...)
+	speed, controls := t.machineSpeed(key, points, w)
+	for i := range points {
+		points[i].NsPerRun /= speed[i]
+	}
+	before, after = points[:len(before)], points[len(before):]
+	r := Compare(before, after, t.cfg)
+	if controls == 0 {
+		// One program's level alone moves with the machine's: on a
+		// shared VM its 5-minute medians differed by more than 10% in
+		// two trials of three (BenchmarkShiftReplay). Without a
+		// neighbour to tell the two apart, a shift is not claimed.
+		r.Kind, r.Significant = "", false
+		r.Undecided = "no other program ran one version across both windows to tell the machine's drift from the program's"
+		return r, points
+	}
+	r.Controls = controls
+	r.Drift = median(speed[len(before):]) / median(speed[:len(before)])
+	return r, points
+}
+
+// machineSpeed is, for each point, how slow the machine ran then: the
+// median, over the other keys that ran one version across both of w's
+// windows (at most maxControls, in key order), of their bucket nearest in
+// time to the point over their own median across the windows. Dividing a
+// program's point by it takes out what its neighbours felt too (the
+// machine's other tenants, its clock) point by point, so a slow drift of
+// the machine neither dates nor makes a shift. All 1 when no key
+// qualifies.
+func (t *Tracker) machineSpeed(self string, points []Sample, w api.Windows) ([]float64, int) {
+	var rel [][]float64 // per control, per point
+	for _, k := range t.keyOrder() {
+		if k == self {
+			continue
+		}
+		st := t.keys[k]
+		if st.change != nil || st.shift.steadySince.After(w.BeforeFrom) {
+			continue
+		}
+		b, a := split(st.shift.buckets, w)
+		if len(b) < t.cfg.MinSamples || len(a) < t.cfg.MinSamples {
+			continue
+		}
+		ctl := append(b, a...)
+		m := median(nsOf(ctl))
+		if m <= 0 {
+			continue
+		}
+		r := make([]float64, len(points))
+		for i, p := range points {
+			r[i] = nearest(ctl, p.At, t.bucketLen()).NsPerRun / m
+		}
+		rel = append(rel, r)
+		if len(rel) == maxControls {
+			break
 		}
 	}
-	r := Compare(before, after, t.cfg)
-	r.Drift, r.Controls = drift, controls
-	return r
+	speed := make([]float64, len(points))
+	col := make([]float64, 0, len(rel))
+	for i := range points {
+		col = col[:0]
+		for _, r := range rel {
+			if r[i] > 0 {
+				col = append(col, r[i])
+			}
+		}
+		speed[i] = 1
+		if len(col) > 0 {
+			speed[i] = median(col)
+		}
+	}
+	return speed, len(rel)
+}
+
+// nearest is the bucket of buckets (oldest first) closest in time to at,
+// or a zero Sample when none is within within of it.
+func nearest(buckets []Sample, at time.Time, within time.Duration) Sample {
+	i := sort.Search(len(buckets), func(i int) bool { return !buckets[i].At.Before(at) })
+	best, gap := Sample{}, within+1
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(buckets) {
+			continue
+		}
+		d := buckets[j].At.Sub(at)
+		if d < 0 {
+			d = -d
+		}
+		if d < gap {
+			best, gap = buckets[j], d
+		}
+	}
+	return best
 }
 
 // changePoint is where the series most likely stepped: the split (each
@@ -143,18 +256,6 @@ func split(buckets []Sample, w api.Windows) (before, after []Sample) {
 		}
 	}
 	return before, after
-}
-
-// shiftDrift is drift over the shift windows, from the other keys'
-// buckets.
-func (t *Tracker) shiftDrift(self string, w api.Windows) (float64, int) {
-	return t.controlDrift(self, func(st *keyState) (before, after []float64, ok bool) {
-		if st.shift.steadySince.After(w.BeforeFrom) {
-			return nil, nil, false
-		}
-		b, a := split(st.shift.buckets, w)
-		return nsOf(b), nsOf(a), true
-	})
 }
 
 func nsOf(s []Sample) []float64 {

@@ -2,21 +2,26 @@ package regress
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
 
-// One version whose ns/run steps up 50% after two windows is one shift,
-// dated within a few samples of the step, with its ratio; steady noise and the hour after the step are none; a reload
-// starts its series anew.
+// One version whose ns/run steps up 50% after two windows, beside a
+// neighbour that does not, is one shift, dated within a few samples of
+// the step, with its ratio; steady noise and the windows after the step
+// are none; a reload starts its series anew.
 func TestShift(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ShiftWindow = time.Minute // buckets of one second: a sample each
 	rng := rand.New(rand.NewPCG(9, 10))
 	tr := NewTracker(cfg)
 	var found []*Finding
+	// A neighbour that never changes tells the machine's drift.
 	feed := func(tag string, from time.Time, n int, ns float64) {
-		for _, s := range noisy(rng, from, n, ns, 0.05, 500) {
+		ctl := noisy(rng, from, n, 80, 0.05, 500)
+		for i, s := range noisy(rng, from, n, ns, 0.05, 500) {
+			tr.Observe("socket_filter/neighbour", "nnnn", ctl[i])
 			if f := tr.Observe("socket_filter/x", tag, s); f != nil {
 				found = append(found, f)
 			}
@@ -74,5 +79,24 @@ func TestShiftDrift(t *testing.T) {
 	}
 	if len(found) != 0 {
 		t.Errorf("%d shifts when every program slowed 30%%: %+v", len(found), found[0])
+	}
+}
+
+// Alone, a program's step cannot be told from the machine's: no shift.
+func TestShiftNeedsANeighbour(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ShiftWindow = time.Minute
+	rng := rand.New(rand.NewPCG(13, 14))
+	tr := NewTracker(cfg)
+	series := append(noisy(rng, t0, 180, 100, 0.05, 500), noisy(rng, t0.Add(180*time.Second), 300, 150, 0.05, 500)...)
+	for _, s := range series {
+		if f := tr.Observe("socket_filter/alone", "aaaa", s); f != nil {
+			t.Fatalf("a shift with no neighbour: %+v", f)
+		}
+	}
+	st := tr.keys["socket_filter/alone"]
+	w := tr.shiftWindows(series[len(series)-1].At.Add(-60 * time.Second))
+	if r, _ := tr.compareShift("socket_filter/alone", &st.shift, w); r.Kind != "" || !strings.Contains(r.Undecided, "no other program") {
+		t.Errorf("comparison across the step alone: kind %q, undecided %q; want none, saying why", r.Kind, r.Undecided)
 	}
 }

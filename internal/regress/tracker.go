@@ -42,6 +42,9 @@ type keyState struct {
 type Tracker struct {
 	cfg  Config
 	keys map[string]*keyState
+	// sorted is keys' names in order, for the controls a decision reads;
+	// nil when a key came or went since it was made.
+	sorted []string
 }
 
 // NewTracker returns a tracker deciding with cfg.
@@ -121,15 +124,11 @@ func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
 // other keys with no pending change, their sides as sides reads them, each with
 // MinSamples a side, at most maxControls of them, in key order.
 func (t *Tracker) controlDrift(self string, sides func(*keyState) (before, after []float64, ok bool)) (float64, int) {
-	keys := make([]string, 0, len(t.keys))
-	for k := range t.keys {
-		if k != self {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
 	var ratios []float64
-	for _, k := range keys {
+	for _, k := range t.keyOrder() {
+		if k == self {
+			continue
+		}
 		st := t.keys[k]
 		if st.change != nil {
 			continue
@@ -151,11 +150,25 @@ func (t *Tracker) controlDrift(self string, sides func(*keyState) (before, after
 	return median(ratios), len(ratios)
 }
 
+// keyOrder is every key's name, sorted: controls are taken in key order so
+// a decision does not depend on map order.
+func (t *Tracker) keyOrder() []string {
+	if t.sorted == nil {
+		t.sorted = make([]string, 0, len(t.keys))
+		for k := range t.keys {
+			t.sorted = append(t.sorted, k)
+		}
+		sort.Strings(t.sorted)
+	}
+	return t.sorted
+}
+
 // Forget drops keys not seen since before: programs gone for good.
 func (t *Tracker) Forget(before time.Time) {
 	for k, st := range t.keys {
 		if n := len(st.samples); st.change == nil && (n == 0 || st.samples[n-1].At.Before(before)) {
 			delete(t.keys, k)
+			t.sorted = nil
 		}
 	}
 }
@@ -168,6 +181,7 @@ func (t *Tracker) state(key, tag string, now time.Time) *keyState {
 	if st == nil {
 		st = &keyState{tag: tag, shift: shiftState{steadySince: now}}
 		t.keys[key] = st
+		t.sorted = nil
 	}
 	if st.tag != tag {
 		// A second reload before the first was decided leaves the first

@@ -3,9 +3,11 @@
 // it at a steady rate with BPF_PROG_TEST_RUN and reads its run-time stats
 // every interval, as the daemon does. With -control it runs a second,
 // identical program beside it (same goroutine, same pacing) and writes its
-// series too: what the machine's own drift looks like. Needs root.
+// series too: what the machine's own drift looks like. Needs root. The
+// replay benchmarks read the pair it writes with (50 minutes):
 //
-//	go run ./internal/regress/record -o internal/regress/testdata/loop.csv
+//	go run ./internal/regress/record -o internal/regress/testdata/pair.csv \
+//		-control internal/regress/testdata/pair_control.csv
 package main
 
 import (
@@ -23,8 +25,8 @@ import (
 func main() {
 	out := flag.String("o", "", "CSV file to write")
 	control := flag.String("control", "", "CSV file for a second, identical program run beside it (optional)")
-	every := flag.Duration("interval", 200*time.Millisecond, "sampling interval")
-	n := flag.Int("n", 1500, "intervals to record")
+	every := flag.Duration("interval", time.Second, "sampling interval (the daemon's default)")
+	n := flag.Int("n", 3000, "intervals to record")
 	iters := flag.Int("iterations", 10000, "loop iterations per run")
 	batch := flag.Uint("batch", 50, "runs every 10 ms")
 	flag.Parse()
