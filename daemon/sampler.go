@@ -18,12 +18,19 @@ import (
 // program is the sampler's view of one loaded program instance: its
 // metadata and the last two sweeps, from which the current rates come.
 type program struct {
+	// The fields each tick reads come first, together; meta, read when
+	// something asks, after them.
 	key           store.InstanceKey
-	meta          collectors.Meta
 	prev, cur     collectors.Sample
 	prevAt, curAt time.Time
 	havePrev      bool
-	stored        *collectors.Sample // last sample written to the store
+	// stored is the last sample written to the store, kept in place
+	// (not behind a pointer: every tick reads it for every program, and a
+	// pointer would be one more cache miss each on a host of thousands).
+	stored     collectors.Sample
+	haveStored bool
+	// swept is the sweep (sampler.sweeps) that last saw it loaded.
+	swept uint64
 	// firstSeen is when its record was first stored; ownersStored says the
 	// record holds its owners (a program seen before the owners scan that
 	// finds them is stored again with them, for owners' history).
@@ -32,8 +39,7 @@ type program struct {
 	// detectKey is progKey of its type and name, made once: the detector
 	// looks programs up by it every tick.
 	detectKey string
-	// swept is the sweep (sampler.sweeps) that last saw it loaded.
-	swept uint64
+	meta      collectors.Meta
 }
 
 // heartbeat is how often an idle program's unchanged counters are stored
@@ -198,8 +204,7 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		p.cur, p.curAt, p.swept = smp, now, s.sweeps
 		swept++
 		if s.mustStore(p) {
-			stored := smp
-			p.stored = &stored
+			p.stored, p.haveStored = smp, true
 			t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{smp.RunTimeNs, smp.RunCnt, smp.RecursionMisses}})
 		}
 	}
@@ -302,10 +307,10 @@ func (s *sampler) tick(now time.Time, first bool) error {
 // first one, any change (but the sweep iterator's own), and a heartbeat spread over ticks by program id so
 // idle programs do not all write in the same tick.
 func (s *sampler) mustStore(p *program) bool {
-	if p.stored == nil {
+	if !p.haveStored {
 		return true
 	}
-	c, old := p.cur, p.stored
+	c, old := &p.cur, &p.stored
 	changed := c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses
 	// The sweep's own iterator runs every tick: storing each of its runs
 	// would make every tick write, and commit, on a host where nothing
