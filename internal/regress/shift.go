@@ -158,19 +158,14 @@ func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) (Resul
 // qualifies.
 func (t *Tracker) machineSpeed(self string, points []Sample, w api.Windows) ([]float64, int) {
 	var rel [][]float64 // per control, per point
-	for _, k := range t.keyOrder() {
-		if k == self {
-			continue
+	for before, after := range t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
+		if st.shift.steadySince.After(w.BeforeFrom) {
+			return nil, nil, false
 		}
-		st := t.keys[k]
-		if st.change != nil || st.shift.steadySince.After(w.BeforeFrom) {
-			continue
-		}
-		b, a := split(st.shift.buckets, w)
-		if len(b) < t.cfg.MinSamples || len(a) < t.cfg.MinSamples {
-			continue
-		}
-		ctl := append(b, a...)
+		before, after = split(st.shift.buckets, w)
+		return before, after, true
+	}) {
+		ctl := append(before, after...)
 		m := median(nsOf(ctl))
 		if m <= 0 {
 			continue

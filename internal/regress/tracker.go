@@ -1,6 +1,7 @@
 package regress
 
 import (
+	"iter"
 	"sort"
 	"time"
 
@@ -102,7 +103,8 @@ const maxControls = 32
 // machine itself slowed (its other tenants, its clock), which a program's
 // change must not be blamed for. 1 when no key qualifies.
 func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
-	return t.controlDrift(self, func(st *keyState) (before, after []float64, ok bool) {
+	var ratios []float64
+	for before, after := range t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
 		for _, x := range st.samples {
 			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
 				continue
@@ -111,34 +113,15 @@ func (t *Tracker) drift(self string, w api.Windows) (float64, int) {
 				return nil, nil, false
 			}
 			if x.At.Before(w.Changed) {
-				before = append(before, x.NsPerRun)
+				before = append(before, x.Sample)
 			} else {
-				after = append(after, x.NsPerRun)
+				after = append(after, x.Sample)
 			}
 		}
 		return before, after, true
-	})
-}
-
-// controlDrift is the median after/before ratio of median ns/run of the
-// other keys with no pending change, their sides as sides reads them, each with
-// MinSamples a side, at most maxControls of them, in key order.
-func (t *Tracker) controlDrift(self string, sides func(*keyState) (before, after []float64, ok bool)) (float64, int) {
-	var ratios []float64
-	for _, k := range t.keyOrder() {
-		if k == self {
-			continue
-		}
-		st := t.keys[k]
-		if st.change != nil {
-			continue
-		}
-		before, after, ok := sides(st)
-		if !ok || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
-			continue
-		}
-		if mb := median(before); mb > 0 {
-			ratios = append(ratios, median(after)/mb)
+	}) {
+		if mb := median(nsOf(before)); mb > 0 {
+			ratios = append(ratios, median(nsOf(after))/mb)
 		}
 		if len(ratios) == maxControls {
 			break
@@ -148,6 +131,31 @@ func (t *Tracker) controlDrift(self string, sides func(*keyState) (before, after
 		return 1, 0
 	}
 	return median(ratios), len(ratios)
+}
+
+// controls yields, in key order, the two sides (as sides reads them) of
+// each other key with no pending change whose sides hold MinSamples each:
+// the keys a decision may read the machine's drift from. The caller
+// stops at maxControls.
+func (t *Tracker) controls(self string, sides func(*keyState) (before, after []Sample, ok bool)) iter.Seq2[[]Sample, []Sample] {
+	return func(yield func(before, after []Sample) bool) {
+		for _, k := range t.keyOrder() {
+			if k == self {
+				continue
+			}
+			st := t.keys[k]
+			if st.change != nil {
+				continue
+			}
+			before, after, ok := sides(st)
+			if !ok || len(before) < t.cfg.MinSamples || len(after) < t.cfg.MinSamples {
+				continue
+			}
+			if !yield(before, after) {
+				return
+			}
+		}
+	}
 }
 
 // keyOrder is every key's name, sorted: controls are taken in key order so
