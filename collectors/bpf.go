@@ -9,6 +9,7 @@
 package collectors
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -153,11 +154,12 @@ func wrapErrno(op string, err error) error {
 }
 
 // cString trims a fixed-size kernel string at its first NUL.
-func cString(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
+func cString(b []byte) string { return string(cBytes(b)) }
+
+// cBytes is cString without the copy: b up to its first NUL.
+func cBytes(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
 	}
-	return string(b)
+	return b
 }

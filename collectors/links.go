@@ -184,8 +184,8 @@ func linkTarget(fd int, info *linkInfo) (string, error) {
 // kernelHasMissed says whether link info carries kprobe missed counts:
 // Linux 6.7 added them; before, the same bytes are zero.
 var kernelHasMissed = sync.OnceValue(func() bool {
-	major, minor, ok := kernelVersion()
-	return ok && (major > 6 || major == 6 && minor >= 7)
+	atLeast, _ := kernelAtLeast(6, 7)
+	return atLeast
 })
 
 // linkMissed reads the missed count of a kprobe link: union offset 16 for

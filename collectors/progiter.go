@@ -1,7 +1,6 @@
 package collectors
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -128,19 +127,7 @@ func (it *ProgIter) Sweep(buf []Sample) ([]Sample, error) {
 	}
 	for ; len(data) >= recordSize; data = data[recordSize:] {
 		s := decodeRecord(data)
-		// A caller that passes last sweep's buffer back (buf[:0], as the
-		// daemon does) has last sweep's sample in the slot this one
-		// takes: the same program keeps its name string, so an idle host
-		// allocates none per sweep.
-		if i := len(buf); i < cap(buf) {
-			if old := buf[:i+1][i]; old.ID == s.ID && old.Name == string(nameOf(data)) {
-				s.Name = old.Name
-			} else {
-				s.Name = string(nameOf(data))
-			}
-		} else {
-			s.Name = string(nameOf(data))
-		}
+		s.Name = keptName(buf, s.ID, recordName(data))
 		buf = append(buf, s)
 	}
 	return buf, nil
@@ -245,7 +232,8 @@ func findByID(samples []Sample, id uint32) (Sample, bool) {
 // and with BTF, which their CO-RE relocations read. The error wraps
 // ErrIterUnsupported.
 func iterKernel(major, minor int, what string) error {
-	if got, gotMinor, ok := kernelVersion(); ok && (got < major || got == major && gotMinor < minor) {
+	if atLeast, known := kernelAtLeast(major, minor); known && !atLeast {
+		got, gotMinor, _ := kernelVersion()
 		return fmt.Errorf("%w: kernel %d.%d is older than %d.%d (%s)", ErrIterUnsupported, got, gotMinor, major, minor, what)
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
@@ -265,6 +253,13 @@ func closeIter(l *link.Iter, objs io.Closer) error {
 	return errors.Join(errs...)
 }
 
+// kernelAtLeast says whether the running kernel is major.minor or newer;
+// known is false when its version cannot be read.
+func kernelAtLeast(major, minor int) (atLeast, known bool) {
+	got, gotMinor, ok := kernelVersion()
+	return ok && (got > major || got == major && gotMinor >= minor), ok
+}
+
 // kernelVersion is the running kernel's major and minor version.
 func kernelVersion() (major, minor int, ok bool) {
 	var u unix.Utsname
@@ -276,7 +271,7 @@ func kernelVersion() (major, minor int, ok bool) {
 }
 
 // decodeRecord reads one struct record (bpf/progiter/progiter.c), all but
-// its name (nameOf).
+// its name (recordName).
 func decodeRecord(b []byte) Sample {
 	le := binary.LittleEndian
 	s := Sample{
@@ -291,13 +286,21 @@ func decodeRecord(b []byte) Sample {
 	return s
 }
 
-// nameOf is a record's name, NUL-trimmed, as bytes.
-func nameOf(b []byte) []byte {
-	name := b[16:32]
-	if i := bytes.IndexByte(name, 0); i >= 0 {
-		return name[:i]
+// recordName is a record's name, NUL-trimmed, as bytes.
+func recordName(b []byte) []byte { return cBytes(b[16:32]) }
+
+// keptName is name as a string for the sample about to be appended to
+// buf. A caller that passes last sweep's buffer back (buf[:0], as the
+// daemon does) has last sweep's sample in the slot this one takes: the
+// same program keeps its name string, so an idle host allocates none per
+// sweep.
+func keptName(buf []Sample, id uint32, name []byte) string {
+	if i := len(buf); i < cap(buf) {
+		if old := buf[:i+1][i]; old.ID == id && old.Name == string(name) {
+			return old.Name
+		}
 	}
-	return name
+	return string(name)
 }
 
 // Close unloads the iterator.
