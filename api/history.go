@@ -34,13 +34,16 @@ type History struct {
 
 // Event explains a change in the graphs.
 type Event struct {
-	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop", "bench_run"
-	ID     uint32    `json:"id,omitempty"`
-	Name   string    `json:"name,omitempty"`
-	Tag    string    `json:"tag,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop", "bench_run"
+	ID   uint32    `json:"id,omitempty"`
+	Name string    `json:"name,omitempty"`
+	Tag  string    `json:"tag,omitempty"`
+	// Identity is the program's identity key (see ProgRow.Identity), on
+	// events about a program whose identity is settled.
+	Identity string `json:"identity,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	MapID    uint32 `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
 	// Evidence of a finding (regression, improvement, shift): a Regression.
 	Evidence json.RawMessage `json:"evidence,omitempty"`
 }

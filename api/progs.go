@@ -4,12 +4,29 @@ import "time"
 
 // ProgRow is one program in GET /v1/progs.
 type ProgRow struct {
-	ID     uint32 `json:"id"`
-	Type   string `json:"type"`
-	Name   string `json:"name"`
-	Tag    string `json:"tag"`
-	Loaded bool   `json:"loaded"`
-	Own    bool   `json:"own,omitempty"` // held by bpfperfd itself
+	ID   uint32 `json:"id"`
+	Type string `json:"type"`
+	// Name is the full name, as bpftool prints it: where the kernel cut
+	// it to 15 characters, the BTF name of the program's entry function.
+	Name string `json:"name"`
+	// KernelName is the name the kernel keeps (at most 15 characters).
+	KernelName string `json:"kernel_name"`
+	Tag        string `json:"tag"`
+	// Identity is what follows the program across reloads: "TYPE/NAME at
+	// ATTACH by RUNNER #SLOT"; IdentityID its short hash, which PROG
+	// arguments take. Both are absent until the identity is settled, a
+	// few seconds after the program appears (its attach points and owners
+	// read a tick or more later).
+	Identity   string `json:"identity,omitempty"`
+	IdentityID string `json:"identity_id,omitempty"`
+	// Where is where the program is attached, as its identity says it
+	// ("tcx dev bv1 ingress"); empty where it is attached nowhere known.
+	Where string `json:"where,omitempty"`
+	// Instances is how many programs a row of `progs --group name` sums
+	// (SumByName); absent on a row of one program.
+	Instances int  `json:"instances,omitempty"`
+	Loaded    bool `json:"loaded"`
+	Own       bool `json:"own,omitempty"` // held by bpfperfd itself
 	Counters
 	Rates
 	AvgNsSinceLoad *float64  `json:"avg_ns_per_run_since_load,omitempty"`
@@ -61,6 +78,7 @@ type Meta struct {
 	Type          string        `json:"type"` // bpftool's name, "type_N" if unknown
 	TypeID        uint32        `json:"type_id"`
 	Name          string        `json:"name"`
+	KernelName    string        `json:"kernel_name"`
 	Tag           string        `json:"tag"` // 16 hex chars
 	GPLCompatible bool          `json:"gpl_compatible"`
 	LoadedAt      time.Time     `json:"loaded_at"`
@@ -96,4 +114,49 @@ type AttachPoint struct {
 	// ran the program for (Linux 6.7 and later; absent otherwise), as of
 	// the last reading of links.
 	Missed *uint64 `json:"missed,omitempty"`
+}
+
+// SumByName folds rows that share a type and a name (one object attached
+// to many devices or cgroups, a tool running twice) into one row each, in
+// first-seen order: counters and rates summed (SumRates), Instances
+// counting the programs, ID the lowest of them, Where and Identity kept
+// only where all agree.
+func SumByName(rows []ProgRow) []ProgRow {
+	type key struct{ typ, name string }
+	at := map[key]int{}
+	var out []ProgRow
+	var rates [][]Rates
+	for _, r := range rows {
+		k := key{r.Type, r.Name}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			g := ProgRow{ID: r.ID, Type: r.Type, Name: r.Name, KernelName: r.KernelName, Tag: r.Tag, Loaded: r.Loaded, Own: r.Own,
+				Identity: r.Identity, IdentityID: r.IdentityID, Where: r.Where, Counters: r.Counters, Instances: 1, BootID: r.BootID}
+			out = append(out, g)
+			rates = append(rates, []Rates{r.Rates})
+			continue
+		}
+		g := &out[i]
+		g.Instances++
+		g.ID = min(g.ID, r.ID)
+		g.RunTimeNs += r.RunTimeNs
+		g.RunCnt += r.RunCnt
+		g.RecursionMisses += r.RecursionMisses
+		g.Loaded = g.Loaded || r.Loaded
+		if g.Tag != r.Tag {
+			g.Tag = "*"
+		}
+		if g.Where != r.Where {
+			g.Where = "*"
+		}
+		if g.Identity != r.Identity {
+			g.Identity, g.IdentityID = "", ""
+		}
+		rates[i] = append(rates[i], r.Rates)
+	}
+	for i := range out {
+		out[i].Rates = SumRates(rates[i])
+	}
+	return out
 }

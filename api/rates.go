@@ -154,3 +154,33 @@ func Optional(v float64, ok bool) *float64 {
 	}
 	return &v
 }
+
+// SumRates adds the rates of programs read over the same interval: runs/s
+// and CPU % add up, and ns/run is the run-weighted mean (run time per
+// second over runs per second). A group none of whose members has a rate
+// has none.
+func SumRates(rs []Rates) Rates {
+	var rps, cpu float64
+	var haveRPS, haveCPU bool
+	for _, r := range rs {
+		if r.RunsPerSec != nil {
+			rps, haveRPS = rps+*r.RunsPerSec, true
+		}
+		if r.CPUPercent != nil {
+			cpu, haveCPU = cpu+*r.CPUPercent, true
+		}
+	}
+	var out Rates
+	if haveRPS {
+		out.RunsPerSec = &rps
+	}
+	if haveCPU {
+		out.CPUPercent = &cpu
+	}
+	if haveRPS && haveCPU && rps > 0 {
+		// CPU % of one CPU = ns/s spent / 1e9 * 100.
+		ns := cpu / 100 * 1e9 / rps
+		out.AvgNsPerRun = &ns
+	}
+	return out
+}

@@ -11,9 +11,12 @@ type Regression struct {
 	Time    time.Time `json:"time"` // when it was decided
 	Program string    `json:"program"`
 	Type    string    `json:"type"`
-	ProgID  uint32    `json:"prog_id"` // the instance running the new version
-	OldTag  string    `json:"old_tag"`
-	NewTag  string    `json:"new_tag"`
+	// Identity is the program's identity key (ProgRow.Identity): the
+	// program whose two versions were compared.
+	Identity string `json:"identity"`
+	ProgID   uint32 `json:"prog_id"` // the instance running the new version
+	OldTag   string `json:"old_tag"`
+	NewTag   string `json:"new_tag"`
 	Windows
 	Comparison
 	Explanation Explanation `json:"explanation"`

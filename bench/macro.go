@@ -6,9 +6,9 @@ import (
 )
 
 // A report of `bpfperf stat` is a macro-benchmark: what the BPF programs
-// a command drives cost while it runs, one result per program (by type
-// and name, so that runs on different days line up though the ids
-// differ). Each result's measurements are its ns/run, one per run of the
+// a command drives cost while it runs, one result per program (by type,
+// full name and instance, so that runs on different days line up though
+// the ids differ). Each result's measurements are its ns/run, one per run of the
 // command, so compare, benchstat and Bencher treat it like a test of the
 // micro-benchmark suite; Stat adds what only a live measurement has.
 
@@ -51,7 +51,13 @@ func SpreadOf(xs []float64) Spread {
 // MacroResult is one program's figures over the runs of a stat report.
 type MacroResult struct {
 	Type string `json:"type"`
-	Name string `json:"name"`
+	// Name is the program's full name; KernelName the kernel's, cut to 15
+	// characters, where it differs and is known.
+	Name       string `json:"name"`
+	KernelName string `json:"kernel_name,omitempty"`
+	// Instance tells apart programs of one type and name in a run, in load
+	// order: the result of instance 2 and up is named "name#2".
+	Instance int `json:"instance,omitempty"`
 	// IDs and Tags of the instances seen (a program reloaded by the
 	// command has several).
 	IDs  []uint32 `json:"ids"`

@@ -34,7 +34,7 @@ func writeMacroTable(w io.Writer, rep *Report) error {
 	}
 	width := len("program")
 	for _, r := range rep.Results {
-		width = max(width, len(r.Macro.Type)+1+len(r.Macro.Name))
+		width = max(width, len(macroLabel(r)))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := fmt.Sprintf("%-*s\tid\truns\trun time\tns/run\truns/s\tCPU %%\t", width, "program")
@@ -53,7 +53,7 @@ func writeMacroTable(w io.Writer, rep *Report) error {
 		if r.Summary.N > 0 {
 			nsRun = spreadText(r.Summary.Median, r.Summary.IQR, m.Runs, "%.1f")
 		}
-		row := fmt.Sprintf("%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t", width, mr.Type+"/"+mr.Name, strings.Join(ids, ","),
+		row := fmt.Sprintf("%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t", width, macroLabel(r), strings.Join(ids, ","),
 			spreadText(mr.Runs.Median, mr.Runs.IQR, m.Runs, "%.0f"),
 			runTimeText(mr.RunTimeNs.Median), nsRun,
 			compact(mr.RunsPerSecond.Median), spreadText(mr.CPUPercent.Median, mr.CPUPercent.IQR, m.Runs, "%.3f"))
@@ -82,6 +82,15 @@ func writeMacroTable(w io.Writer, rep *Report) error {
 		fmt.Fprintln(w, n)
 	}
 	return nil
+}
+
+// macroLabel is how the table names a result's program: its type and full
+// name, "#2" after the name of a second program of that type and name.
+func macroLabel(r Result) string {
+	if label, ok := strings.CutPrefix(r.Name, "stat/"); ok {
+		return label
+	}
+	return r.Macro.Type + "/" + r.Macro.Name
 }
 
 // spreadText is a median, with ±IQR when there were several runs.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -158,11 +159,17 @@ func WriteJSON(w io.Writer, rep *Report) error {
 }
 
 // ReadJSON reads a report written by WriteJSON.
+// Its errors are *FileError (without the path, which the caller adds).
 func ReadJSON(r io.Reader) (*Report, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
 	var rep Report
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&rep); err != nil {
-		return nil, fmt.Errorf("decode report: %w", err)
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&rep); err != nil {
+		fe := jsonError(b, err)
+		fe.Kind = ErrBadConfig
+		return nil, fe
 	}
 	return &rep, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -149,33 +150,40 @@ func loadMapInit(path string, spec *ebpf.CollectionSpec) (map[string][]kv, error
 		return nil, fmt.Errorf("map-init: %w", err)
 	}
 	var mi MapInit
-	if err := yaml.Unmarshal(b, &mi); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMapInit, path, err)
+	if err := decodeYAML(path, b, &mi, ErrMapInit); err != nil {
+		return nil, err
 	}
 	out := map[string][]kv{}
 	for _, name := range sortedKeys(mi.Maps) {
 		ms, ok := spec.Maps[name]
 		if !ok {
-			return nil, fmt.Errorf("%w: no map %q in the object (it has: %s)", ErrMapInit, name, strings.Join(sortedKeys(spec.Maps), ", "))
+			return nil, &FileError{Path: path, Msg: fmt.Sprintf("no map %q in the object (it has: %s)", name, strings.Join(sortedKeys(spec.Maps), ", ")), Kind: ErrMapInit}
 		}
 		entries := mi.Maps[name]
 		if uint32(len(entries)) > ms.MaxEntries {
-			return nil, fmt.Errorf("%w: map %s holds %d entries, map-init has %d", ErrMapInit, name, ms.MaxEntries, len(entries))
+			return nil, &FileError{Path: path, Msg: fmt.Sprintf("map %s holds %d entries, map-init has %d", name, ms.MaxEntries, len(entries)), Kind: ErrMapInit}
 		}
 		vsize := int(ms.ValueSize)
 		perCPU := ms.Type == ebpf.PerCPUArray || ms.Type == ebpf.PerCPUHash || ms.Type == ebpf.LRUCPUHash
 		for i, e := range entries {
+			bad := func(n *yaml.Node, field string, err error) error {
+				line := n.Line
+				if line == 0 { // missing: the entry's other half
+					line = max(e.Key.Line, e.Value.Line)
+				}
+				return &FileError{Path: path, Line: line, Field: field, Msg: fmt.Sprintf("%v (map %s, entry %d)", err, name, i+1), Kind: ErrMapInit}
+			}
 			k, err := scalarBytes(&e.Key, int(ms.KeySize))
 			if err != nil {
-				return nil, fmt.Errorf("%w: map %s entry %d key: %v", ErrMapInit, name, i, err)
+				return nil, bad(&e.Key, "key", err)
 			}
 			v, err := scalarBytes(&e.Value, vsize)
 			if err != nil {
-				return nil, fmt.Errorf("%w: map %s entry %d value: %v", ErrMapInit, name, i, err)
+				return nil, bad(&e.Value, "value", err)
 			}
 			if ms.Type == ebpf.Array || ms.Type == ebpf.PerCPUArray {
 				if idx := binary.LittleEndian.Uint32(k); idx >= ms.MaxEntries {
-					return nil, fmt.Errorf("%w: map %s entry %d: index %d, the array has %d", ErrMapInit, name, i, idx, ms.MaxEntries)
+					return nil, bad(&e.Key, "key", fmt.Errorf("index %d, the array has %d", idx, ms.MaxEntries))
 				}
 			}
 			if perCPU {
@@ -201,17 +209,26 @@ func padTo8(b []byte) []byte {
 // scalarBytes encodes an integer (little-endian, size bytes) or a hex
 // string of exactly size bytes.
 func scalarBytes(n *yaml.Node, size int) ([]byte, error) {
-	if n.Kind != yaml.ScalarNode {
-		return nil, errors.New("missing or not a scalar")
+	switch n.Kind {
+	case 0:
+		return nil, errors.New("missing")
+	case yaml.SequenceNode, yaml.MappingNode:
+		return nil, errors.New("want an integer or hex bytes, not a list or mapping")
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, errors.New("missing")
+		}
+		return scalarBytes(n.Alias, size)
 	}
 	s := n.Value
 	if n.Tag == "!!int" {
-		u, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			return nil, err
+		most := uint64(math.MaxUint64)
+		if size < 8 {
+			most = 1<<(8*size) - 1
 		}
-		if size < 8 && u>>(8*size) != 0 {
-			return nil, fmt.Errorf("%d does not fit in %d bytes", u, size)
+		u, err := strconv.ParseUint(s, 0, 64)
+		if err != nil || u > most {
+			return nil, fmt.Errorf("%s is not a whole number from 0 to %d", s, most)
 		}
 		b := make([]byte, max(size, 8))
 		binary.LittleEndian.PutUint64(b, u)
@@ -256,13 +273,11 @@ func LoadSuiteFile(path string) ([]Test, error) {
 		return nil, err
 	}
 	var sf SuiteFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&sf); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadConfig, path, err)
+	if err := decodeYAML(path, b, &sf, ErrBadConfig); err != nil {
+		return nil, err
 	}
 	if len(sf.Tests) == 0 {
-		return nil, fmt.Errorf("%w: %s has no tests", ErrBadConfig, path)
+		return nil, &FileError{Path: path, Msg: "no tests in it", Kind: ErrBadConfig}
 	}
 	dir := filepath.Dir(path)
 	rel := func(p string) string {
@@ -275,7 +290,7 @@ func LoadSuiteFile(path string) ([]Test, error) {
 	seen := map[string]bool{}
 	for i, t := range sf.Tests {
 		if t.Object == "" || t.Program == "" {
-			return nil, fmt.Errorf("%w: %s: test %d needs object and program", ErrBadConfig, path, i+1)
+			return nil, &FileError{Path: path, Msg: fmt.Sprintf("test %d needs object and program", i+1), Kind: ErrBadConfig}
 		}
 		test, err := ObjectTest(Object{Name: t.Name, Path: rel(t.Object), Program: t.Program,
 			Data: rel(t.Data), Ctx: rel(t.Ctx), MapInit: rel(t.MapInit), Want: t.Want})
@@ -283,7 +298,7 @@ func LoadSuiteFile(path string) ([]Test, error) {
 			return nil, fmt.Errorf("%s: test %d: %w", path, i+1, err)
 		}
 		if seen[test.Name] {
-			return nil, fmt.Errorf("%w: %s: two tests named %s", ErrBadConfig, path, test.Name)
+			return nil, &FileError{Path: path, Msg: fmt.Sprintf("two tests named %s", test.Name), Kind: ErrBadConfig}
 		}
 		seen[test.Name] = true
 		tests = append(tests, test)

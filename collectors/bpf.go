@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/transientfd"
 )
 
 var (
@@ -121,14 +123,24 @@ func nextID(cmd uintptr, id uint32) (next uint32, ok bool, err error) {
 	return attr.nextID, true, nil
 }
 
-// fdByID opens a program or link by id. The kernel sets O_CLOEXEC.
+// fdByID opens a program, link or map by id for a moment: close it with
+// closeFD, which ends the brief hold (internal/transientfd) that keeps it out
+// of holder scans. The kernel sets O_CLOEXEC.
 func fdByID(cmd uintptr, id uint32) (int, error) {
+	transientfd.Open()
 	attr := getNextIDAttr{id: id}
 	fd, err := bpf(cmd, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
 	if err != nil {
+		transientfd.Done()
 		return -1, wrapErrno(fmt.Sprintf("get fd by id %d", id), err)
 	}
 	return int(fd), nil
+}
+
+// closeFD closes an fd fdByID opened.
+func closeFD(fd int) {
+	unix.Close(fd)
+	transientfd.Done()
 }
 
 // objInfo fills the first size bytes of info for fd.

@@ -116,6 +116,7 @@ type CounterWindow struct {
 	links      []link.Link
 	perfEvents []*perf.Event // one per event and CPU; nil for an offline CPU
 	reason     StopReason
+	forget     func() // drops the fentry/fexit pair from this process's own (own.go)
 	done       chan struct{}
 	quit       chan struct{}
 }
@@ -228,6 +229,7 @@ func (w *CounterWindow) attach(c *ExactCounters) error {
 	}
 	defer objs.CountersEntry.Close()
 	defer objs.CountersExit.Close()
+	w.forget = markOwn(objs.CountersEntry, objs.CountersExit)
 	w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
 
 	for i, ev := range w.perfEvents {
@@ -328,6 +330,9 @@ func (w *CounterWindow) detach(reason StopReason) {
 		}
 	}
 	w.perfEvents = nil
+	if w.forget != nil {
+		w.forget()
+	}
 	w.parent.release(w)
 	close(w.done)
 }

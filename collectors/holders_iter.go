@@ -37,6 +37,7 @@ type HolderIter struct {
 	link   *link.Iter
 	progID uint32
 	buf    []byte
+	forget func() // drops the program from this process's own (own.go)
 }
 
 // NewHolderIter loads the holders iterator. Errors wrap ErrIterUnsupported
@@ -50,6 +51,7 @@ func NewHolderIter() (*HolderIter, error) {
 	if err := loadHoldersObjects(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
+	it.forget = markOwn(it.objs.BpfperfHolders)
 	var err error
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfHolders})
 	if err != nil {
@@ -115,5 +117,5 @@ func (it *HolderIter) ProgramID() uint32 { return it.progID }
 
 // Close unloads the iterator.
 func (it *HolderIter) Close() error {
-	return closeIter(it.link, &it.objs)
+	return closeIter(it.link, &it.objs, it.forget)
 }

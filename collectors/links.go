@@ -132,7 +132,7 @@ func readLink(id uint32) (linkInfo, string, error) {
 	if err != nil {
 		return linkInfo{}, "", err
 	}
-	defer unix.Close(fd)
+	defer closeFD(fd)
 	var info linkInfo
 	if err := objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info))); err != nil {
 		return linkInfo{}, "", err
@@ -249,7 +249,16 @@ func linkName(fd int, off int) (string, error) {
 
 func ifaceName(ifindex uint32) string {
 	if iface, err := net.InterfaceByIndex(int(ifindex)); err == nil {
-		return fmt.Sprintf("ifindex %d (%s)", ifindex, iface.Name)
+		return ifaceTarget(int(ifindex), iface.Name)
 	}
-	return fmt.Sprintf("ifindex %d", ifindex)
+	return ifaceTarget(int(ifindex), "")
+}
+
+// ifaceTarget names a device as an attach point's target: "ifindex 6
+// (bv1)", or "ifindex 6" without a name.
+func ifaceTarget(ifindex int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("ifindex %d", ifindex)
+	}
+	return fmt.Sprintf("ifindex %d (%s)", ifindex, name)
 }

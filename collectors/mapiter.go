@@ -22,6 +22,8 @@ type MapIter struct {
 	objs mapiterObjects
 	link *link.Iter
 	buf  []byte
+	// forget drops the program from this process's own (own.go).
+	forget func()
 }
 
 // NewMapIter loads the iterator. Errors wrap ErrIterUnsupported when the
@@ -34,6 +36,7 @@ func NewMapIter() (*MapIter, error) {
 	if err := loadMapiterObjects(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
+	it.forget = markOwn(it.objs.BpfperfMaps)
 	var err error
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfMaps})
 	if err != nil {
@@ -63,5 +66,5 @@ func (it *MapIter) Counts() (map[uint32]int64, error) {
 
 // Close unloads the iterator.
 func (it *MapIter) Close() error {
-	return closeIter(it.link, &it.objs)
+	return closeIter(it.link, &it.objs, it.forget)
 }

@@ -129,7 +129,7 @@ func readMap(id uint32, counts map[uint32]int64, budget int) (MapInfo, int, erro
 	if err != nil {
 		return MapInfo{}, 0, err
 	}
-	defer unix.Close(fd)
+	defer closeFD(fd)
 	var info bpfMapInfo
 	if err := objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info))); err != nil {
 		return MapInfo{}, 0, fmt.Errorf("map %d: %w", id, err)

@@ -17,10 +17,14 @@ import (
 // it is loaded, read once when its id first appears. JSON names follow
 // bpftool's `prog show -j` where bpftool has the field.
 type Meta struct {
-	ID            uint32        `json:"id"`
-	Type          string        `json:"type"` // bpftool's name, "type_N" if unknown
-	TypeID        uint32        `json:"type_id"`
-	Name          string        `json:"name"`
+	ID     uint32 `json:"id"`
+	Type   string `json:"type"` // bpftool's name, "type_N" if unknown
+	TypeID uint32 `json:"type_id"`
+	// Name is the full name, as bpftool prints it: where the kernel cut
+	// it to 15 characters, the BTF name of the program's entry function.
+	Name string `json:"name"`
+	// KernelName is the name the kernel keeps (at most 15 characters).
+	KernelName    string        `json:"kernel_name"`
 	Tag           string        `json:"tag"` // 16 hex chars
 	GPLCompatible bool          `json:"gpl_compatible"`
 	LoadedAt      time.Time     `json:"loaded_at"`
@@ -67,7 +71,7 @@ func ReadMeta(id uint32) (Meta, error) {
 	if err != nil {
 		return Meta{}, fmt.Errorf("read meta: %w", err)
 	}
-	defer unix.Close(fd)
+	defer closeFD(fd)
 
 	var info progInfo
 	mapIDs := make([]uint32, maxUsedMaps)
@@ -89,11 +93,13 @@ func ReadMeta(id uint32) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
+	kernelName := cString(info.name[:])
 	return Meta{
 		ID:            info.id,
 		Type:          ProgTypeName(info.typ),
 		TypeID:        info.typ,
-		Name:          cString(info.name[:]),
+		Name:          fullName(fd, kernelName, info.btfID, info.nrFuncInfo),
+		KernelName:    kernelName,
 		Tag:           hex.EncodeToString(info.tag[:]),
 		GPLCompatible: info.flags&1 != 0,
 		LoadedAt:      boot.Add(time.Duration(info.loadTime)),

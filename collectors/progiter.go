@@ -41,6 +41,8 @@ type ProgIter struct {
 	link *link.Iter
 	id   uint32 // the iterator program's own id
 	buf  []byte
+	// forget drops the program from this process's own (own.go).
+	forget func()
 }
 
 // NewProgIter loads the iterator program and creates its link. Errors wrap
@@ -91,6 +93,7 @@ func loadProgIter(opts progIterOptions) (*ProgIter, error) {
 	if err := spec.LoadAndAssign(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
+	it.forget = markOwn(it.objs.BpfperfProgs)
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfProgs})
 	if err != nil {
 		it.objs.Close()
@@ -244,7 +247,10 @@ func iterKernel(major, minor int, what string) error {
 
 // closeIter closes an iterator's link (nil if never made) and its
 // program's objects.
-func closeIter(l *link.Iter, objs io.Closer) error {
+func closeIter(l *link.Iter, objs io.Closer, forget func()) error {
+	if forget != nil {
+		forget()
+	}
 	var errs []error
 	if l != nil {
 		errs = append(errs, l.Close())
@@ -305,5 +311,5 @@ func keptName(buf []Sample, id uint32, name []byte) string {
 
 // Close unloads the iterator.
 func (it *ProgIter) Close() error {
-	return closeIter(it.link, &it.objs)
+	return closeIter(it.link, &it.objs, it.forget)
 }

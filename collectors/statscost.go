@@ -45,6 +45,7 @@ func MeasureStatsCost(rounds, repeat int) (StatsCost, error) {
 	if err != nil {
 		return c, err
 	}
+	defer markOwn(prog)()
 	defer prog.Close()
 	var offs, ons []time.Duration
 	for range rounds {
@@ -97,6 +98,7 @@ func StatsOnNow() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	defer markOwn(prog)()
 	defer prog.Close()
 	if _, _, err := prog.Benchmark(calibrationPacket, 1, nil); err != nil {
 		return false, fmt.Errorf("test run: %w", err)

@@ -83,7 +83,7 @@ func readProgram(id uint32, info *progInfo) (Sample, error) {
 	}
 	*info = progInfo{}
 	err = objInfo(fd, unsafe.Pointer(info), statsInfoLen)
-	unix.Close(fd)
+	closeFD(fd)
 	if err != nil {
 		return Sample{}, err
 	}

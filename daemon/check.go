@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -38,18 +40,24 @@ func (d *Daemon) check(name, baseline string, limit float64, since, until time.T
 	if name == "" {
 		return res, fmt.Errorf("%w: name a program", ErrBadRequest)
 	}
-	all, err := d.store.Programs()
+	// One program across its versions: one identity, never several
+	// programs that share a name.
+	found, err := d.resolve(name)
+	if errors.Is(err, ErrUnknownProgram) {
+		return res, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
+	}
 	if err != nil {
 		return res, err
 	}
-	var insts []store.Program
-	for _, p := range all {
-		if p.Name == name {
-			insts = append(insts, p)
-		}
+	if found, err = d.sameProgram(found); err != nil {
+		return res, err
 	}
-	if len(insts) == 0 {
-		return res, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
+	if keys := identityKeys(found); len(keys) > 1 {
+		return res, fmt.Errorf("%w %q: it names %d programs (identities %s); name one by its identity", ErrAmbiguousProgram, name, len(keys), strings.Join(keys, ", "))
+	}
+	var insts []store.Program
+	for _, in := range found {
+		insts = append(insts, in.rec)
 	}
 	sort.Slice(insts, func(i, j int) bool { return insts[i].FirstSeen.Before(insts[j].FirstSeen) })
 	res.Current = insts[len(insts)-1].Tag

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(ownerChildEnv) != "" {
 		os.Exit(ownerChild()) // a helper process of owners_e2e_test.go
 	}
+	if os.Getenv(legacyChildEnv) != "" {
+		os.Exit(legacyChild()) // a loader of legacy_store_test.go
+	}
 	// The tests run many daemons at once; the one that checks the
 	// host-wide lock names a lock file of its own.
 	os.Setenv("BPFPERF_HOST_LOCK", "none")

@@ -87,11 +87,20 @@ func TestDiskFull(t *testing.T) {
 	filler := fillDisk(t, state)
 	fullAt := time.Now()
 	var st api.Status
-	eventually(t, "the daemon to report the full disk", func() bool {
+	// Writes fail once bbolt must grow the file, which it does by
+	// doubling: the store's free pages may take a while to fill (settling
+	// the programs' identities, a second in, rewrites their records and
+	// may have doubled it just before).
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		busy(100 * time.Millisecond)
 		st = api.Status{}
-		return d.query(&st, "status") == nil && strings.Contains(st.LastError, "no space left")
-	})
+		if d.query(&st, "status") == nil && strings.Contains(st.LastError, "no space left") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the daemon to report the full disk")
+		}
+	}
 	busy(2 * time.Second)
 	// Reads keep working while writes fail.
 	var rows []api.ProgRow

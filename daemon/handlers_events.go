@@ -19,9 +19,14 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// prog narrows to one program's events: an id, a name or name@tag,
-	// one the store knows (404 otherwise, as history).
+	// an identity, one the store knows (404 otherwise, as history); its
+	// identity's events (every version's) come with it.
+	var insts []instance
 	if ref := q.Get("prog"); ref != "" {
-		if _, err := s.d.resolve(ref); err != nil {
+		if insts, err = s.d.resolve(ref); err == nil {
+			insts, err = s.d.sameProgram(insts)
+		}
+		if err != nil {
 			reply(w, nil, err)
 			return
 		}
@@ -29,10 +34,22 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	events, err := s.d.store.Events(since, until)
 	if ref := q.Get("prog"); ref != "" && err == nil {
 		name, tag, hasTag := strings.Cut(ref, "@")
-		id, idErr := strconv.ParseUint(ref, 10, 32)
+		_, idErr := strconv.ParseUint(ref, 10, 32)
+		idents, ids := map[string]bool{}, map[uint32]string{}
+		for _, in := range insts {
+			ids[in.rec.ID] = in.rec.Name
+			if in.rec.Identity != "" {
+				idents[in.rec.Identity] = true
+			}
+			if in.live != nil && in.live.identKey != "" {
+				idents[in.live.identKey] = true
+			}
+		}
 		kept := events[:0]
 		for _, e := range events {
-			if (idErr == nil && e.ID == uint32(id)) || (idErr != nil && e.Name == name && (!hasTag || e.Tag == tag)) {
+			byName := idErr != nil && e.Name == name && (!hasTag || e.Tag == tag)
+			byID := e.ID != 0 && ids[e.ID] == e.Name && e.Name != ""
+			if byName || byID || (e.Identity != "" && idents[e.Identity]) {
 				kept = append(kept, e)
 			}
 		}

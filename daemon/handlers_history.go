@@ -48,6 +48,10 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 	if err != nil {
 		return api.History{}, err
 	}
+	// History is a program's across its reloads: its identity's.
+	if insts, err = d.sameProgram(insts); err != nil {
+		return api.History{}, err
+	}
 	if overlap(insts) {
 		return api.History{}, ambiguous(ref, insts)
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -110,7 +112,8 @@ func val(f *float64) float64 {
 func (d *Daemon) liveRow(p *program) api.ProgRow {
 	cur := sampleCounters(p.cur)
 	row := api.ProgRow{
-		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, Tag: p.meta.Tag, Loaded: true,
+		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, KernelName: p.meta.KernelName, Tag: p.meta.Tag, Loaded: true,
+		Identity: p.identKey, IdentityID: shortID(p.identKey), Where: identity.Attach(p.meta.Attach),
 		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
 		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
@@ -133,8 +136,11 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 			return api.ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
 		}
 	}
+	// A record from before full names were kept has the kernel's name only.
+	kernelName := cmp.Or(rec.KernelName, rec.Name)
 	row := api.ProgRow{
-		ID: rec.ID, Type: rec.Type, Name: rec.Name, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
+		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
+		Identity: rec.Identity, IdentityID: shortID(rec.Identity), Where: identity.Attach(meta.Attach),
 		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: apiOwners(meta.Owners), Attach: apiAttach(meta.Attach),
 	}
 	until := rec.UnloadedAt
@@ -171,4 +177,12 @@ func (d *Daemon) detail(inst instance) (api.ProgDetail, error) {
 		}
 	}
 	return api.ProgDetail{ProgRow: row, Meta: apiMeta(meta)}, nil
+}
+
+// shortID is an identity key's short id, "" for none.
+func shortID(key string) string {
+	if key == "" {
+		return ""
+	}
+	return identity.ShortID(key)
 }

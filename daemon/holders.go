@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/transientfd"
 )
 
 // holderScanner answers who holds which programs and maps, for the owners
@@ -41,7 +42,14 @@ func newHolderScanner(cfg *Config) *holderScanner {
 
 // scan reads every holder now. An iterator that fails (or finds pids that
 // are not /proc's) is dropped for good, with one log line.
-func (h *holderScanner) scan() (collectors.Holders, error) {
+func (h *holderScanner) scan() (hs collectors.Holders, err error) {
+	// While no brief fd of the daemon's own is open: one would show the
+	// daemon as a holder of a program it only read.
+	transientfd.Scan(func() { hs, err = h.scanNow() })
+	return hs, err
+}
+
+func (h *holderScanner) scanNow() (collectors.Holders, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.iter != nil {

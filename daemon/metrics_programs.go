@@ -102,7 +102,7 @@ type programSeries struct {
 	// What the info labels were made of, to rebuild them when it changes.
 	attach []collectors.AttachPoint
 	owners []collectors.Owner
-	labels [5]string // name, type, tag, attach, owner
+	labels [6]string // name, type, tag, attach, owner, identity
 }
 
 func newProgramFamilies(d *Daemon) *programFamilies {
@@ -137,16 +137,19 @@ func newProgramSeries(id string) *programSeries {
 // setInfo rebuilds the info series' labels if the program's metadata
 // changed (label names sorted, as the registry would). Called with the
 // sampler's lock held: meta is the sampler's.
-func (ps *programSeries) setInfo(m *collectors.Meta) {
-	if ps.info.Label != nil && ps.labels[0] == m.Name && ps.labels[1] == m.Type && ps.labels[2] == m.Tag &&
+func (ps *programSeries) setInfo(m *collectors.Meta, identID string) {
+	if ps.info.Label != nil && ps.labels[0] == m.Name && ps.labels[1] == m.Type && ps.labels[2] == m.Tag && ps.labels[5] == identID &&
 		slices.EqualFunc(ps.attach, m.Attach, collectors.AttachPoint.SameLink) && slices.Equal(ps.owners, m.Owners) {
 		return
 	}
 	id := ps.counters[0].Label[0].GetValue()
 	ps.attach, ps.owners = slices.Clone(m.Attach), slices.Clone(m.Owners)
-	ps.labels = [5]string{m.Name, m.Type, m.Tag, attachLabel(m.Attach), ownerLabel(m.Owners)}
+	ps.labels = [6]string{m.Name, m.Type, m.Tag, attachLabel(m.Attach), ownerLabel(m.Owners), identID}
+	// identity is the identity's short id, to follow a program across
+	// reloads (its id changes; this does not); empty (as good as absent
+	// to Prometheus) until it is settled.
 	ps.info.Label = []*dto.LabelPair{
-		label("attach", ps.labels[3]), label("id", id), label("name", ps.labels[0]),
+		label("attach", ps.labels[3]), label("id", id), label("identity", identID), label("name", ps.labels[0]),
 		label("owner", ps.labels[4]), label("tag", ps.labels[2]), label("type", ps.labels[1]),
 	}
 }
@@ -163,6 +166,7 @@ func (ps *programSeries) setCounters(p *progSeries) {
 type progSeries struct {
 	id        uint32
 	meta      *collectors.Meta // valid only under the sampler's lock
+	identKey  string
 	series    *programSeries
 	cur       collectors.Sample
 	perf      *api.PerfCounters
@@ -262,7 +266,7 @@ func (pf *programFamilies) snapshot(limit int) {
 	pf.progs = slices.Grow(pf.progs[:0], len(s.progs))
 	d.ctr.mu.Lock()
 	for id, p := range s.progs {
-		pf.progs = append(pf.progs, progSeries{id: id, meta: &p.meta, cur: p.cur, perf: d.lastCountersLocked(id)})
+		pf.progs = append(pf.progs, progSeries{id: id, meta: &p.meta, identKey: p.identKey, cur: p.cur, perf: d.lastCountersLocked(id)})
 	}
 	d.ctr.mu.Unlock()
 	slices.SortFunc(pf.progs, func(a, b progSeries) int { return cmp.Compare(a.id, b.id) })
@@ -274,7 +278,7 @@ func (pf *programFamilies) snapshot(limit int) {
 			pf.byID[p.id] = ps
 		}
 		ps.gen = pf.gen
-		ps.setInfo(p.meta)
+		ps.setInfo(p.meta, shortID(p.identKey))
 		p.series, p.meta = ps, nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -45,6 +46,7 @@ func TestMetricsCap(t *testing.T) {
 			cur: collectors.Sample{ID: id, RunTimeNs: v[0], RunCnt: v[1]},
 		}
 	}
+	d.sampler.progs[3].identKey = "xdp/p at xdp dev lo by agent" // settled; 7 is not yet
 	want := `
 # HELP bpfperf_program_runs_total Runs of the program, as bpf_stats counts them (run_cnt).
 # TYPE bpfperf_program_runs_total counter
@@ -58,8 +60,8 @@ bpfperf_program_run_time_seconds_total{id="7"} 1
 bpfperf_program_run_time_seconds_total{id="other"} 7
 # HELP bpfperf_program_info A loaded program's metadata, 1 for each, to join on id.
 # TYPE bpfperf_program_info gauge
-bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="3",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
-bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="7",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
+bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="3",identity="` + identity.ShortID("xdp/p at xdp dev lo by agent") + `",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
+bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="7",identity="",name="p",owner="agent",tag="0011223344556677",type="xdp"} 1
 # HELP bpfperf_programs_in_other Loaded programs beyond --web.max-programs, summed into id="other".
 # TYPE bpfperf_programs_in_other gauge
 bpfperf_programs_in_other 2
@@ -96,7 +98,7 @@ func TestMetricsInfoChanges(t *testing.T) {
 		return `
 # HELP bpfperf_program_info A loaded program's metadata, 1 for each, to join on id.
 # TYPE bpfperf_program_info gauge
-bpfperf_program_info{attach="",id="5",name="p",owner="` + owner + `",tag="0011223344556677",type="xdp"} 1
+bpfperf_program_info{attach="",id="5",identity="",name="p",owner="` + owner + `",tag="0011223344556677",type="xdp"} 1
 # HELP bpfperf_program_runs_total Runs of the program, as bpf_stats counts them (run_cnt).
 # TYPE bpfperf_program_runs_total counter
 bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
@@ -108,6 +110,12 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 	p.meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
 	p.cur.RunCnt = 12
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent,loader", 12)), names...); err != nil {
+		t.Error(err)
+	}
+	// Its identity settled: the info series says it.
+	p.identKey = "xdp/p by agent"
+	settled := strings.Replace(want("agent,loader", 12), `identity=""`, `identity="`+identity.ShortID(p.identKey)+`"`, 1)
+	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(settled), names...); err != nil {
 		t.Error(err)
 	}
 }

@@ -88,11 +88,6 @@ type detector struct {
 	built  bool
 }
 
-// progKey is a program key as the detector and the new_version event
-// know it. The attach point is left out: it is read later than the
-// program appears, and a key must not change under a program.
-func progKey(typ, name string) string { return typ + "/" + name }
-
 // detect feeds this tick's intervals to the tracker and stores findings.
 // Called from the sampling loop after each tick.
 func (d *Daemon) detect(now time.Time) {
@@ -108,11 +103,13 @@ func (d *Daemon) detect(now time.Time) {
 	if dt := d.detector; !dt.built || dt.gen != s.gen {
 		dt.newest = map[string]*program{}
 		for id, p := range s.progs {
-			if id == s.sweeper.iterID() || s.own(p) {
+			// A program is followed once its identity is settled (the
+			// key of every series the detector keeps).
+			if id == s.sweeper.iterID() || s.own(p) || p.identKey == "" {
 				continue
 			}
-			if q := dt.newest[p.detectKey]; q == nil || q.meta.ID < p.meta.ID {
-				dt.newest[p.detectKey] = p
+			if q := dt.newest[p.identKey]; q == nil || q.meta.ID < p.meta.ID {
+				dt.newest[p.identKey] = p
 			}
 		}
 		// Each key's current tag, so the tracker sees a reload (a new
@@ -127,14 +124,14 @@ func (d *Daemon) detect(now time.Time) {
 	var found []*regress.Finding
 	var progs []*program
 	for _, p := range s.moved {
-		if d.detector.newest[p.detectKey] != p {
+		if p.identKey == "" || d.detector.newest[p.identKey] != p {
 			continue
 		}
 		smp, ok := intervalSample(now, sampleCounters(p.prev), sampleCounters(p.cur), p.curAt.Sub(p.prevAt))
 		if !ok {
 			continue
 		}
-		if f := tr.Observe(p.detectKey, p.meta.Tag, smp); f != nil {
+		if f := tr.Observe(p.identKey, p.meta.Tag, smp); f != nil {
 			found = append(found, f)
 			progs = append(progs, p)
 		}
@@ -161,7 +158,7 @@ func (d *Daemon) detect(now time.Time) {
 // storeFinding explains f from the profiles and stores it as an event.
 func (d *Daemon) storeFinding(now time.Time, p *program, f *regress.Finding) error {
 	r := api.Regression{
-		Kind: f.Kind, Time: now, Program: p.meta.Name, Type: p.meta.Type, ProgID: p.meta.ID,
+		Kind: f.Kind, Time: now, Program: p.meta.Name, Type: p.meta.Type, Identity: p.identKey, ProgID: p.meta.ID,
 		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
 	}
 	r.ID = findingID(r)
@@ -174,13 +171,13 @@ func (d *Daemon) storeFinding(now time.Time, p *program, f *regress.Finding) err
 	d.cfg.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
 	d.metrics.findings.WithLabelValues(r.Kind, r.Type, r.Program).Inc()
 	return d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{
-		Time: now, Kind: r.Kind, ID: r.ProgID, Name: r.Program, Tag: r.NewTag, Detail: detail, Evidence: ev,
+		Time: now, Kind: r.Kind, ID: r.ProgID, Name: r.Program, Tag: r.NewTag, Identity: r.Identity, Detail: detail, Evidence: ev,
 	}}})
 }
 
 // findingID is a short stable id users type: a hash of what was found.
 func findingID(r api.Regression) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s %s %s %d", r.Type, r.Program, r.OldTag, r.NewTag, r.Changed.UnixNano()))
+	h := sha256.Sum256(fmt.Appendf(nil, "%s %s %s %d", r.Identity, r.OldTag, r.NewTag, r.Changed.UnixNano()))
 	return hex.EncodeToString(h[:4])
 }
 

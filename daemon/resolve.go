@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -17,8 +19,9 @@ type instance struct {
 	live *program
 }
 
-// resolve finds the instances a user's PROG names: a numeric id, a name, or
-// name@tag. Loaded instances come first, then the rest newest first.
+// resolve finds the instances a user's PROG names: a numeric id, a name
+// (full, or the kernel's cut name), name@tag, or an identity (its short id
+// or its key). Loaded instances come first, then the rest newest first.
 func (d *Daemon) resolve(ref string) ([]instance, error) {
 	recs, err := d.store.Programs()
 	if err != nil && d.store.Damaged() == "" {
@@ -34,27 +37,34 @@ func (d *Daemon) resolve(ref string) ([]instance, error) {
 	var out []instance
 	d.sampler.mu.RLock()
 	for _, rec := range recs {
-		match := false
-		switch {
-		case idErr == nil:
-			match = rec.ID == uint32(id) && rec.Key.Boot == d.boot
-		case hasTag:
-			match = rec.Name == name && rec.Tag == tag
-		default:
-			match = rec.Name == name
-		}
-		if !match {
-			continue
-		}
 		inst := instance{rec: rec}
 		if p := d.sampler.progs[rec.ID]; p != nil && p.key == rec.Key {
 			inst.live = p
 		}
-		out = append(out, inst)
+		// A live program's identity may be settled before its record
+		// says so (the tick's write comes after).
+		ident := rec.Identity
+		if inst.live != nil && inst.live.identKey != "" {
+			ident = inst.live.identKey
+		}
+		// An identity id may be all digits, like a program id: both
+		// are tried.
+		match := ident != "" && (ident == ref || identity.ShortID(ident) == ref)
+		switch {
+		case idErr == nil:
+			match = match || (rec.ID == uint32(id) && rec.Key.Boot == d.boot)
+		case hasTag:
+			match = (rec.Name == name || rec.KernelName == name) && rec.Tag == tag
+		default:
+			match = match || rec.Name == name || rec.KernelName == name
+		}
+		if match {
+			out = append(out, inst)
+		}
 	}
 	d.sampler.mu.RUnlock()
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w %q: no program with that id, name or name@tag", ErrUnknownProgram, ref)
+		return nil, fmt.Errorf("%w %q: no program with that id, name, name@tag or identity", ErrUnknownProgram, ref)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if (out[i].live != nil) != (out[j].live != nil) {
@@ -82,11 +92,65 @@ func (d *Daemon) resolveOne(ref string) (instance, error) {
 func ambiguous(ref string, insts []instance) error {
 	var ids []string
 	for _, in := range insts {
-		if in.live != nil {
+		if in.live == nil {
+			continue
+		}
+		if k := in.live.identKey; k != "" {
+			ids = append(ids, fmt.Sprintf("%d (identity %s: %s)", in.rec.ID, identity.ShortID(k), k))
+		} else {
 			ids = append(ids, fmt.Sprintf("%d (tag %s)", in.rec.ID, in.rec.Tag))
 		}
 	}
-	return fmt.Errorf("%w %q: loaded as ids %s; use an id or name@tag", ErrAmbiguousProgram, ref, strings.Join(ids, ", "))
+	return fmt.Errorf("%w %q: loaded as ids %s; use an id or an identity", ErrAmbiguousProgram, ref, strings.Join(ids, ", "))
+}
+
+// sameProgram widens instances of one identity to every instance of it,
+// reloads and records from before identities were kept included: the
+// history of "this program". Instances of several identities (a name that
+// several programs share), or of none yet, are returned as they are.
+func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
+	d.sampler.mu.RLock()
+	defer d.sampler.mu.RUnlock()
+	key := ""
+	for _, in := range insts {
+		k := in.rec.Identity
+		if in.live != nil {
+			k = in.live.identKey
+		}
+		if k == "" || (key != "" && k != key) {
+			return insts, nil
+		}
+		key = k
+	}
+	cur, ok := identity.Parse(key)
+	if !ok {
+		return insts, nil
+	}
+	recs, err := d.store.Programs()
+	if err != nil {
+		return insts, nil // a damaged store: what resolve found
+	}
+	var out []instance
+	for _, rec := range recs {
+		p := d.sampler.progs[rec.ID]
+		if p != nil && p.key != rec.Key {
+			p = nil
+		}
+		match := rec.Identity == key || (p != nil && p.identKey == key)
+		if !match && rec.Identity == "" && p == nil {
+			if old, ok := legacyIdentityOf(rec); ok && identity.Continues(old, cur) {
+				match = true
+			}
+		}
+		if !match {
+			continue
+		}
+		out = append(out, instance{rec: rec, live: p})
+	}
+	if len(out) == 0 {
+		return insts, nil
+	}
+	return out, nil
 }
 
 // overlap reports whether two instances were loaded at the same time, in
@@ -112,4 +176,21 @@ func (d *Daemon) liveRecords() []store.Program {
 		}
 	}
 	return recs
+}
+
+// identityKeys are the distinct settled identities among insts, as short
+// ids, sorted.
+func identityKeys(insts []instance) []string {
+	var keys []string
+	for _, in := range insts {
+		k := in.rec.Identity
+		if in.live != nil && in.live.identKey != "" {
+			k = in.live.identKey
+		}
+		if k != "" && !slices.Contains(keys, identity.ShortID(k)) {
+			keys = append(keys, identity.ShortID(k))
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -36,10 +38,13 @@ type program struct {
 	// finds them is stored again with them, for owners' history).
 	firstSeen    time.Time
 	ownersStored bool
-	// detectKey is progKey of its type and name, made once: the detector
-	// looks programs up by it every tick.
-	detectKey string
-	meta      collectors.Meta
+	// ident is the program's identity (internal/identity), settled once
+	// its attach points and owners have been read a tick or more after it
+	// appeared; identKey is its key, made once (the detector looks
+	// programs up by it every tick), "" until then.
+	ident    identity.Identity
+	identKey string
+	meta     collectors.Meta
 }
 
 // heartbeat is how often an idle program's unchanged counters are stored
@@ -49,6 +54,13 @@ const heartbeat = time.Minute
 
 // ownersMinGap is the least time between two scans of /proc for owners.
 const ownersMinGap = 5 * time.Second
+
+// settleGap is the least time between two scans while a program's
+// identity waits for one: it follows the program (regressions, new
+// versions) only once settled, so a second of waiting is a second of its
+// history the detector does not see. Scans cost about a millisecond per
+// thousand fds with the holders iterator.
+const settleGap = time.Second
 
 // sampler sweeps all programs each tick, keeps the current view for the API
 // and writes each tick to the store in one transaction.
@@ -61,14 +73,22 @@ type sampler struct {
 	log     *slog.Logger
 	selfPID int
 
-	mu          sync.RWMutex
-	progs       map[uint32]*program // loaded now, by kernel id
-	lastTick    time.Time
-	lastSweep   time.Duration
-	lastWrite   time.Duration
-	lastErr     error
-	ownersAt    time.Time
-	seenByName  map[string]string // name/type -> last tag seen, for new-version events
+	mu        sync.RWMutex
+	progs     map[uint32]*program // loaded now, by kernel id
+	lastTick  time.Time
+	lastSweep time.Duration
+	lastWrite time.Duration
+	lastErr   error
+	ownersAt  time.Time
+	// lastTag is each identity's newest tag, for new_version events;
+	// legacy are identities of records stored before identities were
+	// kept, which a settled program may carry on (identity.Continues).
+	lastTag map[string]string
+	legacy  []legacyIdentity
+	// slots tells apart equal programs loaded at the same time; unsettled
+	// counts programs whose identity is not settled yet.
+	slots       identity.Slots
+	unsettled   int
 	buf         []collectors.Sample
 	ticks       uint64
 	ownersStale bool // programs appeared since owners were last read
@@ -100,21 +120,115 @@ type sampler struct {
 func newSampler(cfg *Config, sw *sweeper, holders *holderScanner, db *store.DB, bootID string, boot uint32) (*sampler, error) {
 	s := &sampler{
 		cfg: cfg, sweeper: sw, holders: holders, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
-		progs: map[uint32]*program{}, seenByName: map[string]string{},
+		progs: map[uint32]*program{}, lastTag: map[string]string{},
 	}
-	// Remember the newest tag per program key already in the store, so a
+	// Remember the newest tag per identity already in the store, so a
 	// reload with new code after a daemon restart still counts as a new
-	// version; and mark instances of this boot that vanished while we were
-	// down.
+	// version.
 	known, err := db.Programs()
 	if err != nil {
 		return nil, err
 	}
 	sort.Slice(known, func(i, j int) bool { return known[i].FirstSeen.Before(known[j].FirstSeen) })
 	for _, p := range known {
-		s.seenByName[p.Type+"/"+p.Name] = p.Tag
+		if p.Identity != "" {
+			s.lastTag[p.Identity] = p.Tag
+		} else if id, ok := legacyIdentityOf(p); ok {
+			s.legacy = append(s.legacy, legacyIdentity{id, p.Tag})
+		}
 	}
 	return s, nil
+}
+
+// legacyIdentity is the identity of a record stored before identities
+// were kept, derived from its metadata, and its tag.
+type legacyIdentity struct {
+	ident identity.Identity
+	tag   string
+}
+
+// legacyIdentityOf derives the identity of a record that has none: its
+// name is the kernel's cut name, its attach points and owners what was
+// read then. ok is false for a record whose metadata cannot be read.
+func legacyIdentityOf(p store.Program) (identity.Identity, bool) {
+	var m collectors.Meta
+	if len(p.Meta) == 0 || json.Unmarshal(p.Meta, &m) != nil {
+		return identity.Identity{}, false
+	}
+	m.Name, m.Type = p.Name, p.Type
+	// Daemons of then listed themselves among a program's holders when a
+	// brief fd of theirs was open during the scan: no runner.
+	m.Owners = slices.DeleteFunc(m.Owners, func(o collectors.Owner) bool { return o.Comm == "bpfperfd" })
+	return identity.Of(m, 0), true
+}
+
+// previousTag is the tag of the last program of identity id before this
+// one: the newest stored under its key, else that of a record stored before
+// identities were kept that id continues.
+func (s *sampler) previousTag(id identity.Identity) (string, bool) {
+	if tag, ok := s.lastTag[id.Key()]; ok {
+		return tag, true
+	}
+	for i := len(s.legacy) - 1; i >= 0; i-- {
+		if identity.Continues(s.legacy[i].ident, id) {
+			return s.legacy[i].tag, true
+		}
+	}
+	return "", false
+}
+
+// waitingToSettle says whether a program seen in an earlier tick still
+// has no identity. Called with s.mu held.
+func (s *sampler) waitingToSettle(now time.Time) bool {
+	if s.unsettled == 0 {
+		return false
+	}
+	for _, p := range s.progs {
+		if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// settle fixes p's identity from its attach points and owners as last
+// read, gives it a slot among equal programs loaded now, and says whether
+// it is a new version: the same identity seen before with another tag. Its
+// record is stored again, with the identity. Called with s.mu held.
+func (s *sampler) settle(p *program, now time.Time, t *store.Tick) error {
+	p.ident = s.slots.Take(identity.Of(p.meta, s.selfPID))
+	p.identKey = p.ident.Key()
+	s.unsettled--
+	s.gen++
+	if old, ok := s.previousTag(p.ident); ok && old != p.meta.Tag {
+		t.Events = append(t.Events, store.Event{Time: now, Kind: "new_version", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey, Detail: "previous tag " + old})
+	}
+	s.lastTag[p.identKey] = p.meta.Tag
+	rec, err := s.record(p, p.firstSeen)
+	if err != nil {
+		return err
+	}
+	t.Loaded = append(t.Loaded, rec)
+	return nil
+}
+
+// gone drops an unloaded program: settles it first if it went before its
+// identity was (its history is its identity's all the same), then frees
+// its slot. Called with s.mu held.
+func (s *sampler) gone(p *program, now time.Time, t *store.Tick) error {
+	if p.identKey == "" && !p.firstSeen.IsZero() {
+		if err := s.settle(p, now, t); err != nil {
+			return err
+		}
+	}
+	if p.identKey != "" {
+		s.slots.Free(p.ident)
+	} else {
+		s.unsettled--
+	}
+	delete(s.progs, p.meta.ID)
+	s.gen++
+	return nil
 }
 
 // loadedBefore returns instances the store thinks are loaded. Those of
@@ -175,8 +289,10 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		if p != nil && (p.cur.Tag != smp.Tag || p.cur.Name != smp.Name) {
 			// The id was reused by another program: the old one is gone.
 			t.Unloaded = append(t.Unloaded, p.key)
-			delete(s.progs, smp.ID)
-			s.gen++
+			if err := s.gone(p, now, &t); err != nil {
+				s.mu.Unlock()
+				return err
+			}
 			p = nil
 		}
 		if p == nil {
@@ -188,8 +304,9 @@ func (s *sampler) tick(now time.Time, first bool) error {
 				s.mu.Unlock()
 				return fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
 			}
-			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta, detectKey: progKey(meta.Type, meta.Name)}
+			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
 			s.progs[smp.ID] = p
+			s.unsettled++
 			s.gen++
 			fresh = append(fresh, p)
 			if s.appeared != nil {
@@ -217,9 +334,11 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		}
 		if p.swept != s.sweeps {
 			t.Unloaded = append(t.Unloaded, p.key)
-			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag})
-			delete(s.progs, id)
-			s.gen++
+			if err := s.gone(p, now, &t); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey})
 		}
 	}
 	// Map order is random: sort so events and records come out by id.
@@ -227,19 +346,35 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
 	// New programs want their owners soon, but a burst of loads (an agent
 	// starting) should not rescan /proc every tick: at most every few
-	// seconds, and at the slow cadence otherwise.
+	// seconds, and at the slow cadence otherwise. Programs whose identity
+	// is not settled keep asking.
 	s.ownersStale = s.ownersStale || len(fresh) > 0
-	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery {
+	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery ||
+		(s.waitingToSettle(now) && now.Sub(s.ownersAt) >= settleGap) {
 		s.ownersStale = false
 		s.refreshOwners(now)
+		// A program seen in an earlier tick has had that long to be
+		// attached: its identity settles now. Those that appeared this
+		// tick (firstSeen not set yet) wait for the next reading.
+		var settling []*program
 		for _, p := range s.progs {
-			if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
+			if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
+				settling = append(settling, p)
+			} else if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
 				rec, err := s.record(p, p.firstSeen)
 				if err != nil {
 					s.mu.Unlock()
 					return err
 				}
 				t.Loaded = append(t.Loaded, rec)
+			}
+		}
+		// By id, so that of two equal programs the older takes slot 0.
+		sort.Slice(settling, func(i, j int) bool { return settling[i].meta.ID < settling[j].meta.ID })
+		for _, p := range settling {
+			if err := s.settle(p, now, &t); err != nil {
+				s.mu.Unlock()
+				return err
 			}
 		}
 	}
@@ -251,11 +386,6 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		}
 		t.Loaded = append(t.Loaded, rec)
 		t.Events = append(t.Events, store.Event{Time: now, Kind: "loaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag})
-		key := p.meta.Type + "/" + p.meta.Name
-		if old, ok := s.seenByName[key]; ok && old != p.meta.Tag {
-			t.Events = append(t.Events, store.Event{Time: now, Kind: "new_version", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Detail: "previous tag " + old})
-		}
-		s.seenByName[key] = p.meta.Tag
 	}
 	s.ticks++
 	s.mu.Unlock()
@@ -332,10 +462,39 @@ func (s *sampler) refreshOwners(now time.Time) {
 	if err != nil {
 		s.log.Warn("read bpf links", "err", err)
 	}
+	// Programs attached without a link: through netlink (tc filters, XDP),
+	// as bpftool net lists them.
+	if net, err := collectors.NetAttach(); err != nil {
+		s.log.Warn("read netlink attachments", "err", err)
+	} else {
+		links = collectors.MergeAttach(links, net)
+	}
 	held, err := s.holders.scan()
 	owners := held.Progs
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
+	}
+	// And programs set on a perf event with an ioctl (bpftrace), which
+	// only their holders' perf event fds tell: asked of the holders of
+	// programs no link or netlink attachment explains, as bpftool perf
+	// does.
+	var pids []int
+	for id := range s.progs {
+		if len(links[id]) > 0 {
+			continue
+		}
+		for _, o := range owners[id] {
+			if o.PID != 0 && o.PID != s.selfPID && !slices.Contains(pids, o.PID) {
+				pids = append(pids, o.PID)
+			}
+		}
+	}
+	if len(pids) > 0 {
+		if perf, err := collectors.PerfEventAttach(pids); err != nil {
+			s.log.Warn("read perf event attachments", "err", err)
+		} else {
+			links = collectors.MergeAttach(links, perf)
+		}
 	}
 	var pins collectors.Pins
 	for id, p := range s.progs {
@@ -360,20 +519,15 @@ func (s *sampler) record(p *program, now time.Time) (store.Program, error) {
 	}
 	p.firstSeen, p.ownersStored = now, len(p.meta.Owners) > 0
 	return store.Program{
-		Key: p.key, BootID: s.bootID, ID: p.meta.ID, Name: p.meta.Name, Type: p.meta.Type,
-		Tag: p.meta.Tag, FirstSeen: now, Meta: meta,
+		Key: p.key, BootID: s.bootID, ID: p.meta.ID, Name: p.meta.Name, KernelName: p.meta.KernelName, Type: p.meta.Type,
+		Tag: p.meta.Tag, Identity: p.identKey, FirstSeen: now, Meta: meta,
 	}, nil
 }
 
-// own reports whether the daemon itself holds the program.
-func (s *sampler) own(p *program) bool {
-	for _, o := range p.meta.Owners {
-		if o.PID == s.selfPID {
-			return true
-		}
-	}
-	return false
-}
+// own reports whether the daemon itself loaded the program. Holding it
+// does not count: a process that runs the daemon (a test) may hold
+// programs it loaded itself.
+func (s *sampler) own(p *program) bool { return collectors.LoadedHere(p.meta.ID) }
 
 func tagString(tag [8]byte) string { return hex.EncodeToString(tag[:]) }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,12 +177,18 @@ func TestReloadsAreStitched(t *testing.T) {
 	third, id3 := load(2) // new code: a new version
 	defer third.Close()
 	eventually(t, "the new version", seen(id3, true))
-	var events []api.Event
-	d.json(t, &events, "events", "--since", "5m", "--prog", name)
+	// new_version comes once the identity is settled, a tick or more after
+	// the program appeared.
 	kinds := []string{}
-	for _, e := range events {
-		kinds = append(kinds, e.Kind)
-	}
+	eventually(t, "a new_version event", func() bool {
+		var events []api.Event
+		d.json(t, &events, "events", "--since", "5m", "--prog", name)
+		kinds = kinds[:0]
+		for _, e := range events {
+			kinds = append(kinds, e.Kind)
+		}
+		return slices.Contains(kinds, "new_version")
+	})
 	if got := strings.Join(kinds, ","); got != "loaded,unloaded,loaded,unloaded,loaded,new_version" {
 		t.Errorf("events of %s: %s", name, got)
 	}

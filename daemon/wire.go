@@ -44,7 +44,7 @@ func ptr(f float64) *float64 { return &f }
 
 func apiMeta(m collectors.Meta) api.Meta {
 	return api.Meta{
-		ID: m.ID, Type: m.Type, TypeID: m.TypeID, Name: m.Name, Tag: m.Tag, GPLCompatible: m.GPLCompatible,
+		ID: m.ID, Type: m.Type, TypeID: m.TypeID, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, GPLCompatible: m.GPLCompatible,
 		LoadedAt: m.LoadedAt, UID: m.UID, BytesXlated: m.BytesXlated, BytesJited: m.BytesJited,
 		BytesMemlock: m.BytesMemlock, MapIDs: m.MapIDs, BTFID: m.BTFID, VerifiedInsns: m.VerifiedInsns,
 		Attach: apiAttach(m.Attach), Owners: apiOwners(m.Owners),

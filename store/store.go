@@ -88,12 +88,17 @@ func seriesKey(k InstanceKey, group byte) []byte { return append(k.bytes(), grou
 
 // Program is what the store keeps of one program instance.
 type Program struct {
-	Key        InstanceKey     `json:"-"`
-	BootID     string          `json:"boot_id"`
-	ID         uint32          `json:"id"`
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Tag        string          `json:"tag"`
+	Key        InstanceKey `json:"-"`
+	BootID     string      `json:"boot_id"`
+	ID         uint32      `json:"id"`
+	Name       string      `json:"name"` // the full name (the kernel's cut name before identities were kept)
+	KernelName string      `json:"kernel_name,omitempty"`
+	Type       string      `json:"type"`
+	Tag        string      `json:"tag"`
+	// Identity is the key of the program's identity (internal/identity),
+	// empty until it is settled (a tick or more after it appeared) and in
+	// records written before identities were kept.
+	Identity   string          `json:"identity,omitempty"`
 	FirstSeen  time.Time       `json:"first_seen"`
 	UnloadedAt time.Time       `json:"unloaded_at,omitzero"`
 	Meta       json.RawMessage `json:"meta,omitempty"`
@@ -110,13 +115,16 @@ type Sample struct {
 
 // Event explains a change in the graphs.
 type Event struct {
-	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop"
-	ID     uint32    `json:"id,omitempty"`
-	Name   string    `json:"name,omitempty"`
-	Tag    string    `json:"tag,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-	MapID  uint32    `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop"
+	ID   uint32    `json:"id,omitempty"`
+	Name string    `json:"name,omitempty"`
+	Tag  string    `json:"tag,omitempty"`
+	// Identity is the program's identity key, where the event is about
+	// one whose identity is settled (new_version, unloaded, findings).
+	Identity string `json:"identity,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	MapID    uint32 `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
 	// Evidence is what a finding (regression, improvement, shift) rests
 	// on, as the daemon wrote it.
 	Evidence json.RawMessage `json:"evidence,omitempty"`

@@ -26,8 +26,11 @@ type Counters struct {
 type Reading struct {
 	ID   uint32
 	Type string // bpftool's name of the program type
-	Name string
-	Tag  string // 16 hex digits
+	// Name is the program's full name (bpftool's); KernelName the one the
+	// kernel keeps, cut to 15 characters, where the reader knows it.
+	Name       string
+	KernelName string
+	Tag        string // 16 hex digits
 	Counters
 }
 
@@ -38,10 +41,17 @@ type Reader func() ([]Reading, error)
 // Program is what one program instance did over a measurement: the
 // difference between two of its readings.
 type Program struct {
-	ID   uint32 `json:"id"`
-	Type string `json:"type"`
-	Name string `json:"name"`
-	Tag  string `json:"tag"`
+	ID         uint32 `json:"id"`
+	Type       string `json:"type"`
+	Name       string `json:"name"`
+	KernelName string `json:"kernel_name,omitempty"`
+	Tag        string `json:"tag"`
+	// Instance tells apart programs of one type and name (one object
+	// loaded twice, or one program per device): 1 for the lowest id of
+	// them, 2 for the next, and so on, among every program the readings
+	// saw, reported or not. A program that came after another of its
+	// name was gone (a reload) takes its place, not a new number.
+	Instance int `json:"instance"`
 	// Delta is Last less First.
 	Delta Counters `json:"delta"`
 	// First is the reading the delta starts from: the one just before the
@@ -150,25 +160,70 @@ func Measure(ctx context.Context, cfg Config, run Run) (Measurement, error) {
 	return m, nil
 }
 
-// tracker keeps each program's first and latest reading.
+// tracker keeps each program's first and latest reading, and the
+// readings (by number, the first is 0) it was first and last seen in.
 type tracker struct {
 	first  map[uint32]Reading // as the first reading saw them
 	latest map[uint32]Reading // the latest reading of every program seen
+	seen   map[uint32]span
+	n      int // the latest reading's number
 }
 
+// span is the readings a program was seen in, first to last.
+type span struct{ from, to int }
+
 func newTracker(first []Reading) *tracker {
-	t := &tracker{first: map[uint32]Reading{}, latest: map[uint32]Reading{}}
+	t := &tracker{first: map[uint32]Reading{}, latest: map[uint32]Reading{}, seen: map[uint32]span{}}
 	for _, r := range first {
 		t.first[r.ID] = r
 		t.latest[r.ID] = r
+		t.seen[r.ID] = span{0, 0}
 	}
 	return t
 }
 
 func (t *tracker) see(rs []Reading) {
+	t.n++
 	for _, r := range rs {
+		s, ok := t.seen[r.ID]
+		if !ok || t.latest[r.ID].Tag != r.Tag {
+			s.from = t.n
+		}
+		s.to = t.n
+		t.seen[r.ID] = s
 		t.latest[r.ID] = r
 	}
+}
+
+// instances numbers the programs sharing a type and name (Program.
+// Instance): in id order, which is load order, each takes the lowest
+// number whose holder was last seen before it was first seen.
+func (t *tracker) instances() map[uint32]int {
+	type group struct{ typ, name string }
+	byGroup := map[group][]uint32{}
+	for id, r := range t.latest {
+		g := group{r.Type, r.Name}
+		if r.Name == "" {
+			g.name = "tag=" + r.Tag
+		}
+		byGroup[g] = append(byGroup[g], id)
+	}
+	out := make(map[uint32]int, len(t.latest))
+	for _, ids := range byGroup {
+		slices.Sort(ids)
+		var lastSeen []int // by instance number less one: its holder's last reading
+		for _, id := range ids {
+			s := t.seen[id]
+			i := slices.IndexFunc(lastSeen, func(to int) bool { return to < s.from })
+			if i < 0 {
+				i = len(lastSeen)
+				lastSeen = append(lastSeen, 0)
+			}
+			lastSeen[i] = s.to
+			out[id] = i + 1
+		}
+	}
+	return out
 }
 
 // programs turns the readings into deltas. A program in the first
@@ -179,6 +234,7 @@ func (t *tracker) programs(last []Reading, cfg Config) []Program {
 	for _, r := range last {
 		present[r.ID] = true
 	}
+	instance := t.instances()
 	var out []Program
 	for id, r := range t.latest {
 		f, before := t.first[id]
@@ -187,7 +243,8 @@ func (t *tracker) programs(last []Reading, cfg Config) []Program {
 			// this is another program, loaded during the measurement.
 			before = false
 		}
-		p := Program{ID: id, Type: r.Type, Name: r.Name, Tag: r.Tag, Last: r.Counters, Loaded: !before, Unloaded: !present[id]}
+		p := Program{ID: id, Type: r.Type, Name: r.Name, KernelName: r.KernelName, Tag: r.Tag, Instance: instance[id],
+			Last: r.Counters, Loaded: !before, Unloaded: !present[id]}
 		if before {
 			p.First = f.Counters
 		}

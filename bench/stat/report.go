@@ -10,23 +10,41 @@ import (
 	"github.com/bpfperf/bpfperf/bench"
 )
 
-// Key is how runs of the command line up: a program's type and name (or
-// tag, for a program without a name). Its ids differ from run to run.
-type Key struct{ Type, Name string }
+// Key is how runs of the command line up: a program's type, full name (or
+// tag, for a program without a name) and instance among the programs
+// sharing them. Its ids differ from run to run. Programs sharing a name
+// (execsnoop's enter and exit programs share the kernel's cut name
+// tracepoint__sys; one object loaded twice shares full names too) are
+// never summed into one result.
+//
+// The tag is left out: a command that rebuilds and reloads its program
+// gets a new tag for what is the same program.
+type Key struct {
+	Type, Name string
+	Instance   int // 1 and up
+}
 
 // KeyOf is p's key.
 func KeyOf(p Program) Key {
+	k := Key{p.Type, p.Name, max(p.Instance, 1)}
 	if p.Name == "" {
-		return Key{p.Type, "tag=" + p.Tag}
+		k.Name = "tag=" + p.Tag
 	}
-	return Key{p.Type, p.Name}
+	return k
 }
 
-// TestName is the result name of a key: "stat/xdp/xdp_pass".
-func (k Key) TestName() string { return "stat/" + k.Type + "/" + k.Name }
+// TestName is the result name of a key: "stat/xdp/xdp_pass", then
+// "stat/xdp/xdp_pass#2" for a second program of that type and name.
+func (k Key) TestName() string {
+	name := "stat/" + k.Type + "/" + k.Name
+	if k.Instance > 1 {
+		name += fmt.Sprintf("#%d", k.Instance)
+	}
+	return name
+}
 
 // Report turns the measurements of the runs into a bench report: one
-// result per program key, its measurements the ns/run of each run, and
+// result per program key (one per program in each run), its measurements the ns/run of each run, and
 // its macro figures. A program that did not run in some run counts 0
 // runs there (and has no ns/run for it). sampled, if set, gives each
 // run's sampled CPU share per program id (--profile).
@@ -48,7 +66,11 @@ func Report(ms []Measurement, run bench.MacroRun, sampled []map[uint32]float64) 
 			k := KeyOf(p)
 			r := byKey[k]
 			if r == nil {
-				r = &bench.Result{Test: bench.Test{Name: k.TestName(), Group: "stat", Entry: p.Name}, Macro: &bench.MacroResult{Type: k.Type, Name: p.Name}}
+				r = &bench.Result{Test: bench.Test{Name: k.TestName(), Group: "stat", Entry: p.Name},
+					Macro: &bench.MacroResult{Type: k.Type, Name: p.Name, Instance: k.Instance}}
+				if p.KernelName != p.Name {
+					r.Macro.KernelName = p.KernelName
+				}
 				r.Macro.PerRun = make([]bench.MacroSample, len(ms))
 				for j := range ms {
 					r.Macro.PerRun[j].WallSeconds = ms[j].Wall.Seconds()
@@ -71,7 +93,9 @@ func Report(ms []Measurement, run bench.MacroRun, sampled []map[uint32]float64) 
 			s.RecursionMisses += p.Delta.RecursionMisses
 		}
 	}
-	slices.SortFunc(keys, func(a, b Key) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name)) })
+	slices.SortFunc(keys, func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Instance, b.Instance))
+	})
 	for _, k := range keys {
 		r := byKey[k]
 		figures(r, sampled)

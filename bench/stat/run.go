@@ -2,6 +2,7 @@ package stat
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -93,9 +94,12 @@ func Window(d time.Duration) Run {
 // KernelReader reads the kernel's counters with collectors.Sweep: every
 // program opened, read and closed in turn, no fd kept between readings.
 // It needs CAP_SYS_ADMIN, and the counters only move while run-time stats
-// are on.
+// are on. Names are full names: the sweep gives the kernel's, cut to 15
+// characters, so a program whose name may have been cut has its full name
+// read once (collectors.ReadMeta), when its id first appears.
 func KernelReader() Reader {
 	var buf []collectors.Sample
+	names := map[uint32]fullName{}
 	return func() ([]Reading, error) {
 		var err error
 		buf, err = collectors.Sweep(buf[:0])
@@ -104,12 +108,45 @@ func KernelReader() Reader {
 			return nil, err
 		}
 		out := make([]Reading, 0, len(buf))
+		// Only the programs still loaded are kept.
+		kept := make(map[uint32]fullName, len(names))
 		for _, s := range buf {
+			name := s.Name
+			if len(s.Name) >= collectors.KernelNameLen {
+				n, ok := names[s.ID]
+				if !ok || n.tag != s.Tag {
+					n = fullName{s.Tag, readFullName(s.ID, s.Tag)}
+				}
+				if name = n.name; name == "" {
+					// Not read: tried again at the next reading.
+					name = s.Name
+				} else {
+					kept[s.ID] = n
+				}
+			}
 			out = append(out, Reading{
-				ID: s.ID, Type: collectors.ProgTypeName(s.Type), Name: s.Name, Tag: fmt.Sprintf("%x", s.Tag),
+				ID: s.ID, Type: collectors.ProgTypeName(s.Type), Name: name, KernelName: s.Name, Tag: fmt.Sprintf("%x", s.Tag),
 				Counters: Counters{RunCnt: s.RunCnt, RunTimeNs: s.RunTimeNs, RecursionMisses: s.RecursionMisses},
 			})
 		}
+		names = kept
 		return out, nil
 	}
+}
+
+// fullName is a program's full name, and the tag of the program it was
+// read for (an id reused by another program is read again).
+type fullName struct {
+	tag  [8]byte
+	name string
+}
+
+// readFullName is program id's full name, or "" where it cannot be read
+// (the program is gone, or the id is another program's now).
+func readFullName(id uint32, tag [8]byte) string {
+	m, err := collectors.ReadMeta(id)
+	if err != nil || m.Tag != hex.EncodeToString(tag[:]) {
+		return ""
+	}
+	return m.Name
 }

@@ -132,7 +132,7 @@ func TestBenchPlotReports(t *testing.T) {
 	}{
 		{nil, "needs one REPORT or more"},
 		{[]string{newer, filepath.Join(dir, "missing.json")}, "missing.json: no such file, and not a stored run"},
-		{[]string{garbage}, "garbage.json: decode report: invalid character"},
+		{[]string{garbage}, "garbage.json: line 1: invalid character"},
 		{[]string{dir}, "is a directory"},
 		{[]string{newer, baseline}, "nothing to plot: " + baseline + " has no tail-call or map results"},
 		{[]string{"--dir", filepath.Join(dir, "no", "such"), newer}, "no such file or directory"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 
@@ -17,6 +18,7 @@ func progsCommand(dial clientFactory) *cli.Command {
 			outputFlag,
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list unloaded programs still in the store"},
 			&cli.BoolFlag{Name: "counters", Usage: "per-run perf counters (cpu-clock, cycles, instructions, IPC, LLC misses) and the mechanism behind them"},
+			&cli.StringFlag{Name: "group", Usage: "`name`: one row per type and name, summing the programs that share it (one object on many devices or cgroups)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -33,6 +35,13 @@ func progsCommand(dial clientFactory) *cli.Command {
 			if c.Bool("counters") {
 				return progsCounters(c, client, rows)
 			}
+			switch c.String("group") {
+			case "":
+			case "name":
+				rows = api.SumByName(rows)
+			default:
+				return fmt.Errorf("--group %q: the one grouping is name", c.String("group"))
+			}
 			return render(c, os.Stdout, rows, progsTable(rows, c.Bool("all")))
 		},
 	}
@@ -42,8 +51,8 @@ func progsTable(rows []api.ProgRow, all bool) table {
 	t := table{
 		// SAMPLED% is the share of CPU profile samples: unlike CPU%, it
 		// covers the tail-call targets the kernel charges to the entry.
-		header: []string{"ID", "TYPE", "NAME", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "SAMPLED%", "RUN_CNT", "RUN_TIME_NS"},
-		fields: []string{"id", "type", "name", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded"},
+		header: []string{"ID", "TYPE", "NAME", "WHERE", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "SAMPLED%", "RUN_CNT", "RUN_TIME_NS"},
+		fields: []string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"},
 	}
 	if all {
 		t.header = append(t.header, "STATE")
@@ -53,7 +62,11 @@ func progsTable(rows []api.ProgRow, all bool) table {
 		if r.Own {
 			name += " (bpfperfd)"
 		}
-		row := []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, name, r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
+		id := strconv.FormatUint(uint64(r.ID), 10)
+		if r.Instances > 1 {
+			id = fmt.Sprintf("%d progs", r.Instances)
+		}
+		row := []string{id, r.Type, name, orDash(r.Where), r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
 		if all {
 			state := "loaded"
 			if !r.Loaded {
@@ -62,7 +75,15 @@ func progsTable(rows []api.ProgRow, all bool) table {
 			row = append(row, state)
 		}
 		t.rows = append(t.rows, row)
-		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded)})
+		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Where, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded), r.IdentityID})
 	}
 	return t
+}
+
+// orDash is s, or "-" for none.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

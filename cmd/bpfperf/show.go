@@ -57,8 +57,10 @@ func showCommand(dial clientFactory) *cli.Command {
 			kv := [][2]string{
 				{"id", strconv.FormatUint(uint64(d.ID), 10)},
 				{"name", d.Name},
+				{"kernel_name", d.KernelName},
 				{"type", d.Type},
 				{"tag", d.Tag},
+				{"identity", identityLine(d.ProgRow)},
 				{"state", state},
 				{"loaded_at", fmtTime(m.LoadedAt)},
 				{"uid", strconv.FormatUint(uint64(m.UID), 10)},
@@ -114,4 +116,12 @@ func linksMissed(points []api.AttachPoint) (sum uint64, ok bool) {
 		}
 	}
 	return sum, ok
+}
+
+// identityLine is "ID (KEY)", or why there is none yet.
+func identityLine(r api.ProgRow) string {
+	if r.Identity == "" {
+		return "- (settles once its attach points and owners are read)"
+	}
+	return r.IdentityID + " (" + r.Identity + ")"
 }

@@ -39,15 +39,20 @@ func statCommand(dial clientFactory) *cli.Command {
 			"(or those named by --prog). Programs CMD loads count from zero; a program unloaded during CMD\n" +
 			"counts up to its last reading. --duration measures a window of the live system instead.\n" +
 			"As root it reads the kernel itself, turning run-time stats on with a stats fd for its own lifetime;\n" +
-			"otherwise it asks bpfperfd (readings at the daemon's interval). CMD's exit status is passed through.",
+			"otherwise it asks bpfperfd (readings at the daemon's interval). CMD's exit status is passed through.\n\n" +
+			"One row per program, by its full name (bpftool's, not the kernel's 15 characters); programs sharing\n" +
+			"a type and name get a row each, NAME, NAME#2, ... in load order, each lined up with itself across --repeat runs.\n\n" +
+			"Output: the table (the default) goes to stderr and CMD's output stays where it was, as with perf stat.\n" +
+			"With -o json, csv, bmf or gobench, stdout carries the report alone and CMD's stdout goes to stderr,\n" +
+			"so `bpfperf stat -o json -- CMD | jq .` works whatever CMD prints.",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "prog", Aliases: []string{"p"}, Usage: "report this program (id or name) even if it did not run, and only the named ones; repeatable"},
-			&cli.StringFlag{Name: "filter", Usage: "report only programs whose name matches `REGEX`"},
+			&cli.StringSliceFlag{Name: "prog", Aliases: []string{"p"}, Usage: "report this program (id, full or kernel name) even if it did not run, and only the named ones; repeatable"},
+			&cli.StringFlag{Name: "filter", Usage: "report only programs whose full or kernel name matches `REGEX`"},
 			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between readings while CMD runs (bounds what a program unloaded during CMD can miss)"},
 			&cli.DurationFlag{Name: "duration", Usage: "measure this window of the live system instead of a command"},
 			&cli.IntFlag{Name: "repeat", Aliases: []string{"r"}, Value: 1, Usage: "run CMD `N` times; figures are medians ± IQR over the runs"},
 			&cli.StringFlag{Name: "source", Value: "auto", Usage: "where readings come from: kernel (needs root), bpfperfd, or auto (kernel as root)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, json, csv, bmf (Bencher) or gobench (benchstat)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table, json, csv, bmf (Bencher) or gobench (benchstat); all but table send CMD's stdout to stderr"},
 			&cli.StringFlag{Name: "save", Usage: "also write the full report as JSON to `FILE` (bench compare reads it)"},
 			&cli.BoolFlag{Name: "profile", Usage: "also sample every CPU on cpu-clock while CMD runs: each program's sampled CPU share, tail-call targets counted for themselves (needs root)"},
 			&cli.StringFlag{Name: "profile-out", Usage: "with --profile: write the profile of all runs (gzipped pprof) to `FILE`"},
@@ -129,7 +134,7 @@ func statRun(c *cli.Context, dial clientFactory) error {
 	if len(o.named) > 0 {
 		cfg.Named = func(r stat.Reading) bool {
 			for _, n := range o.named {
-				if n == r.Name || n == strconv.FormatUint(uint64(r.ID), 10) {
+				if n == r.Name || (r.KernelName != "" && n == r.KernelName) || n == strconv.FormatUint(uint64(r.ID), 10) {
 					seen[n] = true
 					return true
 				}
@@ -138,11 +143,19 @@ func statRun(c *cli.Context, dial clientFactory) error {
 		}
 	}
 	if o.filter != nil {
-		cfg.Match = func(r stat.Reading) bool { return o.filter.MatchString(r.Name) }
+		cfg.Match = func(r stat.Reading) bool {
+			return o.filter.MatchString(r.Name) || (r.KernelName != "" && o.filter.MatchString(r.KernelName))
+		}
 	}
 	run := stat.Window(o.window)
 	if len(o.argv) > 0 {
-		run = stat.Command(o.argv, os.Stdin, os.Stdout, os.Stderr)
+		// A machine format owns stdout: CMD's stdout goes to stderr, so
+		// that the report parses whatever CMD prints.
+		cmdOut := os.Stdout
+		if o.format != "table" {
+			cmdOut = os.Stderr
+		}
+		run = stat.Command(o.argv, os.Stdin, cmdOut, os.Stderr)
 	}
 	var prof *stat.Profiler
 	if o.profile {
@@ -190,6 +203,9 @@ func statRun(c *cli.Context, dial clientFactory) error {
 			break
 		}
 	}
+	// Nothing more to read: stats stop costing every program now, not
+	// once the report is out.
+	release()
 	for _, n := range o.named {
 		if !seen[n] {
 			return fmt.Errorf("--prog %s: no such program was loaded while stat measured", n)
@@ -217,9 +233,8 @@ func statRun(c *cli.Context, dial clientFactory) error {
 			return err
 		}
 	}
-	// The command's own output went to stdout: the report goes after it,
-	// on stderr for a table (as perf stat does), on stdout for the
-	// machine formats, which are asked for to be read.
+	// A table goes to stderr after the command's output (as perf stat
+	// does), a machine format to stdout, which it has to itself.
 	out := c.App.Writer
 	if o.format == "table" && len(o.argv) > 0 {
 		out = c.App.ErrWriter
@@ -302,7 +317,7 @@ func daemonReader(client *api.Client, interval time.Duration) stat.Reader {
 			if row.Own {
 				continue // bpfperfd's own sweep iterator
 			}
-			out = append(out, stat.Reading{ID: pc.ID, Type: row.Type, Name: row.Name, Tag: pc.Tag,
+			out = append(out, stat.Reading{ID: pc.ID, Type: row.Type, Name: row.Name, KernelName: row.KernelName, Tag: pc.Tag,
 				Counters: stat.Counters{RunCnt: pc.RunCnt, RunTimeNs: pc.RunTimeNs, RecursionMisses: pc.RecursionMisses}})
 		}
 		return out, nil

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,20 +25,22 @@ import (
 // programs: bpftool's test run, and bpftrace's own program.
 
 // statJSON runs `bpfperf stat -o json ARGS` and decodes the report. The
-// command's own output comes first on stdout (returned as cmdOut), then
-// the report.
-func statJSON(t *testing.T, args ...string) (rep *bench.Report, cmdOut, stderr string, code int) {
+// report has stdout to itself: all of it must parse as one JSON value,
+// whatever the command printed (its stdout goes to stderr).
+func statJSON(t *testing.T, args ...string) (rep *bench.Report, stdout, stderr string, code int) {
 	t.Helper()
-	stdout, stderr, code := privtest.Exec(topBin.cli, append([]string{"stat", "-o", "json"}, args...)...)
-	i := strings.LastIndex("\n"+stdout, "\n{\n")
-	if i < 0 {
-		t.Fatalf("stat %q: exit %d, no report:\n%s\n%s", args, code, stdout, stderr)
+	stdout, stderr, code = privtest.Exec(topBin.cli, append([]string{"stat", "-o", "json"}, args...)...)
+	if strings.TrimSpace(stdout) == "" {
+		t.Fatalf("stat %q: exit %d, no report:\n%s", args, code, stderr)
 	}
-	rep, err := bench.ReadJSON(strings.NewReader(stdout[i:]))
+	if err := json.Unmarshal([]byte(stdout), new(any)); err != nil {
+		t.Fatalf("stat %q: stdout is not one JSON value: %v\n%s", args, err, stdout)
+	}
+	rep, err := bench.ReadJSON(strings.NewReader(stdout))
 	if err != nil {
 		t.Fatalf("stat %q: %v\n%s", args, err, stdout)
 	}
-	return rep, stdout[:i], stderr, code
+	return rep, stdout, stderr, code
 }
 
 func macroOf(t *testing.T, rep *bench.Report, name string) *bench.MacroResult {
@@ -149,7 +153,7 @@ func TestStatAgreesWithBpftrace(t *testing.T) {
 	// The helper is this test binary (getppidHelper): bpftrace runs it
 	// with -c and ends when it does.
 	t.Setenv(getppidEnv, "1000")
-	rep, cmdOut, stderr, code := statJSON(t, "--interval", "50ms", "--filter", "getpp", "--",
+	rep, _, stderr, code := statJSON(t, "--interval", "50ms", "--filter", "getpp", "--",
 		"bpftrace", "-e", "tracepoint:syscalls:sys_enter_getppid { @c = count(); }", "-c", os.Args[0])
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -163,15 +167,182 @@ func TestStatAgreesWithBpftrace(t *testing.T) {
 			counted += r.Macro.PerRun[0].Runs
 		}
 	}
-	// bpftrace prints "@c: N" on stdout, before the report.
-	m := regexp.MustCompile(`@c: (\d+)`).FindStringSubmatch(cmdOut)
+	// bpftrace prints "@c: N" on its stdout, which -o json sends to
+	// stderr.
+	m := regexp.MustCompile(`@c: (\d+)`).FindStringSubmatch(stderr)
 	if m == nil {
-		t.Fatalf("bpftrace printed no count:\n%s", cmdOut)
+		t.Fatalf("bpftrace printed no count:\n%s", stderr)
 	}
 	want, _ := strconv.ParseUint(m[1], 10, 64)
 	if want < 1000 || counted != want {
 		t.Errorf("stat counted %d runs of bpftrace's program, bpftrace counted %d (of at least 1000)", counted, want)
 	}
+}
+
+// TestStatExecsnoop: libbpf-tools' execsnoop, started before stat, loads
+// two programs whose kernel names are both tracepoint__sys; a command that
+// execs /bin/echo N times under `stat -o json` gets two results under
+// their full names, each with exactly the runs bpftool counted for it
+// (bpftool is the oracle), and the command's own output, N lines of "hi",
+// goes to stderr: stdout parses as JSON (encoding/json, and jq where it
+// is installed).
+func TestStatExecsnoop(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	buildTop(t)
+	execsnoop := "/usr/sbin/execsnoop"
+	if _, err := os.Stat(execsnoop); err != nil {
+		if execsnoop, err = exec.LookPath("execsnoop"); err != nil {
+			privtest.Skip(t, "libbpf-tools' execsnoop is not installed (apt install libbpf-tools)")
+		}
+	}
+	if _, err := exec.LookPath("bpftool"); err != nil {
+		privtest.Skip(t, "bpftool is not installed (apt install bpftool)")
+	}
+	privtest.Tracefs(t)
+	// Stats off before and after stat (nobody else holding them on): the
+	// kernel counts exactly while stat holds its stats fd, and stat reads
+	// just inside that span, so bpftool's delta is stat's figure to the
+	// run. With another holder the execs around stat (stat's own) count
+	// too, and bpftool's delta may only be larger.
+	othersCounting, err := privtest.StatsCounting()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	snoop := exec.Command(execsnoop)
+	snoopOut, err := os.Create(filepath.Join(t.TempDir(), "execsnoop.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snoopOut.Close()
+	snoop.Stdout, snoop.Stderr = snoopOut, snoopOut
+	if err := snoop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		snoop.Process.Kill()
+		snoop.Wait()
+	}()
+	const enter, exit = "tracepoint__syscalls__sys_enter_execve", "tracepoint__syscalls__sys_exit_execve"
+	ids := heldPrograms(t, snoop.Process.Pid, enter, exit)
+
+	const n = 200
+	before := map[string]uint64{}
+	for name, id := range ids {
+		before[name] = bpftoolRunCnt(t, id)
+	}
+	rep, stdout, stderr, code := statJSON(t, "--interval", "50ms", "--",
+		"sh", "-c", fmt.Sprintf("for i in $(seq %d); do /bin/echo hi; done", n))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if got := strings.Count(stderr, "hi\n"); got != n {
+		t.Errorf("stderr has %d lines of the command's \"hi\", want %d", got, n)
+	}
+	rows := map[string]string{} // name to result
+	for name, id := range ids {
+		delta := bpftoolRunCnt(t, id) - before[name]
+		var found []bench.Result
+		for _, r := range rep.Results {
+			if slices.Contains(r.Macro.IDs, id) {
+				found = append(found, r)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("%s (id %d): in %d results, want 1", name, id, len(found))
+			continue
+		}
+		r := found[0]
+		rows[name] = r.Name
+		m := r.Macro
+		if m.Name != name || m.KernelName != "tracepoint__sys" || m.Type != "tracepoint" || len(m.IDs) != 1 {
+			t.Errorf("id %d: result %s: type %s, name %q, kernel name %q, ids %v; want %s, alone", id, r.Name, m.Type, m.Name, m.KernelName, m.IDs, name)
+		}
+		runs := m.PerRun[0].Runs
+		t.Logf("%s: stat %d runs, bpftool +%d", r.Name, runs, delta)
+		switch {
+		case runs < n:
+			t.Errorf("%s: %d runs, want at least the command's %d execs", name, runs, n)
+		case !othersCounting && runs != delta:
+			t.Errorf("%s: stat counted %d runs, bpftool %d", name, runs, delta)
+		case othersCounting && runs > delta:
+			t.Errorf("%s: stat counted %d runs, more than bpftool's %d", name, runs, delta)
+		}
+	}
+	if rows[enter] == rows[exit] {
+		t.Errorf("enter and exit are one result %q", rows[enter])
+	}
+	if jq, err := exec.LookPath("jq"); err == nil {
+		cmd := exec.Command(jq, "-r", `.results[] | select(.macro.kernel_name == "tracepoint__sys") | .macro.name`)
+		cmd.Stdin = strings.NewReader(stdout)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("jq on stat's stdout: %v\n%s", err, stdout)
+		}
+		if names := strings.Fields(string(out)); !slices.Contains(names, enter) || !slices.Contains(names, exit) {
+			t.Errorf("jq: programs named tracepoint__sys by the kernel: %v, want %s and %s among them", names, enter, exit)
+		}
+	}
+}
+
+// heldPrograms waits until process pid holds programs named names (full
+// names, as bpftool prints them), and returns their ids by name.
+func heldPrograms(t *testing.T, pid int, names ...string) map[string]uint32 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids := map[string]uint32{}
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fdinfo/*", pid))
+		for _, fd := range fds {
+			b, err := os.ReadFile(fd)
+			if err != nil {
+				continue
+			}
+			m := regexp.MustCompile(`(?m)^prog_id:\s+(\d+)$`).FindSubmatch(b)
+			if m == nil {
+				continue
+			}
+			id, _ := strconv.ParseUint(string(m[1]), 10, 32)
+			var p struct{ Name string }
+			if out, err := exec.Command("bpftool", "prog", "show", "-j", "id", fmt.Sprint(id)).Output(); err == nil && json.Unmarshal(out, &p) == nil {
+				ids[p.Name] = uint32(id)
+			}
+		}
+		all := true
+		for _, n := range names {
+			_, ok := ids[n]
+			all = all && ok
+		}
+		if all {
+			got := map[string]uint32{}
+			for _, n := range names {
+				got[n] = ids[n]
+			}
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d holds programs %v after 10s, want %v", pid, ids, names)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bpftoolRunCnt is program id's run count as bpftool shows it (absent,
+// so 0, before the program's first counted run).
+func bpftoolRunCnt(t *testing.T, id uint32) uint64 {
+	t.Helper()
+	out, err := exec.Command("bpftool", "prog", "show", "-j", "id", fmt.Sprint(id)).Output()
+	if err != nil {
+		t.Fatalf("bpftool prog show id %d: %v", id, err)
+	}
+	var p struct {
+		RunCnt uint64 `json:"run_cnt"`
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("bpftool prog show id %d: %v\n%s", id, err, out)
+	}
+	return p.RunCnt
 }
 
 // getppidEnv makes this test binary getppidHelper.
@@ -327,10 +498,17 @@ func TestStatBadInput(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant one line with %q", c.args, code, stdout, stderr, c.want)
 		}
 	}
-	// A command's flags are its own, with or without "--".
+	// A command's flags are its own, with or without "--"; with -o csv
+	// its output goes to stderr and stdout is the CSV alone.
 	stdout, stderr, code := privtest.Exec(topBin.cli, "stat", "-o", "csv", "--interval", "20ms", "sh", "-c", "echo -n ok")
-	if code != 0 || !strings.HasPrefix(stdout, "ok") {
-		t.Errorf("stat sh -c ...: exit %d, stdout %q\n%s", code, stdout, stderr)
+	if code != 0 || !strings.HasPrefix(stdout, "timestamp,test,") || stderr != "ok" {
+		t.Errorf("stat sh -c ...: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// With the table, the command's output stays on stdout and the table
+	// goes to stderr, as perf stat does.
+	stdout, stderr, code = privtest.Exec(topBin.cli, "stat", "--interval", "20ms", "sh", "-c", "echo -n ok")
+	if code != 0 || stdout != "ok" || !strings.Contains(stderr, "1 run of `sh -c 'echo -n ok'`") {
+		t.Errorf("stat (table) sh -c ...: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

@@ -476,15 +476,15 @@ func (m *Model) fetchDetail(force bool) tea.Cmd {
 	d.fetching = true
 	d.gen++
 	key, gen, src := d.key, d.gen, m.src
-	name, id := d.row.Name, strconv.FormatUint(uint64(d.row.ID), 10)
+	ident, identID, id := d.row.Identity, d.row.IdentityID, strconv.FormatUint(uint64(d.row.ID), 10)
 	wantMeta := d.meta == nil
 	since, until := now.Add(-window), now
 	step := window / time.Duration(cols)
 	return func() tea.Msg {
 		msg := detailMsg{key: key, gen: gen, since: since, until: until}
-		// By name the history spans reloads; fall back to the id when the
-		// name is empty or shared by several loaded programs.
-		ref := name
+		// By identity the history spans reloads (so does an id's, once
+		// the daemon has settled its identity); before that, by id.
+		ref := identID
 		if ref == "" {
 			ref = id
 		}
@@ -499,7 +499,7 @@ func (m *Model) fetchDetail(force bool) tea.Cmd {
 		msg.hist = h.Points
 		if ev, err := src.Events(since, until, ref); err == nil {
 			for _, e := range ev.Events {
-				if (e.Name == name && name != "") || (e.ID == key.id && e.ID != 0) {
+				if (e.Identity == ident && ident != "") || (e.ID == key.id && e.ID != 0) {
 					msg.events = append(msg.events, e)
 				}
 			}

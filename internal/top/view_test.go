@@ -231,9 +231,14 @@ func TestDetail(t *testing.T) {
 	}
 	src := m.src.(*fakeSource)
 	src.hist = api.History{Points: hist}
-	src.events = []api.Event{{Time: now.Add(-15 * time.Minute), Kind: "new_version", Name: "tc_egress"}, {Time: now.Add(-10 * time.Minute), Kind: "loaded", Name: "other"}}
+	// Events are the program's by identity; "other" shares no identity
+	// (nor id) with it and must not be marked.
+	src.events = []api.Event{{Time: now.Add(-15 * time.Minute), Kind: "new_version", Name: "tc_egress", Identity: "sched_cls/tc_egress"},
+		{Time: now.Add(-10 * time.Minute), Kind: "loaded", Name: "other", Identity: "sched_cls/other"}}
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
-	m.table.rows[keyOf(&m.view[0].ProgRow)].Owners = []api.Owner{{PID: 42, Comm: "tc"}}
+	row := m.table.rows[keyOf(&m.view[0].ProgRow)]
+	row.Owners = []api.Owner{{PID: 42, Comm: "tc"}}
+	row.Identity, row.IdentityID = "sched_cls/tc_egress", "0ab1c2d3"
 	m.refresh()
 	key(m, "enter")
 	if m.detail.window != 0 {

@@ -81,15 +81,22 @@ function marksPlugin(marks) {
         const { top, height } = u.bbox;
         ctx.save();
         ctx.lineWidth = 1;
-        for (const m of marks) {
+        ctx.font = `${10 * devicePixelRatio}px sans-serif`;
+        // Labels of marks close together (a program loaded, then its
+        // identity settled as a new version seconds later) go one line
+        // lower each, so that none is printed over another.
+        const rowEnds = [];
+        for (const m of [...marks].sort((a, b) => a.t - b.t)) {
           const x = Math.round(u.valToPos(m.t, 'x', true));
           if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
           ctx.strokeStyle = m.color || '#999';
           ctx.setLineDash([4, 3]);
           ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + height); ctx.stroke();
           ctx.fillStyle = m.color || '#666';
-          ctx.font = `${10 * devicePixelRatio}px sans-serif`;
-          ctx.fillText(m.label, x + 3, top + 12 * devicePixelRatio);
+          let row = rowEnds.findIndex((end) => end < x);
+          if (row < 0) row = rowEnds.length;
+          rowEnds[row] = x + 3 + ctx.measureText(m.label).width + 4 * devicePixelRatio;
+          ctx.fillText(m.label, x + 3, top + (12 + 12 * row) * devicePixelRatio);
         }
         ctx.restore();
       }],

@@ -22,9 +22,9 @@ async function load() {
   const asked = Number(params.get('step')) > 0 ? Number(params.get('step')) : 0;
   const step = asked || stepFor(ranges[range]);
   const window = `since=${new Date(since * 1000).toISOString()}&until=${new Date(until * 1000).toISOString()}`;
-  // The program's key (its name) stitches its instances across reloads,
-  // as `bpfperf history NAME` does; an ambiguous name falls back to this
-  // instance alone.
+  // The program's identity stitches its instances across reloads, as
+  // `bpfperf history IDENTITY` does; before its identity is settled (its
+  // first seconds), this instance alone.
   const historyOf = async (ref, step) => {
     const h = await getJSON(`/v1/history?prog=${encodeURIComponent(ref)}&${window}&step=${step}s`);
     // A program younger than the range: a step for its life instead.
@@ -32,7 +32,7 @@ async function load() {
     const fine = stepFor(until - first);
     return !asked && fine < step && h.points.length < 100 ? historyOf(ref, fine) : h;
   };
-  let ref = det.name;
+  let ref = det.identity_id || String(det.id);
   let hist = await historyOf(ref, step).catch(() => null);
   if (!hist) {
     ref = String(det.id);
@@ -43,7 +43,8 @@ async function load() {
     getJSON(`/v1/counters/history?prog=${encodeURIComponent(ref)}&${window}`),
   ]);
 
-  const title = el('h1', {}, `${det.name} `, el('small', {}, `id ${det.id} · ${det.type} · tag ${det.tag}${det.loaded ? '' : ' · unloaded'}`));
+  const where = det.where ? ` · ${det.where}` : '';
+  const title = el('h1', {}, `${det.name} `, el('small', {}, `id ${det.id} · ${det.type}${where} · tag ${det.tag}${det.loaded ? '' : ' · unloaded'}`));
   const picker = el('div', { class: 'controls' }, 'Range:');
   for (const r of Object.keys(ranges)) {
     const b = el('button', { class: r === range ? 'here' : null }, r);

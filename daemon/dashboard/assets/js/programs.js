@@ -6,7 +6,7 @@ import { getJSON, el, header, showError, fmt, stepFor, timeChart, sortableTable 
 header('Programs');
 const main = document.getElementById('main');
 const chart = el('div', { class: 'chart', id: 'busiest' });
-const filter = el('input', { type: 'search', placeholder: 'filter: name, type, tag or id', id: 'filter', size: 32 });
+const filter = el('input', { type: 'search', placeholder: 'filter: name, where, type, tag or id', id: 'filter', size: 32 });
 const all = el('input', { type: 'checkbox', id: 'all' });
 const table = el('div', { id: 'programs' });
 main.replaceChildren(
@@ -19,6 +19,7 @@ main.replaceChildren(
 const columns = [
   { key: 'id', label: 'ID', href: (r) => `program.html?prog=${r.id}` },
   { key: 'name', label: 'NAME', text: true, href: (r) => `program.html?prog=${r.id}` },
+  { key: 'where', label: 'WHERE', text: true },
   { key: 'type', label: 'TYPE', text: true },
   { key: 'tag', label: 'TAG', text: true },
   { key: 'runs_per_sec', label: 'RUNS/S', format: fmt.rate },
@@ -33,7 +34,7 @@ let rows = [];
 
 function draw() {
   const f = filter.value.trim().toLowerCase();
-  const shown = rows.filter((r) => !f || [r.name, r.type, r.tag, String(r.id)].some((v) => v.toLowerCase().includes(f)));
+  const shown = rows.filter((r) => !f || [r.name, r.where ?? '', r.type, r.tag, String(r.id)].some((v) => v.toLowerCase().includes(f)));
   sortableTable(table, columns, shown, sort, (r) => r.loaded ? null : 'unloaded');
 }
 

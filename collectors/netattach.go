@@ -1,0 +1,254 @@
+package collectors
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// dumpTries bounds how often a netlink dump is retried when the kernel
+// says the table changed while it was read (NLM_F_DUMP_INTR).
+const dumpTries = 3
+
+// netDevice is one network device and the programs XDP runs on it.
+type netDevice struct {
+	index int
+	name  string
+	xdp   []uint32 // program ids, one per attach mode in use
+}
+
+// NetAttach returns, by program id, the programs attached through netlink
+// in the calling thread's network namespace, as `bpftool net` lists them:
+// BPF filters of a clsact or ingress qdisc (Type "tc", Target "ifindex 6
+// (bv1) ingress" or "... egress") and XDP programs in any mode (Type
+// "xdp", Target "ifindex 6 (bv1)"). Targets read as a tcx or xdp link's do
+// in Links, so the two compare; LinkID is 0.
+//
+// XDP programs attached through a bpf_link are left out (netlink reports
+// them too; Links has them). TC filters never have a link: tcx links are
+// a separate hook. MergeAttach adds the result to Links'.
+//
+// Telling XDP links apart walks the BPF links, which needs CAP_SYS_ADMIN
+// where XDP programs run. Requires Linux 4.13 (XDP program ids).
+func NetAttach() (map[uint32][]AttachPoint, error) {
+	devs, err := retryDump(netDevices)
+	if err != nil {
+		return nil, fmt.Errorf("list network devices: %w", err)
+	}
+	out := make(map[uint32][]AttachPoint)
+	if err := addXDP(out, devs); err != nil {
+		return nil, err
+	}
+	if err := addTC(out, devs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// netDevices dumps the namespace's devices with their XDP programs. It
+// reads the per-mode program ids itself, where netlink.LinkList would
+// decode every attribute of every device: netlink.LinkXdp keeps only
+// IFLA_XDP_PROG_ID, which the kernel leaves out when two modes run
+// programs at once (one offloaded to the NIC beside a driver or generic
+// one; driver and generic together the kernel refuses).
+func netDevices() ([]netDevice, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	if err != nil {
+		return nil, err
+	}
+	devs := make([]netDevice, 0, len(msgs))
+	for _, m := range msgs {
+		ifi := nl.DeserializeIfInfomsg(m)
+		attrs, err := nl.ParseRouteAttr(m[ifi.Len():])
+		if err != nil {
+			return nil, fmt.Errorf("parse link message: %w", err)
+		}
+		dev := netDevice{index: int(ifi.Index)}
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case unix.IFLA_IFNAME:
+				dev.name = cString(a.Value)
+			case unix.IFLA_XDP:
+				if dev.xdp, err = xdpProgIDs(a.Value); err != nil {
+					return nil, fmt.Errorf("parse xdp of ifindex %d: %w", dev.index, err)
+				}
+			}
+		}
+		devs = append(devs, dev)
+	}
+	return devs, nil
+}
+
+// xdpProgIDs reads the program id of each XDP mode from a nested IFLA_XDP.
+func xdpProgIDs(b []byte) ([]uint32, error) {
+	attrs, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, a := range attrs {
+		switch a.Attr.Type {
+		case unix.IFLA_XDP_SKB_PROG_ID, unix.IFLA_XDP_DRV_PROG_ID, unix.IFLA_XDP_HW_PROG_ID:
+			if len(a.Value) >= 4 {
+				ids = append(ids, binary.NativeEndian.Uint32(a.Value))
+			}
+		}
+	}
+	return ids, nil
+}
+
+// addXDP adds the XDP programs devs run that no xdp link attached.
+func addXDP(out map[uint32][]AttachPoint, devs []netDevice) error {
+	var linked map[xdpHook]bool
+	for _, dev := range devs {
+		for _, id := range dev.xdp {
+			if linked == nil { // walk the links only where XDP runs
+				var err error
+				if linked, err = xdpLinks(); err != nil {
+					return fmt.Errorf("list xdp links: %w", err)
+				}
+			}
+			if !linked[xdpHook{id, uint32(dev.index)}] {
+				out[id] = appendNew(out[id], AttachPoint{Type: "xdp", Target: ifaceTarget(dev.index, dev.name)})
+			}
+		}
+	}
+	return nil
+}
+
+// xdpHook is a program on a device's XDP hook.
+type xdpHook struct{ prog, ifindex uint32 }
+
+// xdpLinks walks the BPF links for XDP ones, which netlink cannot tell
+// from programs it attached itself.
+func xdpLinks() (map[xdpHook]bool, error) {
+	hooks := make(map[xdpHook]bool)
+	for id := uint32(0); ; {
+		next, ok, err := nextID(unix.BPF_LINK_GET_NEXT_ID, id)
+		if err != nil || !ok {
+			return hooks, err
+		}
+		id = next
+		fd, err := fdByID(unix.BPF_LINK_GET_FD_BY_ID, id)
+		if errors.Is(err, ErrGone) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var info linkInfo
+		err = objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info)))
+		closeFD(fd)
+		if errors.Is(err, ErrGone) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("link %d: %w", id, err)
+		}
+		if info.typ == linkXDP {
+			hooks[xdpHook{info.progID, binary.NativeEndian.Uint32(info.union[:])}] = true
+		}
+	}
+}
+
+// clsactParents are where a clsact qdisc hangs its ingress and egress
+// filters: TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS / TC_H_MIN_EGRESS). The
+// older ingress qdisc takes filters at the first only; it has one filter
+// block and would list the same filters again as egress ones (bpftool
+// does list them so, four times over).
+var clsactParents = []struct {
+	parent uint32
+	dir    string
+}{
+	{netlink.HANDLE_MIN_INGRESS, "ingress"},
+	{netlink.HANDLE_MIN_EGRESS, "egress"},
+}
+
+// addTC adds the BPF filters of every clsact or ingress qdisc. One qdisc
+// dump finds the devices that have one, so filters are dumped only there:
+// the kernel dumps filters one device and parent at a time. Filters of
+// classful qdiscs (a bpf classifier under htb) are not read.
+func addTC(out map[uint32][]AttachPoint, devs []netDevice) error {
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(nil) })
+	if err != nil {
+		return fmt.Errorf("list qdiscs: %w", err)
+	}
+	names := make(map[int]string, len(devs))
+	for _, dev := range devs {
+		names[dev.index] = dev.name
+	}
+	for _, q := range qdiscs {
+		parents := clsactParents
+		switch q.Type() {
+		case "clsact":
+		case "ingress":
+			parents = clsactParents[:1]
+		default:
+			continue
+		}
+		index := q.Attrs().LinkIndex
+		dev := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index}}
+		for _, p := range parents {
+			// A device or qdisc gone since the qdisc dump lists no filters.
+			filters, err := retryDump(func() ([]netlink.Filter, error) { return netlink.FilterList(dev, p.parent) })
+			if err != nil {
+				return fmt.Errorf("list %s filters of ifindex %d: %w", p.dir, index, err)
+			}
+			for _, f := range filters {
+				bf, ok := f.(*netlink.BpfFilter)
+				if !ok || bf.Id <= 0 {
+					continue
+				}
+				id := uint32(bf.Id)
+				out[id] = appendNew(out[id], AttachPoint{Type: "tc", Target: ifaceTarget(index, names[index]) + " " + p.dir})
+			}
+		}
+	}
+	return nil
+}
+
+// retryDump runs a netlink dump again while the kernel reports that what
+// it dumps changed meanwhile, which leaves the result inconsistent.
+func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
+	var err error
+	for range dumpTries {
+		var res []T
+		if res, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return res, err
+		}
+	}
+	return nil, err
+}
+
+// MergeAttach appends to links[prog] each attach point of more whose type
+// and target that program does not have yet, so attachments reported by
+// both Links and NetAttach or PerfEventAttach are listed once. It returns
+// links, made if nil.
+func MergeAttach(links, more map[uint32][]AttachPoint) map[uint32][]AttachPoint {
+	if links == nil {
+		links = make(map[uint32][]AttachPoint, len(more))
+	}
+	for id, aps := range more {
+		for _, ap := range aps {
+			links[id] = appendNew(links[id], ap)
+		}
+	}
+	return links
+}
+
+// appendNew appends ap to aps unless an entry has its type and target.
+func appendNew(aps []AttachPoint, ap AttachPoint) []AttachPoint {
+	for _, a := range aps {
+		if a.Type == ap.Type && a.Target == ap.Target {
+			return aps
+		}
+	}
+	return append(aps, ap)
+}

@@ -1,0 +1,204 @@
+// Package identity says which program instances are the same program over
+// time. A program's identity is its full name, type, where it is attached
+// and who runs it; it follows the program across reloads, and a new
+// version is the same identity reappearing with another tag. History,
+// new_version events, regression detection and findings all key on it;
+// raw series stay per instance.
+//
+// Two programs loaded at the same time never share an identity: the
+// second of two otherwise equal ones (two copies of one tool) takes slot 2
+// (Slots).
+package identity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// Identity is what makes a program the same program across reloads.
+type Identity struct {
+	Type string `json:"type"`
+	Name string `json:"name"` // the full name
+	// Attach is where it is attached, each attach point as "TYPE TARGET"
+	// with devices by name, sorted, joined by ", "; empty when it is
+	// attached nowhere the kernel tells (a test-run program, a bpftrace
+	// probe whose holder is gone).
+	Attach string `json:"attach,omitempty"`
+	// Runner is who runs it: "unit NAME.service", "container ID", the
+	// holder's command, or "pin PATH" for a program only a pin holds.
+	Runner string `json:"runner,omitempty"`
+	// Slot tells apart programs loaded at the same time that are equal in
+	// everything else: 0 for the first, 2 for the second, and so on.
+	Slot int `json:"slot,omitempty"`
+}
+
+// Of is the identity of a program with metadata m, whose owners and attach
+// points have been read; selfPID is the daemon's, never a runner of another
+// process's program. The slot is left 0: Slots assigns it.
+func Of(m collectors.Meta, selfPID int) Identity {
+	return Identity{Type: m.Type, Name: m.Name, Attach: Attach(m.Attach), Runner: Runner(m.Owners, selfPID)}
+}
+
+// ifindexName matches "ifindex 6 (bv1)", the device part of a target.
+var ifindexName = regexp.MustCompile(`ifindex \d+ \(([^)]*)\)`)
+
+// Attach describes attach points for an identity: by device name, not by
+// ifindex, which a device gets anew when it is made again.
+func Attach(aps []collectors.AttachPoint) string {
+	var parts []string
+	for _, ap := range aps {
+		s := strings.TrimSpace(ap.Type + " " + ifindexName.ReplaceAllString(ap.Target, "dev $1"))
+		if !slices.Contains(parts, s) {
+			parts = append(parts, s)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// Runner is who runs a program with these owners: a systemd service, else
+// a container, else the command of the lowest pid (the loader, where a
+// tool's children inherit its fds), else a pin. The daemon itself (selfPID)
+// is no runner here: its brief fds must not make it one.
+func Runner(owners []collectors.Owner, selfPID int) string {
+	var comm, pin string
+	lowest := 0
+	for _, o := range owners {
+		switch {
+		case o.PID == 0:
+			if pin == "" {
+				pin = o.Pin
+			}
+			continue
+		case o.PID == selfPID:
+			continue
+		case strings.HasSuffix(o.Unit, ".service"):
+			return "unit " + o.Unit
+		case o.Container != "":
+			return "container " + o.Container
+		}
+		if lowest == 0 || o.PID < lowest {
+			lowest, comm = o.PID, o.Comm
+		}
+	}
+	switch {
+	case comm != "":
+		return comm
+	case pin != "":
+		return "pin " + pin
+	}
+	return ""
+}
+
+// Key is the identity as one string, what the store and the detector key
+// on: "TYPE/NAME at ATTACH by RUNNER #SLOT", parts absent where empty.
+func (i Identity) Key() string {
+	var b strings.Builder
+	b.WriteString(i.Type + "/" + i.Name)
+	if i.Attach != "" {
+		b.WriteString(" at " + i.Attach)
+	}
+	if i.Runner != "" {
+		b.WriteString(" by " + i.Runner)
+	}
+	if i.Slot > 0 {
+		b.WriteString(" #" + strconv.Itoa(i.Slot))
+	}
+	return b.String()
+}
+
+// ID is a short stable name of the identity a user can type (like a git
+// short hash): the first 8 hex digits of its key's SHA-256.
+func (i Identity) ID() string { return ShortID(i.Key()) }
+
+// ShortID is the ID of an identity's key.
+func ShortID(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:4])
+}
+
+// Base is the identity without its slot.
+func (i Identity) Base() Identity { i.Slot = 0; return i }
+
+// Continues reports whether a program of identity cur carries on the
+// history of old, an identity stored before full names and identities
+// were kept (old is derived from that record's metadata): the same type,
+// a name equal to cur's or cur's cut to the kernel's 15 characters, and
+// attach point and runner equal where old knew them.
+func Continues(old, cur Identity) bool {
+	if old.Type != cur.Type || old.Slot != cur.Slot {
+		return false
+	}
+	nameOK := old.Name == cur.Name ||
+		(len(old.Name) == collectors.KernelNameLen && strings.HasPrefix(cur.Name, old.Name))
+	return nameOK && (old.Attach == "" || old.Attach == cur.Attach) && (old.Runner == "" || old.Runner == cur.Runner)
+}
+
+// Slots hands out slots among programs loaded at the same time whose
+// identities are otherwise equal. The zero value is ready to use.
+type Slots struct {
+	used map[string][]int // by base key, the slots taken
+}
+
+// Take gives id the lowest free slot (0, then 2, 3, ...) and marks it
+// taken until Free.
+func (s *Slots) Take(id Identity) Identity {
+	if s.used == nil {
+		s.used = map[string][]int{}
+	}
+	id.Slot = 0
+	k := id.Key()
+	for slices.Contains(s.used[k], id.Slot) {
+		id.Slot = max(id.Slot+1, 2)
+	}
+	s.used[k] = append(s.used[k], id.Slot)
+	return id
+}
+
+// Free gives id's slot back, when its program is unloaded.
+func (s *Slots) Free(id Identity) {
+	k := id.Base().Key()
+	if i := slices.Index(s.used[k], id.Slot); i >= 0 {
+		s.used[k] = slices.Delete(s.used[k], i, i+1)
+		if len(s.used[k]) == 0 {
+			delete(s.used, k)
+		}
+	}
+}
+
+// Parse reads a key Key made back into its identity. Program names have
+// no spaces, so the name ends at the first; the slot is a trailing " #N",
+// the runner follows the last " by ", the attach points the first " at ".
+func Parse(key string) (Identity, bool) {
+	var id Identity
+	head, rest, _ := strings.Cut(key, " ")
+	typ, name, ok := strings.Cut(head, "/")
+	if !ok || typ == "" || name == "" {
+		return Identity{}, false
+	}
+	id.Type, id.Name = typ, name
+	if i := strings.LastIndex(rest, " #"); i >= 0 || strings.HasPrefix(rest, "#") {
+		n, err := strconv.Atoi(strings.TrimPrefix(rest[i+1:], "#"))
+		if err != nil || n < 2 {
+			return Identity{}, false
+		}
+		id.Slot, rest = n, rest[:max(i, 0)]
+	}
+	rest = " " + rest
+	if i := strings.LastIndex(rest, " by "); i >= 0 {
+		id.Runner, rest = rest[i+4:], rest[:i]
+	}
+	if a, ok := strings.CutPrefix(rest, " at "); ok {
+		id.Attach, rest = a, ""
+	}
+	if strings.TrimSpace(rest) != "" {
+		return Identity{}, false
+	}
+	return id, true
+}

@@ -1,0 +1,91 @@
+package identity
+
+import (
+	"testing"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+func TestKeyParsesBack(t *testing.T) {
+	for _, id := range []Identity{
+		{Type: "tracepoint", Name: "tracepoint__syscalls__sys_enter_execve", Attach: "perf_event tracepoint sys_enter_execve", Runner: "execsnoop"},
+		{Type: "tracepoint", Name: "sys_enter_opena", Attach: "perf_event tracepoint sys_enter_openat", Runner: "bpftrace", Slot: 2},
+		{Type: "sched_cls", Name: "tc_count", Attach: "tc dev bv1 ingress, tc dev bv2 ingress"},
+		{Type: "xdp", Name: "x", Runner: "unit cilium.service"},
+		{Type: "socket_filter", Name: "f", Slot: 3},
+		{Type: "socket_filter", Name: "f"},
+	} {
+		got, ok := Parse(id.Key())
+		if !ok || got != id {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", id.Key(), got, ok, id)
+		}
+	}
+	for _, bad := range []string{"", "noslash", "/x", "t/", "t/n junk", "t/n #1", "t/n #x"} {
+		if got, ok := Parse(bad); ok {
+			t.Errorf("Parse(%q) = %+v, want not ok", bad, got)
+		}
+	}
+}
+
+func TestOf(t *testing.T) {
+	m := collectors.Meta{Type: "sched_cls", Name: "tc_count",
+		Attach: []collectors.AttachPoint{{Type: "tcx", Target: "ifindex 9 (bv2) ingress"}, {Type: "tcx", Target: "ifindex 7 (bv1) ingress"}},
+		Owners: []collectors.Owner{{PID: 77, Comm: "bpfperfd"}, {PID: 300, Comm: "child"}, {PID: 200, Comm: "loader"}},
+	}
+	got := Of(m, 77)
+	want := Identity{Type: "sched_cls", Name: "tc_count", Attach: "tcx dev bv1 ingress, tcx dev bv2 ingress", Runner: "loader"}
+	if got != want {
+		t.Fatalf("Of = %+v, want %+v", got, want)
+	}
+	// A service or a container names the runner before a command; the
+	// daemon's own pid never does.
+	m.Owners = append(m.Owners, collectors.Owner{PID: 400, Comm: "agent", Unit: "agent.service"})
+	if r := Of(m, 77).Runner; r != "unit agent.service" {
+		t.Errorf("runner %q, want the service", r)
+	}
+	if r := Runner([]collectors.Owner{{PID: 77, Comm: "bpfperfd"}}, 77); r != "" {
+		t.Errorf("runner %q, want none: the daemon's brief fds make it no runner", r)
+	}
+	if r := Runner([]collectors.Owner{{Pin: "/sys/fs/bpf/p"}}, 77); r != "pin /sys/fs/bpf/p" {
+		t.Errorf("runner %q, want the pin", r)
+	}
+}
+
+func TestSlots(t *testing.T) {
+	var s Slots
+	a := Identity{Type: "tracepoint", Name: "n", Runner: "execsnoop"}
+	first, second, third := s.Take(a), s.Take(a), s.Take(a)
+	if first.Slot != 0 || second.Slot != 2 || third.Slot != 3 {
+		t.Fatalf("slots %d %d %d, want 0 2 3", first.Slot, second.Slot, third.Slot)
+	}
+	if other := s.Take(Identity{Type: "tracepoint", Name: "m"}); other.Slot != 0 {
+		t.Errorf("another identity took slot %d", other.Slot)
+	}
+	s.Free(second)
+	if again := s.Take(a); again.Slot != 2 {
+		t.Errorf("after freeing slot 2, took %d", again.Slot)
+	}
+	s.Free(first)
+	if again := s.Take(a); again.Slot != 0 {
+		t.Errorf("after freeing slot 0, took %d", again.Slot)
+	}
+}
+
+func TestContinues(t *testing.T) {
+	cur := Identity{Type: "tracepoint", Name: "tracepoint__syscalls__sys_enter_execve", Attach: "perf_event tracepoint sys_enter_execve", Runner: "execsnoop"}
+	for _, c := range []struct {
+		old  Identity
+		want bool
+	}{
+		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Attach: cur.Attach, Runner: "execsnoop"}, true},
+		{Identity{Type: "tracepoint", Name: "tracepoint__sys"}, true}, // attach and owners not read then
+		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Attach: "perf_event tracepoint sys_exit_execve"}, false},
+		{Identity{Type: "tracepoint", Name: "tracepoint__sy"}, false}, // 14 characters: not cut
+		{Identity{Type: "kprobe", Name: "tracepoint__sys"}, false},
+		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Runner: "opensnoop"}, false},
+	} {
+		if got := Continues(c.old, cur); got != c.want {
+			t.Errorf("Continues(%+v) = %v, want %v", c.old, got, c.want)
+		}
+	}
+}
