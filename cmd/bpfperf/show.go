@@ -37,7 +37,12 @@ func showCommand(dial clientFactory) *cli.Command {
 			m := d.Meta
 			var attach, owners []string
 			for _, a := range m.Attach {
-				link := fmt.Sprintf("link %d", a.LinkID)
+				// No link: attached through netlink (tc, XDP) or a perf
+				// event's ioctl (bpftrace), as bpftool net and perf list.
+				link := "no link"
+				if a.LinkID != 0 {
+					link = fmt.Sprintf("link %d", a.LinkID)
+				}
 				if a.Missed != nil {
 					link += ", missed " + fmtCount(*a.Missed) // kprobe links, Linux 6.7+
 				}
