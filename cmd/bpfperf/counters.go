@@ -52,7 +52,7 @@ func countersCommand(dial clientFactory) *cli.Command {
 			{
 				Name:      "enable",
 				Usage:     "count PROG with the exact mechanism, one window every --counters.every",
-				ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+				ArgsUsage: "PROG (an id, a name when unique, name@tag, or an identity)",
 				Flags: []cli.Flag{
 					outputFlag,
 					&cli.StringFlag{Name: "window", Usage: "how long each window counts (100ms to 1h); default the daemon's --counters.window"},
@@ -62,14 +62,14 @@ func countersCommand(dial clientFactory) *cli.Command {
 			{
 				Name:      "disable",
 				Usage:     "stop counting PROG (an open window is closed and its counts stored)",
-				ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+				ArgsUsage: "PROG (an id, a name when unique, name@tag, or an identity)",
 				Flags:     []cli.Flag{outputFlag},
 				Action:    targetAction(dial, "disable"),
 			},
 			{
 				Name:      "history",
 				Usage:     "per-run counters of PROG, one line per counting window",
-				ArgsUsage: "PROG (an id, a name, or name@tag)",
+				ArgsUsage: "PROG (an id, a name, name@tag, or an identity)",
 				Flags:     append([]cli.Flag{outputFlag}, timeRangeFlags("1h")...),
 				Action: func(c *cli.Context) error {
 					if err := checkOutput(c); err != nil {

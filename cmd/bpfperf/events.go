@@ -14,7 +14,7 @@ func eventsCommand(dial clientFactory) *cli.Command {
 		Name:  "events",
 		Usage: "list what changed: programs loaded, unloaded, new versions, stats mode, daemon start/stop",
 		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1d"), []cli.Flag{
-			&cli.StringFlag{Name: "prog", Usage: "only this program's events: an id, a name or name@tag"},
+			&cli.StringFlag{Name: "prog", Usage: "only this program's events (its identity's, every version): an id, a name, name@tag or an identity"},
 		}),
 		Action: func(c *cli.Context) error {
 			client, since, until, err := listRange(c, dial)

@@ -17,7 +17,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:      "history",
 		Usage:     "runs/s, avg ns/run, CPU % and raw counters of one program over time",
-		ArgsUsage: "PROG (an id, a name, or name@tag)",
+		ArgsUsage: "PROG (an id, a name, name@tag, or an identity)",
 		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1h"), []cli.Flag{
 			&cli.StringFlag{Name: "step", Usage: "one point per step (10s, 5m); default every sample"},
 			&cli.BoolFlag{Name: "counters", Usage: "one line per perf counter window"},

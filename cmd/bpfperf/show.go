@@ -16,7 +16,7 @@ func showCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "show everything known about one program",
-		ArgsUsage: "PROG (an id, a name when unique, or name@tag)",
+		ArgsUsage: "PROG (an id, a name when unique, name@tag, or an identity)",
 		Flags:     []cli.Flag{outputFlag},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
