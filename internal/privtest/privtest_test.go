@@ -114,3 +114,23 @@ func TestPMUProbeAgreesWithSysfs(t *testing.T) {
 		Skip(t, skip.Error())
 	}
 }
+
+// JitedLoop finds LoadLoop's loop in its JIT image: a body of a few
+// instructions (sub, compare, branch) and a prologue and epilogue around
+// it, so that a 2,000-turn run executes about 2,000 × body instructions.
+func TestJitedLoop(t *testing.T) {
+	Root(t)
+	prog, err := LoadLoop("privtest_jit", 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	body, rest, err := JitedLoop(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loop body %d instructions, %d outside: %d per 2,000-turn run", body, rest, body*2000+rest)
+	if body < 2 || body > 6 || rest < 3 || rest > 60 {
+		t.Errorf("loop body %d instructions, %d outside it: not LoadLoop's shape", body, rest)
+	}
+}
