@@ -161,6 +161,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(runPage, "tailcall/chain=16") || !regexp.MustCompile(`id="tailcalls".*<canvas`).MatchString(runPage) {
 		t.Errorf("bench run page: no tail-call result or no chain-length chart:\n%.2000s", runPage)
 	}
+	if n := chartPoints(t, runPage, `id="tailcalls"`); n != 4 {
+		t.Errorf("bench run page: the chain-length chart drew %d points, want 4 (chains of 1, 8, 16, 32)", n)
+	}
 	if n := chartPoints(t, runPage, `<div class="chart"`); n != 4 {
 		t.Errorf("bench run page: the map panel drew %d points, want 4 (hash and array, 1 and 1K entries)", n)
 	}
@@ -180,8 +183,9 @@ func TestDashboardInBrowser(t *testing.T) {
 
 }
 
-// chartPoints is the data-points a chart (the element with attr) says it
-// drew.
+// chartPoints is the data-points of a chart (the element with attr): what
+// uPlot drew, counted from its own drawSeries hook after drawing (lib.js
+// drawnPlugin), not what the page fetched.
 func chartPoints(t *testing.T, dom, attr string) int {
 	t.Helper()
 	m := regexp.MustCompile(attr + ` data-points="(\d+)"`).FindStringSubmatch(dom)

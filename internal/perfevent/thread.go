@@ -1,10 +1,12 @@
 package perfevent
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/elastic/go-perf"
+	"golang.org/x/sys/unix"
 )
 
 // ThreadCounters count events on one OS thread, in kernel mode only, as one
@@ -17,7 +19,8 @@ type ThreadCounters struct {
 	events []Event
 	leader *perf.Event
 	all    []*perf.Event // leader first
-	start  perf.GroupCount
+	ids    []uint64      // the kernel's id of each, in the same order
+	start  groupReading
 }
 
 // OpenThreadCounters opens events, disabled, on the calling thread. A
@@ -33,7 +36,7 @@ func OpenThreadCounters(events []Event) (*ThreadCounters, error) {
 			c.Close()
 			return nil, err
 		}
-		attr.CountFormat = perf.CountFormat{Group: true, Enabled: true, Running: true}
+		attr.CountFormat = perf.CountFormat{Group: true, Enabled: true, Running: true, ID: true}
 		attr.Options.ExcludeUser = true
 		attr.Options.ExcludeHypervisor = true
 		attr.Options.Disabled = i == 0 // members follow the leader
@@ -46,6 +49,12 @@ func OpenThreadCounters(events []Event) (*ThreadCounters, error) {
 			c.leader = ev
 		}
 		c.all = append(c.all, ev)
+		id, err := ev.ID()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("thread counters: %v: %w", e, err)
+		}
+		c.ids = append(c.ids, id)
 	}
 	return c, nil
 }
@@ -55,7 +64,7 @@ func (c *ThreadCounters) Events() []Event { return c.events }
 
 // Start notes the counts so far and starts counting.
 func (c *ThreadCounters) Start() error {
-	start, err := c.leader.ReadGroupCount()
+	start, err := c.read()
 	if err != nil {
 		return fmt.Errorf("thread counters: %w", err)
 	}
@@ -71,16 +80,62 @@ func (c *ThreadCounters) Stop() (counts []float64, running float64, err error) {
 	if err := c.leader.Disable(); err != nil {
 		return nil, 0, fmt.Errorf("thread counters: %w", err)
 	}
-	end, err := c.leader.ReadGroupCount()
+	end, err := c.read()
 	if err != nil {
 		return nil, 0, fmt.Errorf("thread counters: %w", err)
 	}
 	return groupDelta(c.start, end, len(c.events))
 }
 
+// read reads the group through its leader.
+func (c *ThreadCounters) read() (groupReading, error) {
+	fd, err := c.leader.FD()
+	if err != nil {
+		return groupReading{}, err
+	}
+	buf := make([]byte, groupReadSize(len(c.ids)))
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return groupReading{}, fmt.Errorf("read group: %w", err)
+	}
+	return parseGroupRead(buf[:n], c.ids)
+}
+
+// groupReading is one read of a counting group.
+type groupReading struct {
+	Enabled, Running uint64 // ns
+	Values           []uint64
+}
+
+// groupReadSize is the size of a group read of n events with
+// PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING|ID: nr,
+// time_enabled and time_running, then a value and an id per event (see
+// struct read_format in perf_event_open(2)).
+func groupReadSize(n int) int { return 8 * (3 + 2*n) }
+
+// parseGroupRead decodes a group read in that layout, in the host's byte
+// order, and checks that it holds the events ids names, in that order.
+func parseGroupRead(buf []byte, ids []uint64) (groupReading, error) {
+	if len(buf) != groupReadSize(len(ids)) {
+		return groupReading{}, fmt.Errorf("group read of %d bytes, want %d for %d events", len(buf), groupReadSize(len(ids)), len(ids))
+	}
+	u64 := func(i int) uint64 { return binary.NativeEndian.Uint64(buf[8*i:]) }
+	if nr := u64(0); nr != uint64(len(ids)) {
+		return groupReading{}, fmt.Errorf("group read of %d events, want %d", nr, len(ids))
+	}
+	r := groupReading{Enabled: u64(1), Running: u64(2), Values: make([]uint64, len(ids))}
+	for i, id := range ids {
+		r.Values[i] = u64(3 + 2*i)
+		if got := u64(4 + 2*i); got != id {
+			return groupReading{}, fmt.Errorf("group read: event %d has id %d, want %d", i, got, id)
+		}
+	}
+	return r, nil
+}
+
 // groupDelta is what a group counted between two reads, scaled when it was
 // multiplexed.
-func groupDelta(a, b perf.GroupCount, want int) ([]float64, float64, error) {
+func groupDelta(a, b groupReading, want int) ([]float64, float64, error) {
 	if len(a.Values) != want || len(b.Values) != want {
 		return nil, 0, fmt.Errorf("read thread counters: %d and %d values for %d events", len(a.Values), len(b.Values), want)
 	}
@@ -94,7 +149,7 @@ func groupDelta(a, b perf.GroupCount, want int) ([]float64, float64, error) {
 	}
 	out := make([]float64, want)
 	for i := range out {
-		out[i] = float64(b.Values[i].Value-a.Values[i].Value) * scale
+		out[i] = float64(b.Values[i]-a.Values[i]) * scale
 	}
 	return out, share, nil
 }

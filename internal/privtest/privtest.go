@@ -1,5 +1,6 @@
 // Package privtest holds helpers for tests that need root and a BPF-capable
-// kernel: skipping with a reason (or failing when CI requires them), loading
+// kernel: skipping with a reason (or failing when CI requires them; a missing
+// hardware PMU skips even then, cross-checked with sysfs, see PMU), loading
 // tiny real programs, running them an exact number of times, and serializing
 // tests that depend on the kernel's global stats state.
 package privtest

@@ -3,7 +3,7 @@
 // tail-call chain-length curve, and two runs compared as `bpfperf bench
 // compare` does (/v1/bench/compare: the CLI's medians, intervals and
 // Mann-Whitney U test, computed by the daemon with the same code).
-import { getJSON, el, header, showError, fmt } from './lib.js';
+import { getJSON, el, header, showError, fmt, drawnPlugin } from './lib.js';
 
 header('Benchmarks');
 const main = document.getElementById('main');
@@ -46,7 +46,7 @@ async function run(id, baseId) {
     main.append(el('h2', {}, 'Tail calls: ns per run vs chain length'), box);
     new uPlot({ width: Math.min(900, main.clientWidth - 10), height: 260, scales: { x: { time: false } },
       series: [{ label: 'tail calls' }, { label: 'median ns/run', stroke: '#2563eb', width: 1.5, points: { show: true } }],
-      axes: [{ label: 'tail calls in the chain' }, { label: 'ns/run (median)', size: 60 }] },
+      axes: [{ label: 'tail calls in the chain' }, { label: 'ns/run (median)', size: 60 }], plugins: [drawnPlugin(box)] },
     [tail.map((t) => t[0]), tail.map((t) => t[1])], box);
   }
   drawMaps(rep);
@@ -78,8 +78,7 @@ function drawMaps(rep) {
     }));
     const box = el('div', { class: 'chart' });
     grid.append(box);
-    box.dataset.points = data.slice(1).reduce((n, ys) => n + ys.filter((v) => v != null).length, 0);
-    new uPlot({ title, width: 540, height: 260, scales: { x: { time: false, distr: 3 } },
+    new uPlot({ title, width: 540, height: 260, scales: { x: { time: false, distr: 3 } }, plugins: [drawnPlugin(box)],
       series: [{ label: 'entries' }, ...names.map((n, i) => ({ label: n, stroke: colors[i % colors.length], width: 1.5, spanGaps: true, points: { show: true } }))],
       axes: [{ label: 'map entries' }, { label: 'ns/run (median)', size: 60 }] }, data, box);
   }

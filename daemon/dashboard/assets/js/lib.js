@@ -65,12 +65,35 @@ export function timeChart(where, title, xs, series, marks = [], height = 220) {
       value: (u, v) => v == null ? '–' : (s.format ? s.format(v) : v.toFixed(2)),
     }))],
     axes: [{}, { size: 70, values: (u, vs) => vs.map((v) => series[0].format ? series[0].format(v) : v) }],
-    plugins: [marksPlugin(marks)],
+    plugins: [marksPlugin(marks), drawnPlugin(where)],
   };
   where.replaceChildren();
-  // What the chart drew, for tests and for people: points with a value.
-  where.dataset.points = series.reduce((n, s) => n + s.values.filter((v) => v != null).length, 0);
   return new uPlot(opts, [xs, ...series.map((s) => s.values)], where);
+}
+
+// drawnPlugin says what uPlot drew, for tests and for people, in
+// el.dataset.points, set from uPlot's own hooks once it has drawn: the
+// points with a value, inside the drawn x and y scales, of each shown
+// series whose path uPlot built. A chart that never drew has no
+// data-points; one whose data went missing before drawing says 0.
+export function drawnPlugin(el) {
+  let drawn = 0;
+  delete el.dataset.points;
+  return {
+    hooks: {
+      drawClear: [() => { drawn = 0; }],
+      drawSeries: [(u, si) => {
+        const s = u.series[si];
+        if (!s._paths) return;
+        const xs = u.data[0], ys = u.data[si], x = u.scales.x, y = u.scales[s.scale];
+        const [i0, i1] = s.idxs ?? [0, ys.length - 1];
+        for (let i = i0; i <= i1; i++) {
+          if (ys[i] != null && xs[i] >= x.min && xs[i] <= x.max && ys[i] >= y.min && ys[i] <= y.max) drawn++;
+        }
+      }],
+      draw: [() => { el.dataset.points = drawn; }],
+    },
+  };
 }
 
 function marksPlugin(marks) {
