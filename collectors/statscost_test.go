@@ -3,9 +3,7 @@ package collectors
 import (
 	"errors"
 	"math"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -30,9 +28,9 @@ func TestStatsCostRefusedWhileHeld(t *testing.T) {
 
 // TestStatsCost measures the cost where nobody else holds stats on (other
 // test packages take the same lock; a holder outside the suite makes it a
-// skip, never a pass) and checks it against a second mechanism: this
-// test's own program test-run in one batch with stats off and on, timed by
-// Go's monotonic clock rather than the kernel's test-run duration.
+// skip, never a pass) and checks it against a second mechanism: an
+// empty program test-run in batches with stats off and on, timed by Go's
+// monotonic clock rather than the kernel's test-run duration.
 func TestStatsCost(t *testing.T) {
 	privtest.Root(t)
 	privtest.LockStats(t)
@@ -43,7 +41,7 @@ func TestStatsCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, on := wallNsPerRun(t, 9, 100000)
+	off, on := privtest.StatsCostByWallClock(t, 9, 100000)
 	t.Logf("stats cost: %.1f ns/run off, %.1f on, %.1f per run; by the wall clock %.1f off, %.1f on, %.1f per run",
 		c.OffNsPerRun, c.OnNsPerRun, c.NsPerRun(), off, on, on-off)
 	if c.Rounds != 5 || c.Repeat != 20000 {
@@ -60,46 +58,4 @@ func TestStatsCost(t *testing.T) {
 	if math.Abs(c.NsPerRun()-(on-off)) > 0.25*(on-off)+3 {
 		t.Errorf("stats cost: %.1f ns/run measured, the wall clock says %.1f (%.1f off, %.1f on)", c.NsPerRun(), on-off, off, on)
 	}
-}
-
-// wallNsPerRun test-runs an empty socket filter of the test's own in
-// batches of repeat, alternating stats off and on, rounds times, timed by
-// Go's clock; it returns the least ns per run off and on: the wall clock
-// also counts time the test was preempted, which the kernel's test-run
-// timer leaves out, so the quickest batch is the closest. A batch with
-// stats off that the kernel counted means another holder: a skip.
-func wallNsPerRun(t *testing.T, rounds, repeat int) (off, on float64) {
-	t.Helper()
-	prog, err := privtest.LoadSocketFilter("statscost_wall")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	batch := func() float64 {
-		start := time.Now()
-		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64), Repeat: uint32(repeat)}); err != nil {
-			t.Fatal(err)
-		}
-		return float64(time.Since(start).Nanoseconds()) / float64(repeat)
-	}
-	var offs, ons []float64
-	for range rounds {
-		before, err := runCount(prog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		offs = append(offs, batch())
-		if after, err := runCount(prog); err != nil {
-			t.Fatal(err)
-		} else if after != before {
-			privtest.Skip(t, "BPF run-time stats went on while this test held them off: another holder outside the suite")
-		}
-		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ons = append(ons, batch())
-		stats.Close()
-	}
-	return slices.Min(offs), slices.Min(ons)
 }
