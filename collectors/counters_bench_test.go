@@ -102,7 +102,7 @@ func BenchmarkCountersExactCost(b *testing.B) {
 // there and reports its figures here, so `make bench` on a host that
 // refuses fentry still shows them.
 func BenchmarkCountersInVM(b *testing.B) {
-	res := vmtest.RunTests(b, vmtest.Config{}, "-test.run", "^$",
+	res := vmtest.RunTests(b, vmtest.Config{}, nil, "-test.run", "^$",
 		"-test.bench", "^BenchmarkCountersExactCost$", "-test.benchtime", "1x")
 	m := vmtest.BenchMetrics(res.Output, "BenchmarkCountersExactCost")
 	if m == nil {

@@ -10,5 +10,10 @@ import (
 // fentry/fexit) and runs the counter tests there, so that `go test ./...`
 // on a host that refuses tracing programs still runs them.
 func TestCountersInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{}, "-test.run", "^(TestCountersExact|TestProbeCounters$|TestCountersNoBTF$)")
+	vmtest.RunTests(t, vmtest.Config{}, []string{
+		"TestProbeCounters", "TestCountersNoBTF",
+		"TestCountersExactCountsEachRun", "TestCountersExactGrowsWithWork", "TestCountersExactAgreesWithRunTime",
+		"TestCountersExactDetachRemovesCost", "TestCountersExactStopsWhenOwnerLetsGo", "TestCountersExactWindowEnds",
+		"TestCountersExactTooManyTargets",
+	})
 }

@@ -16,7 +16,7 @@ import (
 // missed counts, none of which this host's kernel has) and runs
 // TestKprobeMissed there.
 func TestKprobeMissedInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel612}, "-test.run", "^TestKprobeMissed$")
+	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel612}, []string{"TestKprobeMissed"})
 }
 
 // blockedReads is how many threads block in pipe_read at once: more than

@@ -408,7 +408,10 @@ func TestIterLoadErrorKinds(t *testing.T) {
 func TestIterSweepInVM(t *testing.T) {
 	for _, cpus := range []int{2, 16} {
 		t.Run(itoa(uint32(cpus))+"cpus", func(t *testing.T) {
-			vmtest.RunTests(t, vmtest.Config{CPUs: cpus}, "-test.run", "^(TestIterSweep(EqualsInfo|Busy|RecursionMisses|HoldsNothing|EveryCPU)|TestHolderIterEqualsScan)$", "-test.v")
+			vmtest.RunTests(t, vmtest.Config{CPUs: cpus}, []string{
+				"TestIterSweepEqualsInfo", "TestIterSweepBusy", "TestIterSweepRecursionMisses",
+				"TestIterSweepHoldsNothing", "TestIterSweepEveryCPU", "TestHolderIterEqualsScan",
+			})
 		})
 	}
 }

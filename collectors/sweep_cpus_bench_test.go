@@ -28,7 +28,7 @@ func BenchmarkSweepCPUsInVM(b *testing.B) {
 	for _, cpus := range []int{2, 8, 16} {
 		b.Run(fmt.Sprintf("cpus=%d", cpus), func(b *testing.B) {
 			cfg := vmtest.Config{CPUs: cpus, Memory: "2G", Timeout: 8 * time.Minute, Files: files}
-			res := vmtest.RunTests(b, cfg, "-test.run", "^$",
+			res := vmtest.RunTests(b, cfg, nil, "-test.run", "^$",
 				"-test.bench", "^BenchmarkSweepMethods$/^progs=1000$", "-test.benchtime", "1x")
 			m := vmtest.BenchMetrics(res.Output, "BenchmarkSweepMethods/progs=1000")
 			if m == nil {

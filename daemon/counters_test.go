@@ -195,7 +195,7 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 // end-to-end counter test there.
 func TestCountersInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		"-test.run", "^TestCountersExactEndToEnd$")
+		[]string{"TestCountersExactEndToEnd"})
 }
 
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a

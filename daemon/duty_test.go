@@ -81,17 +81,38 @@ func historyRate(t testing.TB, d *daemonProc, name string, since time.Duration) 
 	return float64(last.RunCnt-first.RunCnt) / last.Time.Sub(first.Time).Seconds(), pts
 }
 
+// dutyLoopTurns makes TestStatsDuty's program take about 65 ns a run
+// here, several times what the clock reads around it cost: 100 runs a
+// millisecond stay under 1% of a CPU.
+const dutyLoopTurns = 200
+
+// historyNsPerRun is run time over runs between the first and last of
+// pts: the ns/run the daemon's scaled counters give over that span.
+func historyNsPerRun(t testing.TB, pts []api.HistoryPoint) float64 {
+	t.Helper()
+	first, last := pts[0], pts[len(pts)-1]
+	if last.RunCnt <= first.RunCnt {
+		t.Fatalf("no runs in history between %v and %v", first.Time, last.Time)
+	}
+	return float64(last.RunTimeNs-first.RunTimeNs) / float64(last.RunCnt-first.RunCnt)
+}
+
 // TestStatsDuty runs bpfperfd with stats on 10% of each interval under a
-// steady load: the kernel counts only part of the runs (stats really go
-// off), the daemon's runs/s matches the load's own count, ns/run is the
-// kernel's ratio, history marks the points as estimates and status shows
-// the duty. With another stats fd held (as bpftop holds one) the daemon
-// sees that stats stay on, suspends the cycle and does not scale: the
-// rate is still right, not ten times too high.
+// steady load of a program with a fixed cost per run: the kernel counts
+// 10% of the runs made, ±30% (stats are on for the duty set, not half or
+// all of it), the daemon's runs/s matches the load's own count, and its
+// ns/run is within 10% of the kernel's own ns/run for the same program
+// with stats on all the time (run counts and run time scaled alike).
+// History marks the points as estimates and status shows the duty. With
+// another stats fd held (as bpftop holds one) the daemon sees that stats
+// stay on, suspends the cycle and does not scale: the rate is still
+// right, not ten times too high.
 func TestStatsDuty(t *testing.T) {
 	privtest.Root(t)
 	name := uniqueName("duty")
-	prog, err := privtest.LoadSocketFilter(name)
+	// A loop, so that a run costs the same every time and far more than
+	// the clock reads around it.
+	prog, err := privtest.LoadLoop(name, dutyLoopTurns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +131,11 @@ func TestStatsDuty(t *testing.T) {
 	made1 := load.runs.Load()
 	counted := float64(info1.RunCount-info0.RunCount) / float64(made1-made0)
 	t.Logf("the kernel counted %.1f%% of the runs made", counted*100)
-	if counted > 0.5 {
-		t.Errorf("the kernel counted %.0f%% of the runs with stats on 10%% of the time", counted*100)
+	if counted < 0.07 || counted > 0.13 {
+		t.Errorf("the kernel counted %.1f%% of the runs with stats on 10%% of the time, want 7-13%%", counted*100)
 	}
 	got, pts := historyRate(t, d, name, 6*time.Second)
+	dutyNs := historyNsPerRun(t, pts)
 	t.Logf("duty 10%%: daemon %.0f runs/s, load's own count %.0f runs/s", got, want)
 	if math.Abs(got/want-1) > 0.05 {
 		t.Errorf("runs/s at 10%% duty: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
@@ -141,7 +163,16 @@ func TestStatsDuty(t *testing.T) {
 		return d.query(&st, "status") == nil && strings.Contains(st.StatsDuty, "suspended")
 	})
 	time.Sleep(2 * time.Second) // a tick under the old scale passes
+	// The kernel's own ns/run with stats on all the time, over the same
+	// window: the figure the duty-cycled one must match.
+	full0, _ := prog.Stats()
 	want = load.rate(6 * time.Second)
+	full1, _ := prog.Stats()
+	fullNs := float64(full1.Runtime-full0.Runtime) / float64(full1.RunCount-full0.RunCount)
+	t.Logf("ns/run: daemon at 10%% duty %.1f, the kernel with stats on all the time %.1f (%+.1f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
+	if math.Abs(dutyNs/fullNs-1) > 0.10 {
+		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel at 100%% %.1f (off by %.0f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
+	}
 	got, _ = historyRate(t, d, name, 6*time.Second)
 	t.Logf("another stats fd held: daemon %.0f runs/s, load %.0f runs/s", got, want)
 	if math.Abs(got/want-1) > 0.05 {

@@ -19,7 +19,7 @@ import (
 // bpfperf built for it, and runs TestKprobeMissedEndToEnd there.
 func TestKprobeMissedInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{Series: vmtest.Kernel612}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		"-test.run", "^TestKprobeMissedEndToEnd$")
+		[]string{"TestKprobeMissedEndToEnd"})
 }
 
 // TestKprobeMissedEndToEnd: a kretprobe and a kretprobe_multi link on

@@ -19,5 +19,5 @@ func TestProfileInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := vmtest.Config{CPUs: 16, Memory: "2G", Timeout: 4 * time.Minute, Files: append([]vmtest.File{{Name: "bpf", Mode: fs.ModeDir | 0o755}}, src...)}
-	vmtest.RunTests(t, cfg, "-test.run", "^(TestHotProgram|TestCaptureCounts|TestTailCallChain|TestUnloadedMidCapture)$")
+	vmtest.RunTests(t, cfg, []string{"TestHotProgram", "TestCaptureCounts", "TestTailCallChain", "TestUnloadedMidCapture"})
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,4 +223,52 @@ func Tracefs(tb testing.TB) {
 	if err := unix.Mount("tracefs", dir, "tracefs", 0, ""); err != nil {
 		Skip(tb, "tracefs is not mounted at "+dir+" and mounting it failed: "+err.Error())
 	}
+}
+
+// StatsCostByWallClock measures what BPF run-time stats add to a run by a
+// mechanism of its own, for tests to check bpfperf's figure against: an
+// empty socket filter test-run in batches of repeat, alternating stats off
+// and on (a stats fd of its own), rounds times, each batch timed by Go's
+// monotonic clock rather than the kernel's test-run duration. It returns
+// the least ns per run off and on: the wall clock also counts time the
+// test was preempted, which the kernel's test-run timer leaves out, so the
+// quickest batch is the closest. A batch with stats off that the kernel
+// counted means another holder: a skip (a failure in CI). The caller
+// should hold LockStats.
+func StatsCostByWallClock(tb testing.TB, rounds, repeat int) (off, on float64) {
+	tb.Helper()
+	prog, err := LoadSocketFilter("wallclock_cost")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer prog.Close()
+	runs := func() uint64 {
+		s, err := prog.Stats()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s.RunCount
+	}
+	batch := func() float64 {
+		start := time.Now()
+		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64), Repeat: uint32(repeat)}); err != nil {
+			tb.Fatal(err)
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(repeat)
+	}
+	off, on = math.Inf(1), math.Inf(1)
+	for range rounds {
+		before := runs()
+		off = min(off, batch())
+		if runs() != before {
+			Skip(tb, "BPF run-time stats went on while the test held them off: a holder outside the test suite")
+		}
+		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		on = min(on, batch())
+		stats.Close()
+	}
+	return off, on
 }

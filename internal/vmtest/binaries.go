@@ -71,7 +71,7 @@ func Commands(dir string, pkgDirs ...string) ([]File, error) {
 // RunTestsWithCommands is RunTests for end-to-end tests: the main packages
 // in pkgDirs go along, prebuilt (see Commands). It skips, like RunTests,
 // before building anything.
-func RunTestsWithCommands(tb testing.TB, cfg Config, pkgDirs []string, args ...string) *Result {
+func RunTestsWithCommands(tb testing.TB, cfg Config, pkgDirs, tests []string, args ...string) *Result {
 	tb.Helper()
 	skipUnlessHost(tb)
 	files, err := Commands(tb.TempDir(), pkgDirs...)
@@ -79,5 +79,5 @@ func RunTestsWithCommands(tb testing.TB, cfg Config, pkgDirs []string, args ...s
 		tb.Fatal(err)
 	}
 	cfg.Files = append(cfg.Files, files...)
-	return RunTests(tb, cfg, args...)
+	return RunTests(tb, cfg, tests, args...)
 }

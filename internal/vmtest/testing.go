@@ -28,14 +28,21 @@ func skipUnlessHost(tb testing.TB) {
 }
 
 // RunTests builds the tests of the package in the current directory (the
-// calling test's own package), boots the VM, runs them there with args
-// (e.g. "-test.run", "^TestCountersExact"), logs their output and fails tb
-// when they fail. The package's testdata, if any, goes along. It skips when
+// calling test's own package), boots the VM, runs the tests named in tests
+// there (exact names: -test.run "^(A|B)$") with args after them, logs their
+// output and fails tb when they fail, or when any of them did not report
+// "--- PASS: Name": a test renamed, skipped in the VM or never reached
+// fails its runner instead of silently not running. With no tests (a
+// benchmark runner) args must say what to run, and only the exit code is
+// checked. The package's testdata, if any, goes along. It skips when
 // already inside the VM and under -short, and needs root on the host
 // (a skip that fails when BPFPERF_REQUIRE_PRIVILEGED=1).
-func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
+func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result {
 	tb.Helper()
 	skipUnlessHost(tb)
+	if len(tests) > 0 {
+		args = append([]string{"-test.run", "^(" + strings.Join(tests, "|") + ")$"}, args...)
+	}
 	dir := tb.TempDir()
 	bin := filepath.Join(dir, "pkg.test")
 	if err := BuildTestBinary(".", bin); err != nil {
@@ -64,7 +71,22 @@ func RunTests(tb testing.TB, cfg Config, args ...string) *Result {
 	if strings.Contains(res.Output, "no tests to run") {
 		tb.Fatalf("no test in the VM matched %q", args)
 	}
+	if missing := NotPassed(res.Output, tests); len(missing) > 0 {
+		tb.Fatalf("tests in the VM exited 0, but these did not report --- PASS: %s", strings.Join(missing, ", "))
+	}
 	return res
+}
+
+// NotPassed returns the names in tests for which a test binary's verbose
+// output has no "--- PASS: Name (" line.
+func NotPassed(output string, tests []string) []string {
+	var missing []string
+	for _, name := range tests {
+		if !strings.Contains(output, "--- PASS: "+name+" (") {
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }
 
 // BenchMetrics returns the metrics (unit → value) that the benchmark named

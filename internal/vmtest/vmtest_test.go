@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,10 +93,7 @@ func TestCheckStatic(t *testing.T) {
 func TestInVMSelf(t *testing.T) {
 	for _, s := range []*Series{Kernel61, Kernel612} {
 		t.Run(s.Name, func(t *testing.T) {
-			res := RunTests(t, Config{Series: s}, "-test.run", "^TestVMEnvironment$")
-			if !strings.Contains(res.Output, "--- PASS: TestVMEnvironment") {
-				t.Errorf("TestVMEnvironment did not pass in the VM")
-			}
+			res := RunTests(t, Config{Series: s}, []string{"TestVMEnvironment"})
 			if want := "kernel " + s.Name + "."; !strings.Contains(res.Output, want) {
 				t.Errorf("the VM did not boot a %s kernel (no %q in its output)", s.Name, want)
 			}
@@ -166,5 +164,20 @@ func TestBenchMetrics(t *testing.T) {
 	}
 	if BenchMetrics(out, "BenchmarkBar") != nil {
 		t.Error("metrics for a benchmark that did not run")
+	}
+}
+
+// TestNotPassed: a runner's expected test counts as run only on its own
+// "--- PASS: Name (" line: not a skip, a failure, a longer name sharing
+// its prefix, or one of its subtests.
+func TestNotPassed(t *testing.T) {
+	out := "=== RUN   TestA\n--- PASS: TestA (0.01s)\r\n--- SKIP: TestB (0.00s)\n--- FAIL: TestC (0.00s)\n" +
+		"--- PASS: TestDLonger (0.00s)\n--- PASS: TestE (0.00s)\n    --- PASS: TestE/sub (0.00s)\n    --- PASS: TestF/sub (0.00s)\nPASS\n"
+	got := NotPassed(out, []string{"TestA", "TestB", "TestC", "TestD", "TestE", "TestF", "TestG"})
+	if want := []string{"TestB", "TestC", "TestD", "TestF", "TestG"}; !slices.Equal(got, want) {
+		t.Errorf("NotPassed = %v, want %v", got, want)
+	}
+	if got := NotPassed(out, nil); got != nil {
+		t.Errorf("NotPassed with no tests = %v, want none", got)
 	}
 }
