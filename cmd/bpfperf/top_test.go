@@ -348,10 +348,12 @@ func TestTopLive(t *testing.T) {
 		if ra.RunCnt != runsA || ra.RunsPerSec == nil || *ra.RunsPerSec != 0 || ra.CPUPercent == nil || *ra.CPUPercent != 0 || ra.AvgNsPerRun != nil {
 			t.Errorf("idle a: run_cnt %d runs/s %v cpu %v avg %v; want %d, 0, 0, none", ra.RunCnt, ra.RunsPerSec, ra.CPUPercent, ra.AvgNsPerRun, runsA)
 		}
-		// b runs 20 times per ~20 ms loop turn: hundreds per second on a
-		// busy host, at most 1000.
-		if rb.RunsPerSec == nil || *rb.RunsPerSec < 100 || *rb.RunsPerSec > 1100 || rc.RunsPerSec == nil || *rb.RunsPerSec < 5**rc.RunsPerSec {
-			t.Errorf("runs/s b %v c %v: want b in 100..1100 and about 10x c", rb.RunsPerSec, rc.RunsPerSec)
+		// b runs 20 times per ~20 ms loop turn (at most 1,000 a second),
+		// c a tenth as often in the same loop. How many turns a loaded
+		// host gives the loop is not this test's business: it checks the
+		// ceiling and the ratio, which load changes alike for both.
+		if rb.RunsPerSec == nil || *rb.RunsPerSec <= 0 || *rb.RunsPerSec > 1100 || rc.RunsPerSec == nil || *rb.RunsPerSec < 5**rc.RunsPerSec {
+			t.Errorf("runs/s b %v c %v: want b above 0, at most 1100, and about 10x c", rb.RunsPerSec, rc.RunsPerSec)
 		}
 		for _, r := range []top.ReportRow{rb, rc} {
 			if r.AvgNsPerRun == nil || r.CPUPercent == nil || *r.AvgNsPerRun <= 0 || *r.CPUPercent <= 0 || *r.CPUPercent > 100 {
