@@ -53,17 +53,19 @@ import (
 //   - every key the file lists without a "?" suffix must be present in
 //     every object seen at that place (a dropped field fails).
 //
-// A key gets its "?" when a run saw it absent, and by hand for every
-// omitempty/omitzero field of the Go types. Optional keys that never show
-// on this host (perf counters that need a PMU or fentry, attach points,
-// skip reasons, last_error, ...) were added to the files by hand from the
-// struct tags, so that a host where they do appear still passes.
+// A key is optional ("?") only with a reason in optionalKeys
+// (golden_optional_test.go) that this run proves: a key declared absent
+// on this host (no PMU, no fentry/fexit, a feature not exercised) must
+// not be seen, and a key declared sometimes present must be seen both
+// present and absent, or in the one case the test's setup can give.
+// An optional key without a reason fails, and so does one seen in every
+// object without a reason it can be absent: make it required.
 //
 // go test ./daemon -run Golden -update rewrites the files from what the
 // run saw, merged into what the files hold: optional keys seen in earlier
-// runs or added by hand stay, and keys missing this time turn optional.
-// To drop or rename a key on purpose, edit or delete the file and run
-// -update again.
+// runs or added by hand stay, and keys missing this time turn optional
+// (each then needs its reason). To drop or rename a key on purpose, edit
+// or delete the file and run -update again.
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden/*.json from this run's shapes, merged into the files")
 
 const goldenDir = "testdata/golden"
@@ -544,6 +546,7 @@ func (a *apiClient) check() {
 		files = append(files, f)
 	}
 	sort.Strings(files)
+	opt := &optionalCheck{used: map[string]bool{}}
 	for _, f := range files {
 		path := filepath.Join(goldenDir, f+".json")
 		golden, err := readShape(path)
@@ -561,6 +564,7 @@ func (a *apiClient) check() {
 		for _, p := range fits(a.shapes[f], golden, "") {
 			a.t.Errorf("%s: %s", path, p)
 		}
+		opt.walk(f, "", a.shapes[f], golden, false)
 	}
 	for _, p := range a.parts {
 		path := filepath.Join(goldenDir, p.file+".json")
@@ -590,6 +594,15 @@ func (a *apiClient) check() {
 		}
 		for _, problem := range fits(p.shape, golden, strings.Join(p.path, ".")) {
 			a.t.Errorf("%s: %s", path, problem)
+		}
+		opt.walk(p.file, strings.ReplaceAll(strings.Join(p.path, "."), ".[]", "[]"), p.shape, golden, true)
+	}
+	if !*updateGolden {
+		for _, p := range opt.problems {
+			a.t.Errorf("%s/%s", goldenDir, p)
+		}
+		for _, k := range opt.unused() {
+			a.t.Errorf("optionalKeys[%q]: no optional key in the golden files uses it", k)
 		}
 	}
 	a.checkErrors(filepath.Join(goldenDir, "errors.json"))
