@@ -209,12 +209,21 @@ var optionalKeys = map[string]optionalReason{
 type optionalCheck struct {
 	used     map[string]bool
 	problems []string
+	// hasPMU and hasFentry: this host has what the reasons "no hardware
+	// PMU" and "no fentry/fexit" say it lacks (judged apart from the
+	// daemon: privtest.NoPMU, collectors.ProbeCounters). There those keys
+	// may or may not show, and nothing is required of them.
+	hasPMU, hasFentry bool
 }
 
 func (c *optionalCheck) reason(file, path, name string) (optionalReason, bool) {
 	for _, k := range []string{file + ":" + path, name} {
 		if r, ok := optionalKeys[k]; ok {
 			c.used[k] = true
+			if r.kind == absentHere && ((c.hasPMU && strings.HasPrefix(r.why, "no hardware PMU")) ||
+				(c.hasFentry && strings.HasPrefix(r.why, "no fentry/fexit"))) {
+				r = sometime(timing, r.why+" (this host has it)")
+			}
 			return r, true
 		}
 	}
