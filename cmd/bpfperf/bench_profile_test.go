@@ -167,8 +167,13 @@ func TestBenchProfile(t *testing.T) {
 			t.Errorf("%s: no samples", r.Name)
 			continue
 		}
-		if ratio := sampledNs / measuredNs; ratio < 0.8 || ratio > 1.2 {
-			t.Errorf("%s: sampled %.0f ms of CPU, the kernel measured %.0f ms: want within 20%% (the warm-up would add 33%%)", r.Name, sampledNs/1e6, measuredNs/1e6)
+		// The upper bound tells the measurements from the warm-up (which
+		// would add 33%). The lower one is loose: the kernel's measured
+		// time is wall time around the runs, which on a shared VM includes
+		// time the vCPU was taken away, and cpu-clock sampling does not see
+		// that (CI once sampled 62 ms of 113 ms measured, 2026-11-25).
+		if ratio := sampledNs / measuredNs; ratio < 0.5 || ratio > 1.2 {
+			t.Errorf("%s: sampled %.0f ms of CPU, the kernel measured %.0f ms: want at most 20%% more (the warm-up would add 33%%), and at least half", r.Name, sampledNs/1e6, measuredNs/1e6)
 		}
 		if share < 0.8 {
 			t.Errorf("%s: %.1f%% of samples in bpf_prog_<tag>_%s, want most (at least 80%%)", r.Name, 100*share, r.Entry)
