@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -29,20 +28,21 @@ type netDevice struct {
 // "xdp", Target "ifindex 6 (bv1)"). Targets read as a tcx or xdp link's do
 // in Links, so the two compare; LinkID is 0.
 //
-// XDP programs attached through a bpf_link are left out (netlink reports
-// them too; Links has them). TC filters never have a link: tcx links are
-// a separate hook. MergeAttach adds the result to Links'.
-//
-// Telling XDP links apart walks the BPF links, which needs CAP_SYS_ADMIN
-// where XDP programs run. Requires Linux 4.13 (XDP program ids).
+// XDP programs attached through a bpf_link are listed too, as bpftool net
+// lists them: netlink cannot tell them apart, and MergeAttach, which adds
+// the result to Links', lists each once (with its link). TC filters never
+// have a link: tcx links are a separate hook. Requires Linux 4.13 (XDP
+// program ids).
 func NetAttach() (map[uint32][]AttachPoint, error) {
 	devs, err := retryDump(netDevices)
 	if err != nil {
 		return nil, fmt.Errorf("list network devices: %w", err)
 	}
 	out := make(map[uint32][]AttachPoint)
-	if err := addXDP(out, devs); err != nil {
-		return nil, err
+	for _, dev := range devs {
+		for _, id := range dev.xdp {
+			out[id] = appendNew(out[id], AttachPoint{Type: "xdp", Target: ifaceTarget(dev.index, dev.name)})
+		}
 	}
 	if err := addTC(out, devs); err != nil {
 		return nil, err
@@ -102,60 +102,6 @@ func xdpProgIDs(b []byte) ([]uint32, error) {
 		}
 	}
 	return ids, nil
-}
-
-// addXDP adds the XDP programs devs run that no xdp link attached.
-func addXDP(out map[uint32][]AttachPoint, devs []netDevice) error {
-	var linked map[xdpHook]bool
-	for _, dev := range devs {
-		for _, id := range dev.xdp {
-			if linked == nil { // walk the links only where XDP runs
-				var err error
-				if linked, err = xdpLinks(); err != nil {
-					return fmt.Errorf("list xdp links: %w", err)
-				}
-			}
-			if !linked[xdpHook{id, uint32(dev.index)}] {
-				out[id] = appendNew(out[id], AttachPoint{Type: "xdp", Target: ifaceTarget(dev.index, dev.name)})
-			}
-		}
-	}
-	return nil
-}
-
-// xdpHook is a program on a device's XDP hook.
-type xdpHook struct{ prog, ifindex uint32 }
-
-// xdpLinks walks the BPF links for XDP ones, which netlink cannot tell
-// from programs it attached itself.
-func xdpLinks() (map[xdpHook]bool, error) {
-	hooks := make(map[xdpHook]bool)
-	for id := uint32(0); ; {
-		next, ok, err := nextID(unix.BPF_LINK_GET_NEXT_ID, id)
-		if err != nil || !ok {
-			return hooks, err
-		}
-		id = next
-		fd, err := fdByID(unix.BPF_LINK_GET_FD_BY_ID, id)
-		if errors.Is(err, ErrGone) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var info linkInfo
-		err = objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info)))
-		closeFD(fd)
-		if errors.Is(err, ErrGone) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("link %d: %w", id, err)
-		}
-		if info.typ == linkXDP {
-			hooks[xdpHook{info.progID, binary.NativeEndian.Uint32(info.union[:])}] = true
-		}
-	}
 }
 
 // clsactParents are where a clsact qdisc hangs its ingress and egress
