@@ -26,7 +26,7 @@ type ProgRow struct {
 	// (SumByName); absent on a row of one program.
 	Instances int  `json:"instances,omitempty"`
 	Loaded    bool `json:"loaded"`
-	Own       bool `json:"own,omitempty"` // held by bpfperfd itself
+	Own       bool `json:"own,omitempty"` // loaded by bpfperfd itself
 	Counters
 	Rates
 	AvgNsSinceLoad *float64  `json:"avg_ns_per_run_since_load,omitempty"`

@@ -38,11 +38,8 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		idents, ids := map[string]bool{}, map[uint32]string{}
 		for _, in := range insts {
 			ids[in.rec.ID] = in.rec.Name
-			if in.rec.Identity != "" {
-				idents[in.rec.Identity] = true
-			}
-			if in.live != nil && in.live.identKey != "" {
-				idents[in.live.identKey] = true
+			if in.ident != "" {
+				idents[in.ident] = true
 			}
 		}
 		kept := events[:0]

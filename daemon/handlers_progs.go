@@ -113,7 +113,7 @@ func (d *Daemon) liveRow(p *program) api.ProgRow {
 	cur := sampleCounters(p.cur)
 	row := api.ProgRow{
 		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, KernelName: p.meta.KernelName, Tag: p.meta.Tag, Loaded: true,
-		Identity: p.identKey, IdentityID: shortID(p.identKey), Where: identity.Attach(p.meta.Attach),
+		Identity: p.identKey, IdentityID: identity.ShortID(p.identKey), Where: identity.Attach(p.meta.Attach),
 		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
 		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
@@ -140,7 +140,7 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	kernelName := cmp.Or(rec.KernelName, rec.Name)
 	row := api.ProgRow{
 		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
-		Identity: rec.Identity, IdentityID: shortID(rec.Identity), Where: identity.Attach(meta.Attach),
+		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Attach(meta.Attach),
 		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: apiOwners(meta.Owners), Attach: apiAttach(meta.Attach),
 	}
 	until := rec.UnloadedAt
@@ -177,12 +177,4 @@ func (d *Daemon) detail(inst instance) (api.ProgDetail, error) {
 		}
 	}
 	return api.ProgDetail{ProgRow: row, Meta: apiMeta(meta)}, nil
-}
-
-// shortID is an identity key's short id, "" for none.
-func shortID(key string) string {
-	if key == "" {
-		return ""
-	}
-	return identity.ShortID(key)
 }

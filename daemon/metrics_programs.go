@@ -11,6 +11,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/identity"
 )
 
 // The programs' series, about five per program, are most of a scrape. As
@@ -278,7 +279,7 @@ func (pf *programFamilies) snapshot(limit int) {
 			pf.byID[p.id] = ps
 		}
 		ps.gen = pf.gen
-		ps.setInfo(p.meta, shortID(p.identKey))
+		ps.setInfo(p.meta, identity.ShortID(p.identKey))
 		p.series, p.meta = ps, nil
 	}
 }

@@ -17,6 +17,25 @@ import (
 type instance struct {
 	rec  store.Program
 	live *program
+	// ident is its identity key as of resolving ("" before it is
+	// settled): the live program's, which may be settled before the
+	// record that says so is written (the tick's write comes after), else
+	// the record's. Read then, under the sampler's lock, so that what
+	// follows needs no lock for it.
+	ident string
+}
+
+// instanceOf is rec resolved: with its live program where that instance
+// is loaded now. Called with the sampler's lock held.
+func (d *Daemon) instanceOf(rec store.Program) instance {
+	in := instance{rec: rec, ident: rec.Identity}
+	if p := d.sampler.progs[rec.ID]; p != nil && p.key == rec.Key {
+		in.live = p
+		if p.identKey != "" {
+			in.ident = p.identKey
+		}
+	}
+	return in
 }
 
 // resolve finds the instances a user's PROG names: a numeric id, a name
@@ -37,19 +56,10 @@ func (d *Daemon) resolve(ref string) ([]instance, error) {
 	var out []instance
 	d.sampler.mu.RLock()
 	for _, rec := range recs {
-		inst := instance{rec: rec}
-		if p := d.sampler.progs[rec.ID]; p != nil && p.key == rec.Key {
-			inst.live = p
-		}
-		// A live program's identity may be settled before its record
-		// says so (the tick's write comes after).
-		ident := rec.Identity
-		if inst.live != nil && inst.live.identKey != "" {
-			ident = inst.live.identKey
-		}
+		inst := d.instanceOf(rec)
 		// An identity id may be all digits, like a program id: both
 		// are tried.
-		match := ident != "" && (ident == ref || identity.ShortID(ident) == ref)
+		match := inst.ident != "" && (inst.ident == ref || identity.ShortID(inst.ident) == ref)
 		switch {
 		case idErr == nil:
 			match = match || (rec.ID == uint32(id) && rec.Key.Boot == d.boot)
@@ -95,7 +105,7 @@ func ambiguous(ref string, insts []instance) error {
 		if in.live == nil {
 			continue
 		}
-		if k := in.live.identKey; k != "" {
+		if k := in.ident; k != "" {
 			ids = append(ids, fmt.Sprintf("%d (identity %s: %s)", in.rec.ID, identity.ShortID(k), k))
 		} else {
 			ids = append(ids, fmt.Sprintf("%d (tag %s)", in.rec.ID, in.rec.Tag))
@@ -113,14 +123,10 @@ func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
 	defer d.sampler.mu.RUnlock()
 	key := ""
 	for _, in := range insts {
-		k := in.rec.Identity
-		if in.live != nil {
-			k = in.live.identKey
-		}
-		if k == "" || (key != "" && k != key) {
+		if in.ident == "" || (key != "" && in.ident != key) {
 			return insts, nil
 		}
-		key = k
+		key = in.ident
 	}
 	cur, ok := identity.Parse(key)
 	if !ok {
@@ -132,20 +138,16 @@ func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
 	}
 	var out []instance
 	for _, rec := range recs {
-		p := d.sampler.progs[rec.ID]
-		if p != nil && p.key != rec.Key {
-			p = nil
-		}
-		match := rec.Identity == key || (p != nil && p.identKey == key)
-		if !match && rec.Identity == "" && p == nil {
+		in := d.instanceOf(rec)
+		match := in.ident == key
+		if !match && in.ident == "" && in.live == nil {
 			if old, ok := legacyIdentityOf(rec); ok && identity.Continues(old, cur) {
 				match = true
 			}
 		}
-		if !match {
-			continue
+		if match {
+			out = append(out, in)
 		}
-		out = append(out, instance{rec: rec, live: p})
 	}
 	if len(out) == 0 {
 		return insts, nil
@@ -183,12 +185,8 @@ func (d *Daemon) liveRecords() []store.Program {
 func identityKeys(insts []instance) []string {
 	var keys []string
 	for _, in := range insts {
-		k := in.rec.Identity
-		if in.live != nil && in.live.identKey != "" {
-			k = in.live.identKey
-		}
-		if k != "" && !slices.Contains(keys, identity.ShortID(k)) {
-			keys = append(keys, identity.ShortID(k))
+		if in.ident != "" && !slices.Contains(keys, identity.ShortID(in.ident)) {
+			keys = append(keys, identity.ShortID(in.ident))
 		}
 	}
 	slices.Sort(keys)

@@ -117,8 +117,12 @@ func (i Identity) Key() string {
 // short hash): the first 8 hex digits of its key's SHA-256.
 func (i Identity) ID() string { return ShortID(i.Key()) }
 
-// ShortID is the ID of an identity's key.
+// ShortID is the ID of an identity's key, and "" for no key (a program
+// whose identity is not settled yet).
 func ShortID(key string) string {
+	if key == "" {
+		return ""
+	}
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:4])
 }

@@ -20,6 +20,9 @@ func TestKeyParsesBack(t *testing.T) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", id.Key(), got, ok, id)
 		}
 	}
+	if id := ShortID(""); id != "" {
+		t.Errorf("ShortID of no key = %q, want none", id)
+	}
 	for _, bad := range []string{"", "noslash", "/x", "t/", "t/n junk", "t/n #1", "t/n #x"} {
 		if got, ok := Parse(bad); ok {
 			t.Errorf("Parse(%q) = %+v, want not ok", bad, got)
