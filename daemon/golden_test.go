@@ -110,12 +110,14 @@ func TestGoldenAPI(t *testing.T) {
 	if err := privtest.Run(ctr, 3); err != nil {
 		t.Fatal(err)
 	}
+	var twinID uint32 // a program nobody runs
 	for range 2 {
 		twin, err := privtest.LoadSocketFilter(twinName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer twin.Close()
+		twinID = progID(t, twin)
 	}
 
 	// A program loaded, run, unloaded and loaded again: an unloaded
@@ -174,6 +176,8 @@ func TestGoldenAPI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bpfperf bench: exit %d: %s", code, errOut)
 	}
+	// Stored once without a label, then with one (the one "last" names).
+	api.post("bench_post", "/v1/bench/runs", []byte(report), http.StatusCreated)
 	stored := api.post("bench_post", "/v1/bench/runs?label=golden", []byte(report), http.StatusCreated)
 	benchID := fmt.Sprint(num(stored, "id"))
 
@@ -184,7 +188,7 @@ func TestGoldenAPI(t *testing.T) {
 		api.get("progs", "/v1/progs")
 		api.get("progs_all", "/v1/progs?all=true")
 		api.get("progs_counters", "/v1/progs?fields=counters")
-		for _, ref := range []string{fmt.Sprint(hotID), hotName, fmt.Sprint(idleID), ctrName, reloadName, fmt.Sprint(firstID), fmt.Sprint(attachedID)} {
+		for _, ref := range []string{fmt.Sprint(hotID), hotName, fmt.Sprint(idleID), ctrName, reloadName, fmt.Sprint(firstID), fmt.Sprint(attachedID), fmt.Sprint(twinID)} {
 			api.get("prog", "/v1/progs/"+url.PathEscape(ref))
 		}
 		api.get("history", "/v1/history?prog="+reloadName+"&since=10m")
@@ -209,6 +213,16 @@ func TestGoldenAPI(t *testing.T) {
 			api.get("map", fmt.Sprintf("/v1/maps/%v?since=10m", num(rows[0], "id")))
 		}
 	}
+	// A second daemon as bare as it comes (sweeping by fd, no continuous
+	// profiling, no counter targets): what status and counters leave out
+	// then, into the same shapes.
+	bare := startDaemon(t, t.TempDir(), "--sweep", "fd", "--profile.every", "0")
+	bareAPI := api.sibling(bare.socket)
+	bareAPI.poll("the bare daemon's first sweep", "status", "/v1/status", func(v any) bool {
+		return field(v, "last_sample") != nil && field(v, "counters") != nil
+	})
+	bareAPI.get("counters", "/v1/counters")
+
 	// The gate on a program with one version: an answer that says the
 	// data cannot decide, in the check's own form.
 	if body, status := api.do(http.MethodGet, "/v1/check?prog="+reloadName, nil); status == http.StatusOK {
@@ -363,6 +377,13 @@ func newAPIClient(t *testing.T, socket string) *apiClient {
 		shapes: map[string]*shape{},
 		errs:   map[string]errorShape{},
 	}
+}
+
+// sibling is a client of another daemon whose answers count in a's shapes.
+func (a *apiClient) sibling(socket string) *apiClient {
+	b := newAPIClient(a.t, socket)
+	b.shapes, b.errs = a.shapes, a.errs
+	return b
 }
 
 // do sends a request and returns the body and status.
