@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -26,7 +27,7 @@ type Config struct {
 	HostLock  string
 	Interval  time.Duration // sampling interval
 	StatsMode string        // "auto", "fd" or "sysctl"
-	// StatsDuty is the percent of each interval stats are on (duty.go);
+	// StatsDuty is the percent of each interval stats are on (sampler/duty.go);
 	// 0 is 100.
 	StatsDuty int
 	Sweep     string // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
@@ -99,8 +100,8 @@ func (c *Config) validate() error {
 	}
 	switch c.Sweep {
 	case "":
-		c.Sweep = sweepAuto
-	case sweepAuto, sweepIter, sweepFd:
+		c.Sweep = sampler.SweepAuto
+	case sampler.SweepAuto, sampler.SweepIter, sampler.SweepFd:
 	default:
 		return fmt.Errorf("%w: --sweep %q is not one of auto, iter, fd", ErrBadConfig, c.Sweep)
 	}
@@ -144,6 +145,9 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// ParseDuty reads --stats.duty: "N%" or "N", a whole percent in 1..100.
+func ParseDuty(s string) (int, error) { return sampler.ParseDuty(s) }
 
 // checkPaths checks the state dir and the socket's directory.
 func (c *Config) checkPaths() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -272,13 +273,13 @@ func (d *Daemon) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]boo
 	if len(tgs) == 0 {
 		return out
 	}
-	d.sampler.mu.RLock()
-	defer d.sampler.mu.RUnlock()
-	for _, tg := range tgs {
-		if p := d.sampler.progs[tg.key.ID]; p != nil && p.key == tg.key {
-			out[tg.key] = true
+	d.sampler.Read(func(v sampler.View) {
+		for _, tg := range tgs {
+			if v.Live(tg.key) != nil {
+				out[tg.key] = true
+			}
 		}
-	}
+	})
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -119,17 +120,17 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profil
 	windows := sampledCounters(est, runs, start, end)
 
 	// Only programs the sampler knows get a series (their record exists).
-	d.sampler.mu.RLock()
 	var samples []store.CounterSample
-	for id, pc := range windows {
-		p := d.sampler.progs[id]
-		if p == nil {
-			delete(windows, id)
-			continue
+	d.sampler.Read(func(v sampler.View) {
+		for id, pc := range windows {
+			p := v.Program(id)
+			if p == nil {
+				delete(windows, id)
+				continue
+			}
+			samples = append(samples, sampledSample(p.Key(), pc))
 		}
-		samples = append(samples, sampledSample(p.key, pc))
-	}
-	d.sampler.mu.RUnlock()
+	})
 	if err := d.store.WriteCounters(samples...); err != nil {
 		d.cfg.Logger.Warn("store sampled perf counters", "err", err)
 	}
@@ -216,45 +217,37 @@ func sampledFromStore(s store.CounterSample) *api.PerfCounters {
 // most two intervals and a second). A program loaded after t ran 0 times
 // by then; one whose count at t cannot be told is left out.
 func (d *Daemon) runsAt(ctx context.Context, t time.Time) map[uint32]float64 {
-	deadline := time.Now().Add(2*d.cfg.Interval + time.Second)
-	for {
-		d.sampler.mu.RLock()
-		last := d.sampler.lastTick
-		d.sampler.mu.RUnlock()
-		if last.After(t) || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(20 * time.Millisecond):
-		}
+	if !d.sampler.WaitTick(ctx, t, 2*d.cfg.Interval+time.Second) && ctx.Err() != nil {
+		return nil
 	}
-	d.sampler.mu.RLock()
-	defer d.sampler.mu.RUnlock()
-	out := make(map[uint32]float64, len(d.sampler.progs))
-	for id, p := range d.sampler.progs {
-		if v, ok := interpolateRuns(p, t); ok {
-			out[id] = v
+	var out map[uint32]float64
+	d.sampler.Read(func(v sampler.View) {
+		out = make(map[uint32]float64, v.Len())
+		for id, p := range v.Programs() {
+			if n, ok := interpolateRuns(p, t); ok {
+				out[id] = n
+			}
 		}
-	}
+	})
 	return out
 }
 
 // interpolateRuns is p's run_cnt at t from the sampler's last two sweeps.
-func interpolateRuns(p *program, t time.Time) (float64, bool) {
-	cur := float64(p.cur.RunCnt)
+func interpolateRuns(p *sampler.Program, t time.Time) (float64, bool) {
+	c, curAt := p.Latest()
+	pv, prevAt, havePrev := p.Previous()
+	cur := float64(c.RunCnt)
 	switch {
-	case !p.curAt.After(t):
+	case !curAt.After(t):
 		return cur, true // no sweep after t yet: the latest count
-	case p.havePrev && !p.prevAt.After(t):
-		prev := float64(p.prev.RunCnt)
-		span := p.curAt.Sub(p.prevAt)
+	case havePrev && !prevAt.After(t):
+		prev := float64(pv.RunCnt)
+		span := curAt.Sub(prevAt)
 		if span <= 0 {
 			return cur, true
 		}
-		return prev + (cur-prev)*float64(t.Sub(p.prevAt))/float64(span), true
-	case !p.meta.LoadedAt.IsZero() && p.meta.LoadedAt.After(t):
+		return prev + (cur-prev)*float64(t.Sub(prevAt))/float64(span), true
+	case !p.Meta().LoadedAt.IsZero() && p.Meta().LoadedAt.After(t):
 		return 0, true
 	}
 	return 0, false

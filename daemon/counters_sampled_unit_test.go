@@ -8,6 +8,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -140,8 +141,10 @@ func TestSampledCountersPMU(t *testing.T) {
 // either side of it.
 func TestInterpolateRuns(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	p := &program{havePrev: true, prevAt: t0, curAt: t0.Add(time.Second)}
-	p.prev.RunCnt, p.cur.RunCnt = 1000, 2000
+	f := sampler.NewFixture()
+	prog := sampler.FixtureProgram{HavePrev: true, PrevAt: t0, CurAt: t0.Add(time.Second)}
+	prog.Prev.RunCnt, prog.Cur.RunCnt = 1000, 2000
+	p := f.Put(prog)
 	if v, ok := interpolateRuns(p, t0.Add(250*time.Millisecond)); !ok || v != 1250 {
 		t.Errorf("between sweeps: %v %v, want 1250", v, ok)
 	}
@@ -151,12 +154,14 @@ func TestInterpolateRuns(t *testing.T) {
 	if _, ok := interpolateRuns(p, t0.Add(-time.Second)); ok {
 		t.Error("before both sweeps: want unknown")
 	}
-	p.meta.LoadedAt = t0.Add(-2 * time.Second)
+	prog.Meta.LoadedAt = t0.Add(-2 * time.Second)
+	p = f.Put(prog)
 	if v, ok := interpolateRuns(p, t0.Add(-time.Second)); ok {
 		t.Errorf("loaded before t, count unknown: %v", v)
 	}
-	p.meta.LoadedAt = t0.Add(time.Millisecond)
-	p.havePrev = false
+	prog.Meta.LoadedAt = t0.Add(time.Millisecond)
+	prog.HavePrev = false
+	p = f.Put(prog)
 	if v, ok := interpolateRuns(p, t0); !ok || v != 0 {
 		t.Errorf("loaded after t: %v %v, want 0", v, ok)
 	}

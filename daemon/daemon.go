@@ -15,6 +15,8 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/holders"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -23,8 +25,7 @@ type Daemon struct {
 	cfg     Config
 	store   *store.DB
 	stats   *collectors.Stats
-	duty    *dutyCycle // nil at --stats.duty 100%
-	sampler *sampler
+	sampler *sampler.Sampler
 	bootID  string
 	boot    uint32
 	started time.Time
@@ -96,11 +97,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("store boot id: %w", err)
 	}
 
-	sw, err := newSweeper(&cfg, cfg.Now())
+	sw, err := sampler.NewSweeper(sampler.SweepConfig{Mode: cfg.Sweep, FailLoad: cfg.SweepFailLoad, Logger: log}, cfg.Now())
 	if err != nil {
 		return err
 	}
-	defer sw.close()
+	defer sw.Close()
 
 	cost := measureStatsCost(cfg.Now())
 	if cost.err != nil {
@@ -123,34 +124,36 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
-	var duty *dutyCycle
+	var duty *sampler.DutyCycle
 	if cfg.StatsDuty < 100 {
 		if stats.Mode() != collectors.StatsFD {
 			return fmt.Errorf("%w: --stats.duty %d%% needs the stats fd (BPF_ENABLE_STATS, Linux 5.8+), but stats are on through the sysctl: %s", ErrBadConfig, cfg.StatsDuty, stats.Detail())
 		}
-		duty = newDutyCycle(stats, cfg.StatsDuty, cfg.Interval, log)
-		defer duty.stop()
-		log.Info("stats duty cycle", "detail", duty.status())
+		duty = sampler.NewDutyCycle(stats, cfg.StatsDuty, cfg.Interval, log)
+		defer duty.Stop()
+		log.Info("stats duty cycle", "detail", duty.Status())
 	}
-	log.Info("sweep", "kind", sw.kind, "detail", sw.detail)
+	kind, detail, _, _, _ := sw.State()
+	log.Info("sweep", "kind", kind, "detail", detail)
 
-	holders := newHolderScanner(&cfg)
-	defer holders.close()
-	smp, err := newSampler(&cfg, sw, holders, db, bootID, boot)
+	scanner := holders.New(cfg.ProcRoot, log)
+	defer scanner.Close()
+	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
+	d.sampler, err = sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty},
+		sw, scanner, db, bootID, boot, sampler.Hooks{
+			Appeared: func(id uint32, name string) {
+				d.learnProfile(id)
+				d.counterProgramAppeared(id, name)
+			},
+			Ticked: func(sweep, write time.Duration) { d.metrics.observe(sweep, write) },
+		})
 	if err != nil {
 		return err
 	}
-	smp.duty = duty
-	d := &Daemon{cfg: cfg, store: db, stats: stats, duty: duty, sampler: smp, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
-	smp.appeared = func(id uint32, name string) {
-		d.learnProfile(id)
-		d.counterProgramAppeared(id, name)
-	}
-	d.maps = newMapWatcher(&d.cfg, holders, db, bootID, boot)
+	d.maps = newMapWatcher(&d.cfg, scanner, db, bootID, boot)
 	d.maps.users = d.mapUsers
 	defer d.maps.close()
 	d.metrics = newMetrics(d)
-	smp.ticked = d.metrics.observe
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if duty != nil {
 		// History marks what this run stores as estimates (history.go).
-		startEvents = append(startEvents, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.status()})
+		startEvents = append(startEvents, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.Status()})
 	}
 	if err := db.WriteTick(store.Tick{Time: d.started, Events: startEvents}); err != nil {
 		return err
@@ -239,9 +242,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 	var goneLogged bool
 	for {
 		now := d.now()
-		if err := d.sampler.tick(now, first); err == nil {
+		if err := d.sampler.Tick(now, first); err == nil {
 			first = false
-		} else if !d.sampler.storeFailing() {
+		} else if !d.sampler.StoreFailing() {
 			d.cfg.Logger.Error("sample", "err", err)
 		}
 		d.detect(now)

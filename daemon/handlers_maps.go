@@ -11,6 +11,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -115,15 +116,14 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // owners by program id.
 func (d *Daemon) mapUsers() (users map[uint32][]uint32, owners map[uint32][]collectors.Owner) {
 	users, owners = map[uint32][]uint32{}, map[uint32][]collectors.Owner{}
-	s := d.sampler
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for id, p := range s.progs {
-		for _, m := range p.meta.MapIDs {
-			users[m] = append(users[m], id)
+	d.sampler.Read(func(v sampler.View) {
+		for id, p := range v.Programs() {
+			for _, m := range p.Meta().MapIDs {
+				users[m] = append(users[m], id)
+			}
+			owners[id] = p.Meta().Owners
 		}
-		owners[id] = p.meta.Owners
-	}
+	})
 	for _, ids := range users {
 		slices.Sort(ids)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -40,12 +41,14 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 
 // counters lists the loaded programs' latest counters, by id.
 func (d *Daemon) counters() []api.ProgCounters {
-	d.sampler.mu.RLock()
-	out := make([]api.ProgCounters, 0, len(d.sampler.progs))
-	for _, p := range d.sampler.progs {
-		out = append(out, api.ProgCounters{ID: p.meta.ID, Tag: p.meta.Tag, LastSampleMs: p.curAt.UnixMilli(), Counters: sampleCounters(p.cur)})
-	}
-	d.sampler.mu.RUnlock()
+	var out []api.ProgCounters
+	d.sampler.Read(func(v sampler.View) {
+		out = make([]api.ProgCounters, 0, v.Len())
+		for _, p := range v.Programs() {
+			cur, at := p.Latest()
+			out = append(out, api.ProgCounters{ID: p.Meta().ID, Tag: p.Meta().Tag, LastSampleMs: at.UnixMilli(), Counters: sampleCounters(cur)})
+		}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
@@ -64,14 +67,15 @@ func (s *server) show(w http.ResponseWriter, r *http.Request) {
 // rows lists loaded programs (and with all, every stored instance), by CPU %
 // then run time, highest first.
 func (d *Daemon) rows(all bool) ([]api.ProgRow, error) {
-	d.sampler.mu.RLock()
-	rows := make([]api.ProgRow, 0, len(d.sampler.progs))
+	var rows []api.ProgRow
 	live := map[store.InstanceKey]bool{}
-	for _, p := range d.sampler.progs {
-		rows = append(rows, d.liveRow(p))
-		live[p.key] = true
-	}
-	d.sampler.mu.RUnlock()
+	d.sampler.Read(func(v sampler.View) {
+		rows = make([]api.ProgRow, 0, v.Len())
+		for _, p := range v.Programs() {
+			rows = append(rows, d.liveRow(p))
+			live[p.Key()] = true
+		}
+	})
 	if all {
 		recs, err := d.store.Programs()
 		if err != nil {
@@ -108,21 +112,23 @@ func val(f *float64) float64 {
 	return *f
 }
 
-// liveRow builds the row of a live program. Called with the sampler's lock held.
-func (d *Daemon) liveRow(p *program) api.ProgRow {
-	cur := sampleCounters(p.cur)
+// liveRow builds the row of a live program, inside the sampler's Read.
+func (d *Daemon) liveRow(p *sampler.Program) api.ProgRow {
+	m, key := p.Meta(), p.IdentityKey()
+	smp, at := p.Latest()
+	cur := sampleCounters(smp)
 	row := api.ProgRow{
-		ID: p.meta.ID, Type: p.meta.Type, Name: p.meta.Name, KernelName: p.meta.KernelName, Tag: p.meta.Tag, Loaded: true,
-		Identity: p.identKey, IdentityID: identity.ShortID(p.identKey), Where: identity.Attach(p.meta.Attach),
-		Own: d.sampler.own(p), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
-		LoadedAt: p.meta.LoadedAt, BootID: d.bootID, LastSample: p.curAt,
-		Owners: apiOwners(p.meta.Owners), Attach: apiAttach(p.meta.Attach),
-		SampledCPUPercent: d.sampledCPU(p.meta.ID),
-		MapBytes:          d.maps.bytesOf(p.meta.MapIDs),
+		ID: m.ID, Type: m.Type, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, Loaded: true,
+		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
+		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
+		LoadedAt: m.LoadedAt, BootID: d.bootID, LastSample: at,
+		Owners: apiOwners(m.Owners), Attach: apiAttach(m.Attach),
+		SampledCPUPercent: d.sampledCPU(m.ID),
+		MapBytes:          d.maps.bytesOf(m.MapIDs),
 	}
 	d.fillCounters(&row)
-	if p.havePrev {
-		row.Rates = api.RatesBetween(sampleCounters(p.prev), cur, p.curAt.Sub(p.prevAt))
+	if prev, prevAt, ok := p.Previous(); ok {
+		row.Rates = api.RatesBetween(sampleCounters(prev), cur, at.Sub(prevAt))
 	}
 	return row
 }
@@ -162,9 +168,11 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 
 func (d *Daemon) detail(inst instance) (api.ProgDetail, error) {
 	if inst.live != nil {
-		d.sampler.mu.RLock()
-		defer d.sampler.mu.RUnlock()
-		return api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: apiMeta(inst.live.meta)}, nil
+		var detail api.ProgDetail
+		d.sampler.Read(func(sampler.View) {
+			detail = api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: apiMeta(*inst.live.Meta())}
+		})
+		return detail, nil
 	}
 	row, err := d.storedRow(inst.rec)
 	if err != nil {

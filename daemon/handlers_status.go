@@ -19,32 +19,25 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 // status is the daemon as it runs: its sampler, store and own cost, and
 // what profiling and perf counters do.
 func (d *Daemon) status() api.Status {
-	s := d.sampler
-	s.mu.RLock()
+	s := d.sampler.Status()
 	st := api.Status{
 		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
 		UptimeSeconds: d.now().Sub(d.started).Seconds(), BootID: d.bootID,
 		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
-		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: len(s.progs),
-		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.lastTick,
-		LastSweepMs: float64(s.lastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.lastWrite.Microseconds()) / 1000,
+		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: s.Programs,
+		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.LastTick,
+		LastSweepMs: float64(s.LastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.LastWrite.Microseconds()) / 1000,
+		StatsDuty: s.Duty, SkippedPrograms: s.Skipped, SkipReason: s.SkipReason,
+		Sweep: s.Sweep, SweepDetail: s.SweepDetail, Holders: s.Holders,
 	}
-	if s.lastErr != nil {
-		st.LastError = s.lastErr.Error()
+	if s.LastErr != nil {
+		st.LastError = s.LastErr.Error()
 	}
 	st.StoreDamaged = d.store.Damaged()
 	st.StoreGone = d.store.Gone()
-	if d.duty != nil {
-		st.StatsDuty = d.duty.status()
-	}
-	st.SkippedPrograms, st.SkipReason = s.skipped, s.skipReason
-	s.mu.RUnlock()
-	var last, total, since uint64
-	st.Sweep, st.SweepDetail, last, total, since = s.sweeper.state()
-	st.Holders = s.holders.state()
-	st.SweepBPFMs = float64(last) / 1e6
+	st.SweepBPFMs = float64(s.IterLastNs) / 1e6
 	var ts unix.Timespec
-	if total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {
+	if total, since := s.IterTotalNs, s.IterSince; total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {
 		st.SweepBPFCPUPercent, _ = api.CPUPercent(float64(total), time.Duration(uint64(ts.Nano())-since))
 	}
 	st.ProgramsSeen, _ = d.store.CountPrograms()

@@ -4,7 +4,7 @@ import "time"
 
 // eventStatsDuty is stored at a daemon's start when it runs with
 // --stats.duty below 100%: what it stores until it stops is scaled from
-// part of each interval (duty.go), so history marks it as estimates.
+// part of each interval (sampler/duty.go), so history marks it as estimates.
 const eventStatsDuty = "stats_duty"
 
 // span is a time range, start exclusive, end inclusive: the points a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -70,8 +71,8 @@ type mapWatcher struct {
 	// users indexes the loaded programs by map and their owners by
 	// program (Daemon.mapUsers), for the owners a map is recorded with.
 	users func() (map[uint32][]uint32, map[uint32][]collectors.Owner)
-	// holders reads who holds each map (holders.go).
-	holders *holderScanner
+	// holders reads who holds each map.
+	holders *holders.Scanner
 
 	mu       sync.RWMutex
 	maps     map[uint32]*watchedMap
@@ -82,8 +83,8 @@ type mapWatcher struct {
 	readings uint64
 }
 
-func newMapWatcher(cfg *Config, holders *holderScanner, db *store.DB, bootID string, boot uint32) *mapWatcher {
-	w := &mapWatcher{cfg: cfg, holders: holders, store: db, boot: boot, bootID: bootID, log: cfg.Logger, maps: map[uint32]*watchedMap{}}
+func newMapWatcher(cfg *Config, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32) *mapWatcher {
+	w := &mapWatcher{cfg: cfg, holders: scanner, store: db, boot: boot, bootID: bootID, log: cfg.Logger, maps: map[uint32]*watchedMap{}}
 	it, err := collectors.NewMapIter()
 	if err != nil {
 		w.counting = "walk: hash maps' keys walked with get-next-key, the kernel's count is unavailable (" + err.Error() + ")"
@@ -139,7 +140,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		return err
 	}
 	ostart := time.Now()
-	holders, herr := w.holders.scan()
+	held, herr := w.holders.Scan()
 	if herr != nil {
 		w.log.Warn("read map holders", "err", herr)
 	}
@@ -164,13 +165,13 @@ func (w *mapWatcher) read(now time.Time) error {
 		if m == nil {
 			m = &watchedMap{key: store.InstanceKey{Boot: w.boot, ID: info.ID}}
 			w.maps[info.ID] = m
-			owners, _ := json.Marshal(mapOwners(holders.Maps[info.ID], users[info.ID], progOwners, pins.Maps[info.ID]))
+			owners, _ := json.Marshal(mapOwners(held.Maps[info.ID], users[info.ID], progOwners, pins.Maps[info.ID]))
 			tick.Seen = append(tick.Seen, store.MapRecord{
 				Key: m.key, BootID: w.bootID, ID: info.ID, Name: info.Name, Type: info.Type,
 				KeySize: info.KeySize, ValueSize: info.ValueSize, MaxEntries: info.MaxEntries, FirstSeen: now, Owners: owners,
 			})
 		}
-		m.info, m.at, m.owners, m.pin = info, now, holders.Maps[info.ID], pins.Maps[info.ID]
+		m.info, m.at, m.owners, m.pin = info, now, held.Maps[info.ID], pins.Maps[info.ID]
 		tick.Samples = append(tick.Samples, store.MapSample{Key: m.key, Memlock: info.Memlock, Entries: info.Entries})
 		tick.Events = append(tick.Events, m.events(now, w.cfg.MapsLeakWindow)...)
 	}

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
 // /metrics (issue 13). A scrape reads what the sampler, the profiler and
@@ -148,18 +149,17 @@ func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
 // linkMissed is one counter per kprobe link whose kernel reports a missed
 // count, made under the sampler's lock and sent after it.
 func (c *daemonCollector) linkMissed() []prometheus.Metric {
-	s := c.d.sampler
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []prometheus.Metric
-	for id, p := range s.progs {
-		for _, a := range p.meta.Attach {
-			if a.Missed != nil {
-				out = append(out, prometheus.MustNewConstMetric(descLinkMissed, prometheus.CounterValue, float64(*a.Missed),
-					strconv.FormatUint(uint64(id), 10), strconv.FormatUint(uint64(a.LinkID), 10)))
+	c.d.sampler.Read(func(v sampler.View) {
+		for id, p := range v.Programs() {
+			for _, a := range p.Meta().Attach {
+				if a.Missed != nil {
+					out = append(out, prometheus.MustNewConstMetric(descLinkMissed, prometheus.CounterValue, float64(*a.Missed),
+						strconv.FormatUint(uint64(id), 10), strconv.FormatUint(uint64(a.LinkID), 10)))
+				}
 			}
 		}
-	}
+	})
 	return out
 }
 

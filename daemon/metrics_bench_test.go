@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
 // BenchmarkMetricsPrograms serves the per-program families of 1,000
@@ -17,14 +18,15 @@ import (
 // process: the part of a scrape that grows with the programs
 // (BenchmarkMetrics1000Programs measures a real daemon).
 func BenchmarkMetricsPrograms(b *testing.B) {
-	d := &Daemon{sampler: &sampler{progs: map[uint32]*program{}}}
+	f := sampler.NewFixture()
+	d := &Daemon{sampler: f.Sampler}
 	for i := range 1000 {
 		id := uint32(100 + i)
-		d.sampler.progs[id] = &program{
-			meta: collectors.Meta{ID: id, Name: fmt.Sprintf("bench_m%d", i), Type: "socket_filter", Tag: "0011223344556677",
+		f.Put(sampler.FixtureProgram{
+			Meta: collectors.Meta{ID: id, Name: fmt.Sprintf("bench_m%d", i), Type: "socket_filter", Tag: "0011223344556677",
 				Owners: []collectors.Owner{{PID: 1, Comm: "daemon.test"}}},
-			cur: collectors.Sample{ID: id, RunTimeNs: uint64(i) * 12345, RunCnt: uint64(i) * 7},
-		}
+			Cur: collectors.Sample{ID: id, RunTimeNs: uint64(i) * 12345, RunCnt: uint64(i) * 7},
+		})
 	}
 	m := &metrics{registry: prometheus.NewRegistry(), programs: newProgramFamilies(d)}
 	h := promhttp.HandlerForTransactional(m, promhttp.HandlerOpts{})

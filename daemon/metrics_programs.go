@@ -11,6 +11,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 )
 
@@ -260,14 +261,19 @@ func (pf *programFamilies) addCounters(ps *programSeries, sampling bool) {
 // brings the series of the first limit up to date: ids grow with load
 // order, so with a cap the oldest programs keep their series.
 func (pf *programFamilies) snapshot(limit int) {
+	pf.d.sampler.Read(func(v sampler.View) { pf.snapshotLocked(v, limit) })
+}
+
+// snapshotLocked is snapshot inside the sampler's Read: the series take
+// the programs' metadata by pointer, so they are brought up to date
+// before it ends.
+func (pf *programFamilies) snapshotLocked(v sampler.View, limit int) {
 	d := pf.d
-	s := d.sampler
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	pf.progs = slices.Grow(pf.progs[:0], len(s.progs))
+	pf.progs = slices.Grow(pf.progs[:0], v.Len())
 	d.ctr.mu.Lock()
-	for id, p := range s.progs {
-		pf.progs = append(pf.progs, progSeries{id: id, meta: &p.meta, identKey: p.identKey, cur: p.cur, perf: d.lastCountersLocked(id)})
+	for id, p := range v.Programs() {
+		cur, _ := p.Latest()
+		pf.progs = append(pf.progs, progSeries{id: id, meta: p.Meta(), identKey: p.IdentityKey(), cur: cur, perf: d.lastCountersLocked(id)})
 	}
 	d.ctr.mu.Unlock()
 	slices.SortFunc(pf.progs, func(a, b progSeries) int { return cmp.Compare(a.id, b.id) })

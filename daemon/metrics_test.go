@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -38,15 +39,19 @@ func (p programsOnly) count(name string) int {
 // TestMetricsCap: beyond --web.max-programs the newest programs (highest
 // ids) are summed into id="other"; programs keep their info series.
 func TestMetricsCap(t *testing.T) {
-	d := &Daemon{cfg: Config{Web: WebConfig{MaxPrograms: 2}}, sampler: &sampler{progs: map[uint32]*program{}}}
+	f := sampler.NewFixture()
+	d := &Daemon{cfg: Config{Web: WebConfig{MaxPrograms: 2}}, sampler: f.Sampler}
 	for id, v := range map[uint32][2]uint64{7: {1e9, 10}, 3: {2e9, 20}, 9: {3e9, 30}, 12: {4e9, 40}} {
-		d.sampler.progs[id] = &program{
-			meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677",
+		p := sampler.FixtureProgram{
+			Meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677",
 				Attach: []collectors.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}, Owners: []collectors.Owner{{PID: 1, Comm: "agent"}, {PID: 2, Comm: "agent"}}},
-			cur: collectors.Sample{ID: id, RunTimeNs: v[0], RunCnt: v[1]},
+			Cur: collectors.Sample{ID: id, RunTimeNs: v[0], RunCnt: v[1]},
 		}
+		if id == 3 {
+			p.Identity = "xdp/p at xdp dev lo by agent" // settled; 7 is not yet
+		}
+		f.Put(p)
 	}
-	d.sampler.progs[3].identKey = "xdp/p at xdp dev lo by agent" // settled; 7 is not yet
 	want := `
 # HELP bpfperf_program_runs_total Runs of the program, as bpf_stats counts them (run_cnt).
 # TYPE bpfperf_program_runs_total counter
@@ -75,7 +80,7 @@ bpfperf_programs_in_other 2
 		}
 	}
 	// An unloaded program leaves the output.
-	delete(d.sampler.progs, 3)
+	f.Remove(3)
 	if n := g.count("bpfperf_program_info"); n != 2 {
 		t.Errorf("after an unload: %d info series, want 2 (ids 7 and 9)", n)
 	}
@@ -87,12 +92,13 @@ bpfperf_programs_in_other 2
 // TestMetricsInfoChanges: a program's info series follows its metadata
 // (owners come and go), and its counters follow each sweep.
 func TestMetricsInfoChanges(t *testing.T) {
-	d := &Daemon{sampler: &sampler{progs: map[uint32]*program{}}}
-	p := &program{
-		meta: collectors.Meta{ID: 5, Name: "p", Type: "xdp", Tag: "0011223344556677", Owners: []collectors.Owner{{PID: 1, Comm: "agent"}}},
-		cur:  collectors.Sample{ID: 5, RunTimeNs: 1e9, RunCnt: 10},
+	f := sampler.NewFixture()
+	d := &Daemon{sampler: f.Sampler}
+	p := sampler.FixtureProgram{
+		Meta: collectors.Meta{ID: 5, Name: "p", Type: "xdp", Tag: "0011223344556677", Owners: []collectors.Owner{{PID: 1, Comm: "agent"}}},
+		Cur:  collectors.Sample{ID: 5, RunTimeNs: 1e9, RunCnt: 10},
 	}
-	d.sampler.progs[5] = p
+	f.Put(p)
 	g := programsOnly{newProgramFamilies(d)}
 	want := func(owner string, runs int) string {
 		return `
@@ -107,14 +113,16 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent", 10)), names...); err != nil {
 		t.Error(err)
 	}
-	p.meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
-	p.cur.RunCnt = 12
+	p.Meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
+	p.Cur.RunCnt = 12
+	f.Put(p)
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent,loader", 12)), names...); err != nil {
 		t.Error(err)
 	}
 	// Its identity settled: the info series says it.
-	p.identKey = "xdp/p by agent"
-	settled := strings.Replace(want("agent,loader", 12), `identity=""`, `identity="`+identity.ShortID(p.identKey)+`"`, 1)
+	p.Identity = "xdp/p by agent"
+	f.Put(p)
+	settled := strings.Replace(want("agent,loader", 12), `identity=""`, `identity="`+identity.ShortID(p.Identity)+`"`, 1)
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(settled), names...); err != nil {
 		t.Error(err)
 	}
@@ -125,12 +133,14 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 // window lacks (no hardware PMU) and a program without a window have no
 // series.
 func TestMetricsPerRun(t *testing.T) {
-	d := &Daemon{boot: 7, sampler: &sampler{progs: map[uint32]*program{}}}
+	f := sampler.NewFixture()
+	d := &Daemon{boot: 7, sampler: f.Sampler}
 	for _, id := range []uint32{5, 6} {
-		d.sampler.progs[id] = &program{
-			meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677"},
-			cur:  collectors.Sample{ID: id, RunTimeNs: 1e9, RunCnt: 10},
-		}
+		f.Put(sampler.FixtureProgram{
+			Boot: 7,
+			Meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677"},
+			Cur:  collectors.Sample{ID: id, RunTimeNs: 1e9, RunCnt: 10},
+		})
 	}
 	clock, cycles := 1500.0, 3000.0
 	d.ctr.targets = map[uint32]*counterTarget{5: {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -124,21 +125,20 @@ func (t ownerTally) sorted() []api.OwnerRow {
 // to its owner.
 func (d *Daemon) ownersLive() []api.OwnerRow {
 	t := ownerTally{}
-	s := d.sampler
-	s.mu.RLock()
-	for _, p := range s.progs {
-		row := d.liveRow(p)
-		r := t.row(p.meta.Owners)
-		r.Present = true
-		r.Programs++
-		r.RunCnt += row.RunCnt
-		r.RunTimeNs += row.RunTimeNs
-		r.RecursionMisses += row.RecursionMisses
-		addTo(&r.RunsPerSec, row.RunsPerSec)
-		addTo(&r.CPUPercent, row.CPUPercent)
-		addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
-	}
-	s.mu.RUnlock()
+	d.sampler.Read(func(v sampler.View) {
+		for _, p := range v.Programs() {
+			row := d.liveRow(p)
+			r := t.row(p.Meta().Owners)
+			r.Present = true
+			r.Programs++
+			r.RunCnt += row.RunCnt
+			r.RunTimeNs += row.RunTimeNs
+			r.RecursionMisses += row.RecursionMisses
+			addTo(&r.RunsPerSec, row.RunsPerSec)
+			addTo(&r.CPUPercent, row.CPUPercent)
+			addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
+		}
+	})
 	users, progOwners := d.mapUsers()
 	mw := d.maps
 	mw.mu.RLock()

@@ -11,6 +11,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -83,9 +84,17 @@ type detector struct {
 	// newest is each key's newest instance, rebuilt only when the
 	// sampler's gen moves (a program came or went, owners were read):
 	// built says it is current for gen.
-	newest map[string]*program
+	newest map[string]*sampler.Program
 	gen    uint64
 	built  bool
+}
+
+// foundIn is a finding and the program it is about, read under the
+// sampler's lock.
+type foundIn struct {
+	finding        *regress.Finding
+	name, typ, key string
+	id             uint32
 }
 
 // detect feeds this tick's intervals to the tracker and stores findings.
@@ -97,68 +106,77 @@ func (d *Daemon) detect(now time.Time) {
 	if d.detector == nil {
 		d.detector = &detector{tracker: regress.NewTracker(d.cfg.Regressions), lastForget: now}
 	}
-	tr := d.detector.tracker
-	s := d.sampler
-	s.mu.RLock()
-	if dt := d.detector; !dt.built || dt.gen != s.gen {
-		dt.newest = map[string]*program{}
-		for id, p := range s.progs {
-			// A program is followed once its identity is settled (the
-			// key of every series the detector keeps).
-			if id == s.sweeper.iterID() || s.own(p) || p.identKey == "" {
-				continue
-			}
-			if q := dt.newest[p.identKey]; q == nil || q.meta.ID < p.meta.ID {
-				dt.newest[p.identKey] = p
-			}
-		}
-		// Each key's current tag, so the tracker sees a reload (a new
-		// newest instance, hence a rebuild) as a change of tag.
-		for k, p := range dt.newest {
-			tr.Seen(k, p.meta.Tag, now)
-		}
-		dt.gen, dt.built = s.gen, true
-	}
-	// Only programs that ran can give an interval's sample: on a host of
-	// idle programs this loop is empty.
-	var found []*regress.Finding
-	var progs []*program
-	for _, p := range s.moved {
-		if p.identKey == "" || d.detector.newest[p.identKey] != p {
-			continue
-		}
-		smp, ok := intervalSample(now, sampleCounters(p.prev), sampleCounters(p.cur), p.curAt.Sub(p.prevAt))
-		if !ok {
-			continue
-		}
-		if f := tr.Observe(p.identKey, p.meta.Tag, smp); f != nil {
-			found = append(found, f)
-			progs = append(progs, p)
-		}
-	}
-	s.mu.RUnlock()
+	var found []foundIn
+	d.sampler.Read(func(v sampler.View) { found = d.detector.observe(v, now) })
 	if now.Sub(d.detector.lastForget) > d.cfg.Regressions.Window {
-		tr.Forget(now.Add(-2 * d.cfg.Regressions.Window))
+		d.detector.tracker.Forget(now.Add(-2 * d.cfg.Regressions.Window))
 		d.detector.lastForget = now
 		d.detector.built = false // Seen again what Forget dropped
 	}
-	for i, f := range found {
+	for _, in := range found {
+		f := in.finding
 		if f.Kind == "" {
 			if f.Undecided != "" {
 				d.cfg.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter)
 			}
 			continue
 		}
-		if err := d.storeFinding(now, progs[i], f); err != nil {
+		if err := d.storeFinding(now, in); err != nil {
 			d.cfg.Logger.Warn("store regression finding", "err", err)
 		}
 	}
 }
 
-// storeFinding explains f from the profiles and stores it as an event.
-func (d *Daemon) storeFinding(now time.Time, p *program, f *regress.Finding) error {
+// observe feeds the tracker the intervals of the tick v shows.
+func (dt *detector) observe(v sampler.View, now time.Time) []foundIn {
+	tr := dt.tracker
+	if !dt.built || dt.gen != v.Generation() {
+		dt.newest = map[string]*sampler.Program{}
+		for id, p := range v.Programs() {
+			// A program is followed once its identity is settled (the
+			// key of every series the detector keeps).
+			if id == v.IterID() || p.Own() || p.IdentityKey() == "" {
+				continue
+			}
+			if q := dt.newest[p.IdentityKey()]; q == nil || q.Meta().ID < p.Meta().ID {
+				dt.newest[p.IdentityKey()] = p
+			}
+		}
+		// Each key's current tag, so the tracker sees a reload (a new
+		// newest instance, hence a rebuild) as a change of tag.
+		for k, p := range dt.newest {
+			tr.Seen(k, p.Meta().Tag, now)
+		}
+		dt.gen, dt.built = v.Generation(), true
+	}
+	// Only programs that ran can give an interval's sample: on a host of
+	// idle programs this loop is empty.
+	var found []foundIn
+	for _, p := range v.Moved() {
+		key := p.IdentityKey()
+		if key == "" || dt.newest[key] != p {
+			continue
+		}
+		cur, curAt := p.Latest()
+		prev, prevAt, _ := p.Previous()
+		smp, ok := intervalSample(now, sampleCounters(prev), sampleCounters(cur), curAt.Sub(prevAt))
+		if !ok {
+			continue
+		}
+		m := p.Meta()
+		if f := tr.Observe(key, m.Tag, smp); f != nil {
+			found = append(found, foundIn{finding: f, name: m.Name, typ: m.Type, key: key, id: m.ID})
+		}
+	}
+	return found
+}
+
+// storeFinding explains a finding from the profiles and stores it as an
+// event.
+func (d *Daemon) storeFinding(now time.Time, in foundIn) error {
+	f := in.finding
 	r := api.Regression{
-		Kind: f.Kind, Time: now, Program: p.meta.Name, Type: p.meta.Type, Identity: p.identKey, ProgID: p.meta.ID,
+		Kind: f.Kind, Time: now, Program: in.name, Type: in.typ, Identity: in.key, ProgID: in.id,
 		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
 	}
 	r.ID = findingID(r)

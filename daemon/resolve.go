@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -16,7 +16,7 @@ import (
 // loaded now, the sampler's live view.
 type instance struct {
 	rec  store.Program
-	live *program
+	live *sampler.Program
 	// ident is its identity key as of resolving ("" before it is
 	// settled): the live program's, which may be settled before the
 	// record that says so is written (the tick's write comes after), else
@@ -26,13 +26,13 @@ type instance struct {
 }
 
 // instanceOf is rec resolved: with its live program where that instance
-// is loaded now. Called with the sampler's lock held.
-func (d *Daemon) instanceOf(rec store.Program) instance {
+// is loaded now, as v sees it.
+func instanceOf(v sampler.View, rec store.Program) instance {
 	in := instance{rec: rec, ident: rec.Identity}
-	if p := d.sampler.progs[rec.ID]; p != nil && p.key == rec.Key {
+	if p := v.Live(rec.Key); p != nil {
 		in.live = p
-		if p.identKey != "" {
-			in.ident = p.identKey
+		if k := p.IdentityKey(); k != "" {
+			in.ident = k
 		}
 	}
 	return in
@@ -51,28 +51,10 @@ func (d *Daemon) resolve(ref string) ([]instance, error) {
 		// have live figures.
 		recs = d.liveRecords()
 	}
-	name, tag, hasTag := strings.Cut(ref, "@")
-	id, idErr := strconv.ParseUint(ref, 10, 32)
 	var out []instance
-	d.sampler.mu.RLock()
-	for _, rec := range recs {
-		inst := d.instanceOf(rec)
-		// An identity id may be all digits, like a program id: both
-		// are tried.
-		match := inst.ident != "" && (inst.ident == ref || identity.ShortID(inst.ident) == ref)
-		switch {
-		case idErr == nil:
-			match = match || (rec.ID == uint32(id) && rec.Key.Boot == d.boot)
-		case hasTag:
-			match = (rec.Name == name || rec.KernelName == name) && rec.Tag == tag
-		default:
-			match = match || rec.Name == name || rec.KernelName == name
-		}
-		if match {
-			out = append(out, inst)
-		}
-	}
-	d.sampler.mu.RUnlock()
+	d.sampler.Read(func(v sampler.View) {
+		out = matching(v, recs, ref, d.boot)
+	})
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w %q: no program with that id, name, name@tag or identity", ErrUnknownProgram, ref)
 	}
@@ -83,6 +65,31 @@ func (d *Daemon) resolve(ref string) ([]instance, error) {
 		return out[i].rec.FirstSeen.After(out[j].rec.FirstSeen)
 	})
 	return out, nil
+}
+
+// matching are the instances among recs that ref names, as v sees them.
+func matching(v sampler.View, recs []store.Program, ref string, boot uint32) []instance {
+	name, tag, hasTag := strings.Cut(ref, "@")
+	id, idErr := strconv.ParseUint(ref, 10, 32)
+	var out []instance
+	for _, rec := range recs {
+		inst := instanceOf(v, rec)
+		// An identity id may be all digits, like a program id: both
+		// are tried.
+		match := inst.ident != "" && (inst.ident == ref || identity.ShortID(inst.ident) == ref)
+		switch {
+		case idErr == nil:
+			match = match || (rec.ID == uint32(id) && rec.Key.Boot == boot)
+		case hasTag:
+			match = (rec.Name == name || rec.KernelName == name) && rec.Tag == tag
+		default:
+			match = match || rec.Name == name || rec.KernelName == name
+		}
+		if match {
+			out = append(out, inst)
+		}
+	}
+	return out
 }
 
 // resolveOne picks the single instance PROG means: the loaded one, or if
@@ -119,8 +126,6 @@ func ambiguous(ref string, insts []instance) error {
 // history of "this program". Instances of several identities (a name that
 // several programs share), or of none yet, are returned as they are.
 func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
-	d.sampler.mu.RLock()
-	defer d.sampler.mu.RUnlock()
 	key := ""
 	for _, in := range insts {
 		if in.ident == "" || (key != "" && in.ident != key) {
@@ -137,18 +142,20 @@ func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
 		return insts, nil // a damaged store: what resolve found
 	}
 	var out []instance
-	for _, rec := range recs {
-		in := d.instanceOf(rec)
-		match := in.ident == key
-		if !match && in.ident == "" && in.live == nil {
-			if old, ok := legacyIdentityOf(rec); ok && identity.Continues(old, cur) {
-				match = true
+	d.sampler.Read(func(v sampler.View) {
+		for _, rec := range recs {
+			in := instanceOf(v, rec)
+			match := in.ident == key
+			if !match && in.ident == "" && in.live == nil {
+				if old, ok := sampler.LegacyIdentityOf(rec); ok && identity.Continues(old, cur) {
+					match = true
+				}
+			}
+			if match {
+				out = append(out, in)
 			}
 		}
-		if match {
-			out = append(out, in)
-		}
-	}
+	})
 	if len(out) == 0 {
 		return insts, nil
 	}
@@ -167,16 +174,9 @@ func overlap(insts []instance) bool {
 	return live > 1
 }
 
-// liveRecords are the loaded programs as the store would record them.
-func (d *Daemon) liveRecords() []store.Program {
-	d.sampler.mu.RLock()
-	defer d.sampler.mu.RUnlock()
-	var recs []store.Program
-	for _, p := range d.sampler.progs {
-		if rec, err := d.sampler.record(p, time.Time{}); err == nil {
-			recs = append(recs, rec)
-		}
-	}
+// liveRecords are the loaded programs as the store records them.
+func (d *Daemon) liveRecords() (recs []store.Program) {
+	d.sampler.Read(func(v sampler.View) { recs = v.Records() })
 	return recs
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
 // The calibration: rounds of stats off then on, each this many test runs
@@ -33,7 +34,8 @@ func measureStatsCost(now time.Time) statsCost {
 // every program's runs/s over the last sweep times the cost per run.
 func (d *Daemon) statsCostStatus() *api.StatsCost {
 	sc := d.statsCost
-	out := &api.StatsCost{RunsPerSec: d.sampler.hostRunsPerSec()}
+	out := &api.StatsCost{}
+	d.sampler.Read(func(v sampler.View) { out.RunsPerSec = v.HostRunsPerSec() })
 	if sc.err != nil {
 		// collectors.ErrStatsHeld on a host where something else keeps
 		// stats on: there is no stats-off baseline.
@@ -48,17 +50,4 @@ func (d *Daemon) statsCostStatus() *api.StatsCost {
 	cpu, _ := api.CPUPercent(out.RunsPerSec*out.NsPerRun, time.Second)
 	out.CPUPercent = &cpu
 	return out
-}
-
-// hostRunsPerSec sums every program's runs over its last two sweeps.
-func (s *sampler) hostRunsPerSec() float64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	total := 0.0
-	for _, p := range s.progs {
-		if r, ok := api.PerSecond(float64(p.cur.RunCnt-p.prev.RunCnt), p.curAt.Sub(p.prevAt)); ok && p.havePrev && p.cur.RunCnt >= p.prev.RunCnt {
-			total += r
-		}
-	}
-	return total
 }

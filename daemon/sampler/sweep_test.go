@@ -1,4 +1,4 @@
-package daemon
+package sampler
 
 import (
 	"fmt"
@@ -25,12 +25,12 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 	}
 	defer stats.Restore()
 	now := time.Now()
-	w, err := newSweeper(&Config{Sweep: sweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
-	if kind, detail, _, _, _ := w.state(); kind != sweepIter {
+	defer w.Close()
+	if kind, detail, _, _, _ := w.State(); kind != SweepIter {
 		t.Fatalf("sweep at start: %s (%s), want the iterator on this kernel", kind, detail)
 	}
 
@@ -52,11 +52,11 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kind, detail, _, _, _ := w.state()
-	if kind != sweepFd || !strings.Contains(detail, "differs from OBJ_GET_INFO_BY_FD") {
+	kind, detail, _, _, _ := w.State()
+	if kind != SweepFd || !strings.Contains(detail, "differs from OBJ_GET_INFO_BY_FD") {
 		t.Errorf("after a failed proof: sweep %s (%s), want the fd sweep and why", kind, detail)
 	}
-	if w.iterID() != 0 {
+	if w.IterID() != 0 {
 		t.Errorf("iterator still held after falling back")
 	}
 	var runs uint64
@@ -77,18 +77,18 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 func TestSweeperRetriesAProofWithNothingToCompare(t *testing.T) {
 	privtest.Root(t)
 	now := time.Now()
-	w, err := newSweeper(&Config{Sweep: sweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.close()
-	if w.iterID() == 0 {
+	defer w.Close()
+	if w.IterID() == 0 {
 		t.Fatal("the iterator does not run on this kernel")
 	}
 	proofs := 0
 	w.prove = func(int) (int, error) { proofs++; return 0, nil }
 	w.sweep(nil, now.Add(iterCheckEvery))
-	if _, detail, _, _, _ := w.state(); proofs != 1 || !strings.Contains(detail, "not yet compared") {
+	if _, detail, _, _, _ := w.State(); proofs != 1 || !strings.Contains(detail, "not yet compared") {
 		t.Errorf("after a proof with nothing idle: %d proofs, detail %q", proofs, detail)
 	}
 	w.sweep(nil, now.Add(iterCheckEvery+iterRecheckSoon))

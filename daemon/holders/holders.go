@@ -1,4 +1,6 @@
-package daemon
+// Package holders answers who holds which BPF programs and maps, for the
+// daemon's owners scan (daemon/sampler) and its map watcher.
+package holders
 
 import (
 	"log/slog"
@@ -8,13 +10,12 @@ import (
 	"github.com/bpfperf/bpfperf/internal/transientfd"
 )
 
-// holderScanner answers who holds which programs and maps, for the owners
-// scan (sampler) and the map watcher: one pass of the holders iterator
+// Scanner answers who holds which programs and maps: one pass of the holders iterator
 // where the kernel runs it and --proc-root is the host's /proc, else a
 // walk of every process's fds (collectors.ScanHolders), 17x slower with
 // 10,000 BPF fds open (BenchmarkHolders). It holds the iterator's program
 // and link, the daemon's own, as the sweep does.
-type holderScanner struct {
+type Scanner struct {
 	procRoot string
 	log      *slog.Logger
 
@@ -23,11 +24,12 @@ type holderScanner struct {
 	how  string // for status: "iterator" or why the walk
 }
 
-func newHolderScanner(cfg *Config) *holderScanner {
-	h := &holderScanner{procRoot: cfg.ProcRoot, log: cfg.Logger, how: "iterator (iter/task_file)"}
-	if cfg.ProcRoot != "/proc" {
+// New reads holders of the processes under procRoot (usually /proc).
+func New(procRoot string, log *slog.Logger) *Scanner {
+	h := &Scanner{procRoot: procRoot, log: log, how: "iterator (iter/task_file)"}
+	if procRoot != "/proc" {
 		// The iterator sees the kernel's processes, not a copy's.
-		h.how = "/proc walk: --proc-root is " + cfg.ProcRoot
+		h.how = "/proc walk: --proc-root is " + procRoot
 		return h
 	}
 	it, err := collectors.NewHolderIter()
@@ -40,16 +42,16 @@ func newHolderScanner(cfg *Config) *holderScanner {
 	return h
 }
 
-// scan reads every holder now. An iterator that fails (or finds pids that
+// Scan reads every holder now. An iterator that fails (or finds pids that
 // are not /proc's) is dropped for good, with one log line.
-func (h *holderScanner) scan() (hs collectors.Holders, err error) {
+func (h *Scanner) Scan() (hs collectors.Holders, err error) {
 	// While no brief fd of the daemon's own is open: one would show the
 	// daemon as a holder of a program it only read.
 	transientfd.Scan(func() { hs, err = h.scanNow() })
 	return hs, err
 }
 
-func (h *holderScanner) scanNow() (collectors.Holders, error) {
+func (h *Scanner) scanNow() (collectors.Holders, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.iter != nil {
@@ -65,14 +67,15 @@ func (h *holderScanner) scanNow() (collectors.Holders, error) {
 	return collectors.ScanHolders(h.procRoot)
 }
 
-// state says how holders are read, in words.
-func (h *holderScanner) state() string {
+// State says how holders are read, in words.
+func (h *Scanner) State() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.how
 }
 
-func (h *holderScanner) close() {
+// Close drops the iterator.
+func (h *Scanner) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.iter != nil {

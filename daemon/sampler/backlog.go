@@ -1,4 +1,4 @@
-package daemon
+package sampler
 
 import "github.com/bpfperf/bpfperf/store"
 

@@ -1,4 +1,4 @@
-package daemon
+package sampler
 
 import (
 	"errors"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
 // The sweep modes of --sweep.
 const (
-	sweepAuto = "auto" // the iterator, else the fd sweep
-	sweepIter = "iter" // the iterator; the daemon does not start without it
-	sweepFd   = "fd"   // four system calls per program
+	SweepAuto = "auto" // the iterator, else the fd sweep
+	SweepIter = "iter" // the iterator; the daemon does not start without it
+	SweepFd   = "fd"   // four system calls per program
 )
 
 const (
@@ -32,11 +33,11 @@ const (
 // iterator's load return.
 var errSimulatedIterFailure = fmt.Errorf("%w: load failure simulated by --debug.sweep-fail-load", collectors.ErrIterUnsupported)
 
-// sweeper reads every program's counters each tick: with the iterator
+// Sweeper reads every program's counters each tick: with the iterator
 // (collectors.ProgIter) where it runs and agrees with OBJ_GET_INFO_BY_FD,
 // else with the per-program fd sweep (collectors.Sweep). Only the
 // sampler's goroutine calls sweep; status reads under mu.
-type sweeper struct {
+type Sweeper struct {
 	log     *slog.Logger
 	iter    *collectors.ProgIter
 	checked time.Time // last proof against OBJ_GET_INFO_BY_FD
@@ -44,7 +45,7 @@ type sweeper struct {
 	prove func(n int) (int, error)
 
 	mu     sync.Mutex
-	kind   string // sweepIter or sweepFd: what runs now
+	kind   string // SweepIter or SweepFd: what runs now
 	detail string // why, in words
 	// The iterator program's own run time (its bpf_stats): cumulative,
 	// and the last sweep's share.
@@ -52,29 +53,38 @@ type sweeper struct {
 	costSince          uint64 // the iterator's load time (ns since boot)
 }
 
-// newSweeper picks the sweep for mode. In auto mode a kernel that cannot
+// SweepConfig is how programs are read each tick.
+type SweepConfig struct {
+	Mode string // SweepAuto, SweepIter or SweepFd
+	// FailLoad makes the iterator's load fail, as on a kernel that
+	// refuses it (--debug.sweep-fail-load: tests of the fallback).
+	FailLoad bool
+	Logger   *slog.Logger
+}
+
+// NewSweeper picks the sweep for mode. In auto mode a kernel that cannot
 // run the iterator, or an iterator that disagrees with
 // OBJ_GET_INFO_BY_FD, means the fd sweep, logged in one line; in iter mode
 // it is an error.
-func newSweeper(cfg *Config, now time.Time) (*sweeper, error) {
-	w := &sweeper{log: cfg.Logger, kind: sweepFd}
-	if cfg.Sweep == sweepFd {
+func NewSweeper(cfg SweepConfig, now time.Time) (*Sweeper, error) {
+	w := &Sweeper{log: cfg.Logger, kind: SweepFd}
+	if cfg.Mode == SweepFd {
 		w.detail = "--sweep fd"
 		return w, nil
 	}
 	load := collectors.NewProgIter
-	if cfg.SweepFailLoad {
+	if cfg.FailLoad {
 		load = func() (*collectors.ProgIter, error) { return nil, errSimulatedIterFailure }
 	}
 	it, err := load()
 	if err == nil {
-		w.iter, w.kind, w.prove = it, sweepIter, it.Check
+		w.iter, w.kind, w.prove = it, SweepIter, it.Check
 		err = w.check(now)
 	}
 	if err != nil {
-		if cfg.Sweep == sweepIter {
-			w.close()
-			return nil, fmt.Errorf("%w: --sweep iter: %w", ErrBadConfig, err)
+		if cfg.Mode == SweepIter {
+			w.Close()
+			return nil, fmt.Errorf("%w: --sweep iter: %w", errs.BadConfig, err)
 		}
 		w.fallBack(err)
 	}
@@ -82,7 +92,7 @@ func newSweeper(cfg *Config, now time.Time) (*sweeper, error) {
 }
 
 // check proves the iterator against OBJ_GET_INFO_BY_FD.
-func (w *sweeper) check(now time.Time) error {
+func (w *Sweeper) check(now time.Time) error {
 	w.checked = now
 	n, err := w.prove(iterCheckSample)
 	if err != nil {
@@ -102,20 +112,20 @@ func (w *sweeper) check(now time.Time) error {
 }
 
 // fallBack switches to the fd sweep for good and says why.
-func (w *sweeper) fallBack(why error) {
+func (w *Sweeper) fallBack(why error) {
 	w.log.Warn("iterator sweep off, using the fd sweep", "why", why)
 	if w.iter != nil {
 		w.iter.Close()
 		w.iter = nil
 	}
 	w.mu.Lock()
-	w.kind, w.detail, w.lastCostNs = sweepFd, "fell back: "+why.Error(), 0
+	w.kind, w.detail, w.lastCostNs = SweepFd, "fell back: "+why.Error(), 0
 	w.mu.Unlock()
 }
 
 // sweep reads every program into buf, proving the iterator again every
 // iterCheckEvery.
-func (w *sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sample, error) {
+func (w *Sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sample, error) {
 	if w.iter != nil && now.Sub(w.checked) >= iterCheckEvery {
 		if err := w.check(now); err != nil && !errors.Is(err, collectors.ErrNotPermitted) {
 			w.fallBack(err)
@@ -144,23 +154,24 @@ func (w *sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sa
 	return out, nil
 }
 
-// iterID is the iterator program's id, or 0 when the fd sweep runs.
-func (w *sweeper) iterID() uint32 {
+// IterID is the iterator program's id, or 0 when the fd sweep runs.
+func (w *Sweeper) IterID() uint32 {
 	if w == nil || w.iter == nil {
 		return 0
 	}
 	return w.iter.ProgramID()
 }
 
-// state is what status shows: the sweep, why, and the iterator's own
+// State is what status shows: the sweep, why, and the iterator's own
 // run time, the last sweep's and in all since it loaded.
-func (w *sweeper) state() (kind, detail string, lastCostNs, costNs, since uint64) {
+func (w *Sweeper) State() (kind, detail string, lastCostNs, costNs, since uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.kind, w.detail, w.lastCostNs, w.costNs, w.costSince
 }
 
-func (w *sweeper) close() {
+// Close drops the iterator.
+func (w *Sweeper) Close() {
 	if w.iter != nil {
 		w.iter.Close()
 		w.iter = nil

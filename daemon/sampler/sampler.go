@@ -1,7 +1,13 @@
-package daemon
+// Package sampler is the daemon's sampling room: each tick it sweeps every
+// loaded program (sweep.go: the BPF iterator, else by fd), scales the
+// counters under a stats duty cycle (duty.go), reads owners and attach
+// points, settles each program's identity, and writes the tick to the
+// store (keeping a backlog while the store cannot take it). It is the one
+// owner of its lock: the rest of the daemon reads what it holds through
+// Read (view.go).
+package sampler
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,13 +19,15 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// program is the sampler's view of one loaded program instance: its
+// Program is the sampler's view of one loaded program instance: its
 // metadata and the last two sweeps, from which the current rates come.
-type program struct {
+// Other rooms read it through its methods (view.go), inside Read.
+type Program struct {
 	// The fields each tick reads come first, together; meta, read when
 	// something asks, after them.
 	key           store.InstanceKey
@@ -62,11 +70,26 @@ const ownersMinGap = 5 * time.Second
 // thousand fds with the holders iterator.
 const settleGap = time.Second
 
-// sampler sweeps all programs each tick, keeps the current view for the API
-// and writes each tick to the store in one transaction.
-type sampler struct {
-	cfg     *Config
-	sweeper *sweeper
+// Config is what the sampler needs of the daemon's configuration.
+type Config struct {
+	Interval time.Duration
+	// OwnersEvery is how often owners and attach points are read again
+	// when nothing new appeared.
+	OwnersEvery time.Duration
+	// BPFFS is where pins are looked for, to charge a program no process
+	// holds to its pin.
+	BPFFS  string
+	Logger *slog.Logger
+	// Duty, at --stats.duty below 100%, scales each sweep's counters to
+	// the whole interval (duty.go); nil otherwise.
+	Duty *DutyCycle
+}
+
+// Sampler sweeps all programs each tick, keeps the current view for the
+// API and writes each tick to the store in one transaction.
+type Sampler struct {
+	cfg     Config
+	sweeper *Sweeper
 	store   *store.DB
 	bootID  string
 	boot    uint32
@@ -74,7 +97,7 @@ type sampler struct {
 	selfPID int
 
 	mu        sync.RWMutex
-	progs     map[uint32]*program // loaded now, by kernel id
+	progs     map[uint32]*Program // loaded now, by kernel id
 	lastTick  time.Time
 	lastSweep time.Duration
 	lastWrite time.Duration
@@ -96,31 +119,40 @@ type sampler struct {
 	skipped    int
 	skipReason string
 	backlog    backlog // ticks not yet stored
-	// appeared, if set, is called (under mu) for each program seen for the
-	// first time, after its metadata is read.
-	appeared func(id uint32, name string)
-	// ticked, if set, is called after each tick with how long its sweep
-	// and its store write took (metrics.go's histograms).
-	ticked func(sweep, write time.Duration)
-	// duty, at --stats.duty below 100%, scales each sweep's counters to
-	// the whole interval (duty.go).
-	duty *dutyCycle
+	hooks      Hooks
+	// tickDone is closed and replaced after each tick, for WaitTick.
+	tickDone chan struct{}
 	// gen changes whenever a program comes or goes or owners are read
 	// again; moved is the last tick's programs whose run count changed.
 	// The detector reads both (under mu) to touch only what changed: on
 	// a host of idle programs, nothing.
 	gen   uint64
-	moved []*program
+	moved []*Program
 	// sweeps counts sweeps, failed ticks too, for program.swept.
 	sweeps uint64
-	// holders reads owner processes (holders.go).
-	holders *holderScanner
+	// holders reads owner processes.
+	holders *holders.Scanner
 }
 
-func newSampler(cfg *Config, sw *sweeper, holders *holderScanner, db *store.DB, bootID string, boot uint32) (*sampler, error) {
-	s := &sampler{
-		cfg: cfg, sweeper: sw, holders: holders, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
-		progs: map[uint32]*program{}, lastTag: map[string]string{},
+// Hooks are the calls the sampler makes upward, set by the daemon before
+// the first tick.
+type Hooks struct {
+	// Appeared, if set, is called (under the sampler's lock: it must not
+	// call Read) for each program seen for the first time, after its
+	// metadata is read.
+	Appeared func(id uint32, name string)
+	// Ticked, if set, is called after each tick with how long its sweep
+	// and its store write took.
+	Ticked func(sweep, write time.Duration)
+}
+
+// New makes a sampler that sweeps with sw, reads owners with scanner and
+// stores into db under this boot. It reads the store's programs to know
+// each identity's newest tag.
+func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, hooks Hooks) (*Sampler, error) {
+	s := &Sampler{
+		cfg: cfg, sweeper: sw, holders: scanner, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
+		progs: map[uint32]*Program{}, lastTag: map[string]string{}, hooks: hooks, tickDone: make(chan struct{}),
 	}
 	// Remember the newest tag per identity already in the store, so a
 	// reload with new code after a daemon restart still counts as a new
@@ -133,7 +165,7 @@ func newSampler(cfg *Config, sw *sweeper, holders *holderScanner, db *store.DB, 
 	for _, p := range known {
 		if p.Identity != "" {
 			s.lastTag[p.Identity] = p.Tag
-		} else if id, ok := legacyIdentityOf(p); ok {
+		} else if id, ok := LegacyIdentityOf(p); ok {
 			s.legacy = append(s.legacy, legacyIdentity{id, p.Tag})
 		}
 	}
@@ -147,10 +179,10 @@ type legacyIdentity struct {
 	tag   string
 }
 
-// legacyIdentityOf derives the identity of a record that has none: its
+// LegacyIdentityOf derives the identity of a record that has none: its
 // name is the kernel's cut name, its attach points and owners what was
 // read then. ok is false for a record whose metadata cannot be read.
-func legacyIdentityOf(p store.Program) (identity.Identity, bool) {
+func LegacyIdentityOf(p store.Program) (identity.Identity, bool) {
 	var m collectors.Meta
 	if len(p.Meta) == 0 || json.Unmarshal(p.Meta, &m) != nil {
 		return identity.Identity{}, false
@@ -165,7 +197,7 @@ func legacyIdentityOf(p store.Program) (identity.Identity, bool) {
 // previousTag is the tag of the last program of identity id before this
 // one: the newest stored under its key, else that of a record stored before
 // identities were kept that id continues.
-func (s *sampler) previousTag(id identity.Identity) (string, bool) {
+func (s *Sampler) previousTag(id identity.Identity) (string, bool) {
 	if tag, ok := s.lastTag[id.Key()]; ok {
 		return tag, true
 	}
@@ -179,7 +211,7 @@ func (s *sampler) previousTag(id identity.Identity) (string, bool) {
 
 // waitingToSettle says whether a program seen in an earlier tick still
 // has no identity. Called with s.mu held.
-func (s *sampler) waitingToSettle(now time.Time) bool {
+func (s *Sampler) waitingToSettle(now time.Time) bool {
 	if s.unsettled == 0 {
 		return false
 	}
@@ -195,7 +227,7 @@ func (s *sampler) waitingToSettle(now time.Time) bool {
 // read, gives it a slot among equal programs loaded now, and says whether
 // it is a new version: the same identity seen before with another tag. Its
 // record is stored again, with the identity. Called with s.mu held.
-func (s *sampler) settle(p *program, now time.Time, t *store.Tick) error {
+func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
 	p.ident = s.slots.Take(identity.Of(p.meta, s.selfPID))
 	p.identKey = p.ident.Key()
 	s.unsettled--
@@ -215,7 +247,7 @@ func (s *sampler) settle(p *program, now time.Time, t *store.Tick) error {
 // gone drops an unloaded program: settles it first if it went before its
 // identity was (its history is its identity's all the same), then frees
 // its slot. Called with s.mu held.
-func (s *sampler) gone(p *program, now time.Time, t *store.Tick) error {
+func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
 	if p.identKey == "" && !p.firstSeen.IsZero() {
 		if err := s.settle(p, now, t); err != nil {
 			return err
@@ -234,7 +266,7 @@ func (s *sampler) gone(p *program, now time.Time, t *store.Tick) error {
 // loadedBefore returns instances the store thinks are loaded. Those of
 // another boot are gone for sure; those of this boot are checked by the
 // first tick.
-func (s *sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, error) {
+func (s *Sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, error) {
 	known, err := s.store.Programs()
 	if err != nil {
 		return nil, err
@@ -248,17 +280,18 @@ func (s *sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, e
 	return gone, nil
 }
 
-// tick runs one sweep and stores it.
-func (s *sampler) tick(now time.Time, first bool) error {
+// Tick runs one sweep and stores it; first is the daemon's first tick,
+// which also marks unloaded what the store thinks is loaded but is not.
+func (s *Sampler) Tick(now time.Time, first bool) error {
 	start := time.Now()
 	samples, err := s.sweeper.sweep(s.buf[:0], now)
 	s.buf = samples
 	sweep := time.Since(start)
-	if s.duty != nil {
-		s.duty.scale(samples, start)
+	if s.cfg.Duty != nil {
+		s.cfg.Duty.scale(samples, start)
 		// Stats off now, before the tick's own work (the store write),
 		// which would otherwise run in the measured part.
-		s.duty.afterTick(start)
+		s.cfg.Duty.afterTick(start)
 	}
 	var skipped *collectors.SkippedError
 	switch {
@@ -279,7 +312,7 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	s.mu.Unlock()
 
 	t := store.Tick{Time: now}
-	var fresh []*program
+	var fresh []*Program
 	s.mu.Lock()
 	s.moved = s.moved[:0]
 	s.sweeps++
@@ -304,13 +337,13 @@ func (s *sampler) tick(now time.Time, first bool) error {
 				s.mu.Unlock()
 				return fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
 			}
-			p = &program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
+			p = &Program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
 			s.progs[smp.ID] = p
 			s.unsettled++
 			s.gen++
 			fresh = append(fresh, p)
-			if s.appeared != nil {
-				s.appeared(smp.ID, meta.Name)
+			if s.hooks.Appeared != nil {
+				s.hooks.Appeared(smp.ID, meta.Name)
 			}
 		} else {
 			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
@@ -356,7 +389,7 @@ func (s *sampler) tick(now time.Time, first bool) error {
 		// A program seen in an earlier tick has had that long to be
 		// attached: its identity settles now. Those that appeared this
 		// tick (firstSeen not set yet) wait for the next reading.
-		var settling []*program
+		var settling []*Program
 		for _, p := range s.progs {
 			if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
 				settling = append(settling, p)
@@ -426,9 +459,11 @@ func (s *sampler) tick(now time.Time, first bool) error {
 	s.mu.Lock()
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
 	write := s.lastWrite
+	close(s.tickDone)
+	s.tickDone = make(chan struct{})
 	s.mu.Unlock()
-	if s.ticked != nil {
-		s.ticked(sweep, write)
+	if s.hooks.Ticked != nil {
+		s.hooks.Ticked(sweep, write)
 	}
 	return err
 }
@@ -436,7 +471,7 @@ func (s *sampler) tick(now time.Time, first bool) error {
 // mustStore says whether this tick's sample of p goes to the store: the
 // first one, any change (but the sweep iterator's own), and a heartbeat spread over ticks by program id so
 // idle programs do not all write in the same tick.
-func (s *sampler) mustStore(p *program) bool {
+func (s *Sampler) mustStore(p *Program) bool {
 	if !p.haveStored {
 		return true
 	}
@@ -446,7 +481,7 @@ func (s *sampler) mustStore(p *program) bool {
 	// would make every tick write, and commit, on a host where nothing
 	// else moves. It is stored at the heartbeat; its cumulative counters
 	// keep its rate exact, and status shows its latest cost.
-	if changed && p.key.ID != s.sweeper.iterID() {
+	if changed && p.key.ID != s.sweeper.IterID() {
 		return true
 	}
 	return store.IdleHeartbeat(s.ticks, p.key.ID, uint64(heartbeat/s.cfg.Interval))
@@ -455,7 +490,7 @@ func (s *sampler) mustStore(p *program) bool {
 // refreshOwners reads attach points and owner processes for every loaded
 // program. Called with s.mu held. Failures only cost detail, so they are
 // logged, not returned.
-func (s *sampler) refreshOwners(now time.Time) {
+func (s *Sampler) refreshOwners(now time.Time) {
 	s.ownersAt = now
 	s.gen++ // owners decide which programs are the daemon's own
 	links, err := collectors.Links()
@@ -469,7 +504,7 @@ func (s *sampler) refreshOwners(now time.Time) {
 	} else {
 		links = collectors.MergeAttach(links, net)
 	}
-	held, err := s.holders.scan()
+	held, err := s.holders.Scan()
 	owners := held.Progs
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
@@ -512,28 +547,32 @@ func (s *sampler) refreshOwners(now time.Time) {
 	}
 }
 
-func (s *sampler) record(p *program, now time.Time) (store.Program, error) {
+// record is p as the store records it, first seen now, which it keeps as
+// the program's first sighting.
+func (s *Sampler) record(p *Program, now time.Time) (store.Program, error) {
+	rec, err := s.makeRecord(p, now)
+	if err == nil {
+		p.firstSeen, p.ownersStored = now, len(p.meta.Owners) > 0
+	}
+	return rec, err
+}
+
+// makeRecord is p as the store records it, first seen at firstSeen. It
+// changes nothing, so readers may call it under the read lock.
+func (s *Sampler) makeRecord(p *Program, firstSeen time.Time) (store.Program, error) {
 	meta, err := json.Marshal(p.meta)
 	if err != nil {
 		return store.Program{}, err
 	}
-	p.firstSeen, p.ownersStored = now, len(p.meta.Owners) > 0
 	return store.Program{
 		Key: p.key, BootID: s.bootID, ID: p.meta.ID, Name: p.meta.Name, KernelName: p.meta.KernelName, Type: p.meta.Type,
-		Tag: p.meta.Tag, Identity: p.identKey, FirstSeen: now, Meta: meta,
+		Tag: p.meta.Tag, Identity: p.identKey, FirstSeen: firstSeen, Meta: meta,
 	}, nil
 }
 
-// own reports whether the daemon itself loaded the program. Holding it
-// does not count: a process that runs the daemon (a test) may hold
-// programs it loaded itself.
-func (s *sampler) own(p *program) bool { return collectors.LoadedHere(p.meta.ID) }
-
-func tagString(tag [8]byte) string { return hex.EncodeToString(tag[:]) }
-
-// storeFailing reports whether the last tick could not be stored (its error
+// StoreFailing reports whether the last tick could not be stored (its error
 // is logged once, when that starts).
-func (s *sampler) storeFailing() bool {
+func (s *Sampler) StoreFailing() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.backlog.ticks) > 0

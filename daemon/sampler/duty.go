@@ -1,4 +1,4 @@
-package daemon
+package sampler
 
 import (
 	"fmt"
@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
 // ParseDuty reads --stats.duty: "N%" or "N", a whole percent in 1..100.
 func ParseDuty(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")))
 	if err != nil || n < 1 || n > 100 {
-		return 0, fmt.Errorf("%w: --stats.duty %q: want a percent from 1%% to 100%%", ErrBadConfig, s)
+		return 0, fmt.Errorf("%w: --stats.duty %q: want a percent from 1%% to 100%%", errs.BadConfig, s)
 	}
 	return n, nil
 }
 
-// dutyCycle keeps run-time stats on for only part of each interval
+// DutyCycle keeps run-time stats on for only part of each interval
 // (--stats.duty below 100%): after each tick it closes the stats fd, and
 // opens it again so that stats run for the last duty share of the
 // interval, up to the next tick's reading. bpf_stats costs every run of
@@ -40,7 +41,7 @@ func ParseDuty(s string) (int, error) {
 // overcount. After each pause a calibration program of the daemon's own
 // is run once; if it was counted, stats are still on, ours is reopened at
 // once and the interval counts as wholly on (scale 1). held says so.
-type dutyCycle struct {
+type DutyCycle struct {
 	stats    *collectors.Stats
 	percent  int
 	interval time.Duration
@@ -62,18 +63,20 @@ type dutyCounters struct {
 	scaledTime, scaledCnt uint64
 }
 
-func newDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, log *slog.Logger) *dutyCycle {
-	return &dutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}}
+// NewDutyCycle keeps stats, which must be on through the stats fd, on for
+// percent of each interval.
+func NewDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, log *slog.Logger) *DutyCycle {
+	return &DutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}}
 }
 
 // onPart is how long stats run before each reading.
-func (c *dutyCycle) onPart() time.Duration {
+func (c *DutyCycle) onPart() time.Duration {
 	return c.interval * time.Duration(c.percent) / 100
 }
 
 // scale rewrites samples, read at readAt (the real clock, when the sweep
 // began), from the kernel's counters to the scaled ones.
-func (c *dutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
+func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	on := c.stats.OnTime(readAt)
@@ -105,7 +108,7 @@ func (c *dutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 
 // afterTick turns stats off until the on part before the next tick, read
 // at tickAt + interval.
-func (c *dutyCycle) afterTick(tickAt time.Time) {
+func (c *DutyCycle) afterTick(tickAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
@@ -145,14 +148,14 @@ func (c *dutyCycle) afterTick(tickAt time.Time) {
 }
 
 // resumeNow reopens the stats fd; the caller holds mu.
-func (c *dutyCycle) resumeNow() {
+func (c *DutyCycle) resumeNow() {
 	if err := c.stats.Resume(); err != nil {
 		c.log.Warn("stats duty: resume", "err", err)
 	}
 }
 
-// stop ends the cycle; Restore then closes our fd if it is open.
-func (c *dutyCycle) stop() {
+// Stop ends the cycle; Restore then closes our fd if it is open.
+func (c *DutyCycle) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopped = true
@@ -161,8 +164,8 @@ func (c *dutyCycle) stop() {
 	}
 }
 
-// status says in a few words how the cycle runs, for bpfperf status.
-func (c *dutyCycle) status() string {
+// Status says in a few words how the cycle runs, for bpfperf status.
+func (c *DutyCycle) Status() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, c.onPart(), c.interval)

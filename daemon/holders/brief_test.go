@@ -1,4 +1,4 @@
-package daemon
+package holders
 
 import (
 	"log/slog"
@@ -39,8 +39,8 @@ func TestBriefFdsAreNoHolding(t *testing.T) {
 	id := uint32(id64)
 	prog.Close() // the pin holds it now
 
-	h := newHolderScanner(&Config{ProcRoot: "/proc", Logger: slog.New(slog.DiscardHandler)})
-	defer h.close()
+	h := New("/proc", slog.New(slog.DiscardHandler))
+	defer h.Close()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -58,7 +58,7 @@ func TestBriefFdsAreNoHolding(t *testing.T) {
 	const scans = 2000
 	seen := 0
 	for range scans {
-		hs, err := h.scan()
+		hs, err := h.Scan()
 		if err != nil {
 			t.Fatal(err)
 		}

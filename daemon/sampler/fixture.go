@@ -1,0 +1,49 @@
+package sampler
+
+import (
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// Fixture is a sampler that never sweeps, holding the programs a test puts
+// in it: for tests of the rooms that read the sampler (metrics, counters).
+type Fixture struct{ *Sampler }
+
+// NewFixture makes an empty fixture.
+func NewFixture() *Fixture {
+	return &Fixture{&Sampler{progs: map[uint32]*Program{}, lastTag: map[string]string{}, tickDone: make(chan struct{})}}
+}
+
+// FixtureProgram is a program as a fixture holds it.
+type FixtureProgram struct {
+	Boot     uint32
+	Meta     collectors.Meta
+	Identity string // its identity key, "" for one not settled
+	// The last two sweeps' counters; HavePrev false for one sweep only.
+	Cur, Prev     collectors.Sample
+	CurAt, PrevAt time.Time
+	HavePrev      bool
+}
+
+// Put holds p, in place of any program of its id.
+func (f *Fixture) Put(p FixtureProgram) *Program {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prog := &Program{
+		key: store.InstanceKey{Boot: p.Boot, ID: p.Meta.ID}, meta: p.Meta, identKey: p.Identity,
+		cur: p.Cur, curAt: p.CurAt, prev: p.Prev, prevAt: p.PrevAt, havePrev: p.HavePrev,
+	}
+	f.progs[p.Meta.ID] = prog
+	f.gen++
+	return prog
+}
+
+// Remove drops the program with kernel id id, as an unload does.
+func (f *Fixture) Remove(id uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.progs, id)
+	f.gen++
+}
