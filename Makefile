@@ -1,9 +1,16 @@
-# bpfperf: build, install, test, benchmark.
-#   sudo make deps     install what builds and tests need (Debian/Ubuntu)
+# bpfperf: build, install, test, benchmark. On a fresh Debian or Ubuntu
+# machine with Go, each of these does its own set-up:
+#   sudo make demo     build, run the daemon against a workload and show what it sees
+#   sudo make test     install the apt packages the tests need (make deps), then
+#                      run every test (privileged ones need root)
+# and:
 #   make build         build bin/bpfperfd and bin/bpfperf
-#   sudo make demo     run the daemon against a workload and show what it sees
-#   sudo make test     run every test (privileged ones need root)
+#   sudo make deps     install what builds and tests need (idempotent: apt runs
+#                      only when a package is missing)
 #   sudo make bench    print performance figures, side by side with peers
+#                      (docs/performance.md)
+#   make docs          regenerate docs/flags.md from the flag definitions
+#   make install       install the binaries, the unit and sysusers.d (DESTDIR, PREFIX)
 #   make deb           build dist/bpfperf_<version>_<arch>.deb (nfpm)
 
 GO      ?= go
@@ -17,7 +24,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps install uninstall test test-vm bench fuzz soak generate check-generate demo run clean
+.PHONY: all build deb deps docs install uninstall test test-vm bench fuzz soak generate check-generate demo run clean
 
 all: build
 
@@ -46,11 +53,17 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/bpfperfd $(DESTDIR)$(BINDIR)/bpfperf \
 		$(DESTDIR)$(UNITDIR)/bpfperfd.service $(DESTDIR)$(SYSUSERSDIR)/bpfperf.conf
 
-# Privileged tests run as root; with BPFPERF_REQUIRE_PRIVILEGED=1 (CI) a
-# skipped privileged test fails. Packages run one at a time (-p 1): BPF
-# stats are global to the kernel, and a daemon started by one package's
-# tests turns them on for every other.
-test:
+# Regenerate docs/flags.md from bpfperfd's and bpfperf's flag definitions;
+# TestFlagsDoc (in make test) fails when it is stale.
+docs:
+	$(GO) test -count=1 -p 1 -run '^TestFlagsDoc$$' ./cmd/bpfperfd ./cmd/bpfperf -update
+
+# The apt packages first (deps: quick when all are there). Privileged
+# tests run as root; with BPFPERF_REQUIRE_PRIVILEGED=1 (CI) a skipped
+# privileged test fails. Packages run one at a time (-p 1): BPF stats are
+# global to the kernel, and a daemon started by one package's tests turns
+# them on for every other.
+test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 20m ./...
 	$(GO) -C internal/deb vet ./...

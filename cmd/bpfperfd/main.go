@@ -27,7 +27,18 @@ import (
 var version = "dev"
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "bpfperfd: "+err.Error())
+		if errors.Is(err, store.ErrCorrupt) {
+			os.Exit(daemon.ExitStoreDamaged)
+		}
+		os.Exit(1)
+	}
+}
+
+// newApp defines bpfperfd's flags; docs/flags.md is rendered from it.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:    "bpfperfd",
 		Usage:   "watch how fast the BPF programs on this host run, and keep the history",
 		Version: version,
@@ -76,13 +87,6 @@ func main() {
 		ExitErrHandler:  func(*cli.Context, error) {},
 		OnUsageError:    func(_ *cli.Context, err error, _ bool) error { return err },
 		Action:          run,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "bpfperfd: "+err.Error())
-		if errors.Is(err, store.ErrCorrupt) {
-			os.Exit(daemon.ExitStoreDamaged)
-		}
-		os.Exit(1)
 	}
 }
 
