@@ -107,7 +107,7 @@ func TestChurn(t *testing.T) {
 	// 2026-11-24) only leaking 5 KB each. Neither bound is timed: the
 	// figures are read after the daemon has handed freed heap back, and
 	// load on the host changes when, not how much. What a heap profile
-	// after 10,000 showed live (README, Program churn): the kernel's
+	// after 10,000 showed live (docs/churn.md): the kernel's
 	// symbols for profiles 7.6 MB, the names seen 1 MB, json's encoder
 	// pool 4 MB.
 	if heap1 > 20<<20 {

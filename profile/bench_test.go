@@ -307,7 +307,7 @@ func medianF(v []float64) float64 {
 // workload running in another process (median of 3), less the idle
 // process's CPU over the same time. It compares ring readers: the one the
 // sampler uses (go-perf's since 2026-11-23) against the figure measured
-// for the hand-written reader it replaced (README).
+// for the hand-written reader it replaced (docs/performance.md).
 func BenchmarkReaderCost(b *testing.B) {
 	privtest.Root(b)
 	startWorkload(b)
