@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
@@ -42,7 +43,7 @@ type Config struct {
 	Logger      *slog.Logger
 	Counters    CountersConfig
 	Web         WebConfig // the opt-in TCP listener (web.go)
-	// Maps (maps.go): how often every map is read, the window over which
+	// Maps (daemon/mapwatch): how often every map is read, the window over which
 	// steady growth is a leak, and the keys one reading may walk.
 	MapsEvery      time.Duration
 	MapsLeakWindow time.Duration
@@ -142,6 +143,32 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	return nil
+}
+
+// Defaults of the map flags.
+const (
+	DefaultMapsEvery      = mapwatch.DefaultEvery
+	DefaultMapsLeakWindow = mapwatch.DefaultLeakWindow
+)
+
+// validateMaps checks the map flags and fills their defaults.
+func (c *Config) validateMaps() error {
+	if c.MapsEvery == 0 {
+		c.MapsEvery = DefaultMapsEvery
+	}
+	if c.MapsLeakWindow == 0 {
+		c.MapsLeakWindow = DefaultMapsLeakWindow
+	}
+	if c.MapsEvery < mapwatch.MinEvery || c.MapsEvery > maxInterval {
+		return fmt.Errorf("%w: --maps.every %v is outside %v..%v", ErrBadConfig, c.MapsEvery, mapwatch.MinEvery, maxInterval)
+	}
+	if c.MapsLeakWindow < 2*c.MapsEvery {
+		return fmt.Errorf("%w: --maps.leak-window %v must be at least two readings (2 x --maps.every %v)", ErrBadConfig, c.MapsLeakWindow, c.MapsEvery)
+	}
+	if c.MapsWalkBudget < 0 {
+		return fmt.Errorf("%w: --maps.walk-budget %d is negative", ErrBadConfig, c.MapsWalkBudget)
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/holders"
+	"github.com/bpfperf/bpfperf/daemon/mapwatch"
+	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -34,8 +36,8 @@ type Daemon struct {
 	lastLoop atomic.Int64
 	prof     profiling
 	ctr      counting
-	metrics  *metrics
-	maps     *mapWatcher
+	metrics  *metrics.Metrics
+	maps     *mapwatch.Watcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
 	statsCost statsCost
 
@@ -145,15 +147,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				d.learnProfile(id)
 				d.counterProgramAppeared(id, name)
 			},
-			Ticked: func(sweep, write time.Duration) { d.metrics.observe(sweep, write) },
+			Ticked: func(sweep, write time.Duration) { d.metrics.Observe(sweep, write) },
 		})
 	if err != nil {
 		return err
 	}
-	d.maps = newMapWatcher(&d.cfg, scanner, db, bootID, boot)
-	d.maps.users = d.mapUsers
-	defer d.maps.close()
-	d.metrics = newMetrics(d)
+	d.maps = mapwatch.New(mapwatch.Config{Every: cfg.MapsEvery, LeakWindow: cfg.MapsLeakWindow, WalkBudget: cfg.MapsWalkBudget, BPFFS: cfg.BPFFS, Logger: log},
+		scanner, db, bootID, boot, d.mapUsers)
+	defer d.maps.Close()
+	d.metrics = metrics.New(metricsSource{d}, cfg.Web.MaxPrograms)
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 
@@ -208,7 +210,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		d.maps.run(loopCtx, d.now)
+		d.maps.Run(loopCtx, d.now)
 	}()
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
 	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval, "web", cfg.Web.ListenAddress)

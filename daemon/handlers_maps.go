@@ -11,6 +11,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -61,21 +62,19 @@ func (s *server) mapDetail(w http.ResponseWriter, r *http.Request) {
 // mapsView is GET /v1/maps.
 func (d *Daemon) mapsView(all bool) (api.Maps, error) {
 	users, progOwners := d.mapUsers()
-	mw := d.maps
-	mw.mu.RLock()
+	last := d.maps.Last()
 	out := api.Maps{
-		ReadAt: mw.last, EveryMs: d.cfg.MapsEvery.Milliseconds(), Counting: mw.counting, Maps: []api.Map{},
+		ReadAt: last.At, EveryMs: d.cfg.MapsEvery.Milliseconds(), Counting: last.Counting, Maps: []api.Map{},
 		Cost: api.MapsCost{
-			Maps: mw.cost.Maps, TookMs: ms(mw.cost.Took), CountMs: ms(mw.cost.Counts), WalkMs: ms(mw.cost.Walk),
-			Walked: mw.cost.Walked, OwnersMs: ms(mw.ownersNs),
+			Maps: last.Cost.Maps, TookMs: ms(last.Cost.Took), CountMs: ms(last.Cost.Counts), WalkMs: ms(last.Cost.Walk),
+			Walked: last.Cost.Walked, OwnersMs: ms(last.OwnersTook),
 		},
 	}
 	present := map[store.InstanceKey]bool{}
-	for _, m := range mw.maps {
-		out.Maps = append(out.Maps, liveMap(m, users[m.info.ID], progOwners))
-		present[m.key] = true
+	for _, m := range last.Maps {
+		out.Maps = append(out.Maps, liveMap(m, users[m.Info.ID], progOwners))
+		present[m.Key] = true
 	}
-	mw.mu.RUnlock()
 	recs, err := d.store.Maps()
 	if err != nil {
 		return out, err
@@ -132,38 +131,19 @@ func (d *Daemon) mapUsers() (users map[uint32][]uint32, owners map[uint32][]coll
 
 // liveMap is the API row of a map of the last reading. Its owners are the
 // processes holding it and those holding a program that uses it.
-func liveMap(m *watchedMap, progs []uint32, progOwners map[uint32][]collectors.Owner) api.Map {
-	i := m.info
+func liveMap(m mapwatch.Map, progs []uint32, progOwners map[uint32][]collectors.Owner) api.Map {
+	i := m.Info
 	row := api.Map{
 		ID: i.ID, Name: i.Name, Type: i.Type, Flags: i.Flags, KeySize: i.KeySize, ValueSize: i.ValueSize,
 		MaxEntries: i.MaxEntries, MemoryBytes: i.Memlock, Counted: i.Counted, Partial: i.Partial,
-		WalkNs: i.WalkTook.Nanoseconds(), Programs: nonNil(progs), Present: true, ReadAt: m.at,
+		WalkNs: i.WalkTook.Nanoseconds(), Programs: nonNil(progs), Present: true, ReadAt: m.At,
 	}
 	if i.Entries >= 0 {
 		n := i.Entries
 		row.Entries, row.FillPercent = &n, api.Fill(&n, i.MaxEntries)
 	}
-	row.Owners = apiOwners(mapOwners(m.owners, progs, progOwners, m.pin))
+	row.Owners = apiOwners(mapwatch.Owners(m.Owners, progs, progOwners, m.Pin))
 	return row
-}
-
-// mapOwners is who holds a map: the processes with a fd of it, then the
-// owners of the programs that use it, each pid once; if none, its pin. The
-// first is the one it is charged to.
-func mapOwners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner, pin string) []collectors.Owner {
-	owners := slices.Clone(direct)
-	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
-	for _, p := range progs {
-		for _, o := range progOwners[p] {
-			if !slices.ContainsFunc(owners, func(x collectors.Owner) bool { return x.PID == o.PID }) {
-				owners = append(owners, o)
-			}
-		}
-	}
-	if len(owners) == 0 && pin != "" {
-		owners = []collectors.Owner{{Pin: pin}}
-	}
-	return owners
 }
 
 // storedMap is the API row of a map the store remembers.

@@ -124,7 +124,7 @@ func (d *Daemon) liveRow(p *sampler.Program) api.ProgRow {
 		LoadedAt: m.LoadedAt, BootID: d.bootID, LastSample: at,
 		Owners: apiOwners(m.Owners), Attach: apiAttach(m.Attach),
 		SampledCPUPercent: d.sampledCPU(m.ID),
-		MapBytes:          d.maps.bytesOf(m.MapIDs),
+		MapBytes:          d.maps.BytesOf(m.MapIDs),
 	}
 	d.fillCounters(&row)
 	if prev, prevAt, ok := p.Previous(); ok {

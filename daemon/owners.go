@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -140,15 +141,12 @@ func (d *Daemon) ownersLive() []api.OwnerRow {
 		}
 	})
 	users, progOwners := d.mapUsers()
-	mw := d.maps
-	mw.mu.RLock()
-	for _, m := range mw.maps {
-		r := t.row(mapOwners(m.owners, users[m.info.ID], progOwners, m.pin))
+	for _, m := range d.maps.Last().Maps {
+		r := t.row(mapwatch.Owners(m.Owners, users[m.Info.ID], progOwners, m.Pin))
 		r.Present = true
 		r.Maps++
-		r.MapBytes += m.info.Memlock
+		r.MapBytes += m.Info.Memlock
 	}
-	mw.mu.RUnlock()
 	return t.sorted()
 }
 

@@ -187,7 +187,7 @@ func (d *Daemon) storeFinding(now time.Time, in foundIn) error {
 	}
 	detail := fmt.Sprintf("%s: ns/run x%.2f [%.2f, %.2f] vs tag %s, p=%.2g, %d+%d intervals", r.ID, r.Ratio, r.RatioLo, r.RatioHi, r.OldTag, r.P, r.NBefore, r.NAfter)
 	d.cfg.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
-	d.metrics.findings.WithLabelValues(r.Kind, r.Type, r.Program).Inc()
+	d.metrics.Found(r.Kind, r.Type, r.Program)
 	return d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{
 		Time: now, Kind: r.Kind, ID: r.ProgID, Name: r.Program, Tag: r.NewTag, Identity: r.Identity, Detail: detail, Evidence: ev,
 	}}})

@@ -283,10 +283,41 @@ func (s *Sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, e
 // Tick runs one sweep and stores it; first is the daemon's first tick,
 // which also marks unloaded what the store thinks is loaded but is not.
 func (s *Sampler) Tick(now time.Time, first bool) error {
+	samples, sweep, err := s.sweep(now)
+	if err != nil {
+		return err
+	}
+
+	t := store.Tick{Time: now}
+	s.mu.Lock()
+	err = s.update(samples, now, &t)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if first {
+		seen := make(map[uint32]bool, len(samples))
+		for _, smp := range samples {
+			seen[smp.ID] = true
+		}
+		stale, err := s.staleInstances(seen)
+		if err != nil {
+			return err
+		}
+		t.Unloaded = append(t.Unloaded, stale...)
+	}
+	return s.write(t, now, sweep)
+}
+
+// sweep reads every program's counters, scaled under a duty cycle, and
+// says how long the reading took. A sweep that skipped programs the
+// kernel refused to open is good for the rest, and says so when their
+// number changes, not every tick.
+func (s *Sampler) sweep(now time.Time) ([]collectors.Sample, time.Duration, error) {
 	start := time.Now()
 	samples, err := s.sweeper.sweep(s.buf[:0], now)
 	s.buf = samples
-	sweep := time.Since(start)
+	took := time.Since(start)
 	if s.cfg.Duty != nil {
 		s.cfg.Duty.scale(samples, start)
 		// Stats off now, before the tick's own work (the store write),
@@ -296,13 +327,11 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	var skipped *collectors.SkippedError
 	switch {
 	case errors.As(err, &skipped):
-		// Programs the kernel refused to open are left out; the rest is
-		// good. Say so when the number changes, not every tick.
 		if skipped.Skipped != s.skipped {
 			s.log.Warn("sweep skipped programs the kernel refused to open", "skipped", skipped.Skipped, "first", skipped.First)
 		}
 	case err != nil:
-		return fmt.Errorf("sweep: %w", err)
+		return nil, took, fmt.Errorf("sweep: %w", err)
 	}
 	s.mu.Lock()
 	s.skipped, s.skipReason = 0, ""
@@ -310,10 +339,49 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 		s.skipped, s.skipReason = skipped.Skipped, skipped.First.Error()
 	}
 	s.mu.Unlock()
+	return samples, took, nil
+}
 
-	t := store.Tick{Time: now}
-	var fresh []*Program
-	s.mu.Lock()
+// update takes a sweep into the programs held: new ones are read and
+// recorded, gone ones dropped, owners read when due, identities settled;
+// what the store must keep goes into t. Called with s.mu held.
+func (s *Sampler) update(samples []collectors.Sample, now time.Time, t *store.Tick) error {
+	fresh, err := s.merge(samples, now, t)
+	if err != nil {
+		return err
+	}
+	// Map order is random: sort so events and records come out by id.
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].meta.ID < fresh[j].meta.ID })
+	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
+	// New programs want their owners soon, but a burst of loads (an agent
+	// starting) should not rescan /proc every tick: at most every few
+	// seconds, and at the slow cadence otherwise. Programs whose identity
+	// is not settled keep asking.
+	s.ownersStale = s.ownersStale || len(fresh) > 0
+	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery ||
+		(s.waitingToSettle(now) && now.Sub(s.ownersAt) >= settleGap) {
+		s.ownersStale = false
+		s.refreshOwners(now)
+		if err := s.settleAll(now, t); err != nil {
+			return err
+		}
+	}
+	for _, p := range fresh {
+		rec, err := s.record(p, now)
+		if err != nil {
+			return err
+		}
+		t.Loaded = append(t.Loaded, rec)
+		t.Events = append(t.Events, store.Event{Time: now, Kind: "loaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag})
+	}
+	s.ticks++
+	return nil
+}
+
+// merge takes each sample into its program, reading the metadata of
+// programs not seen before (which it returns), and drops the programs
+// the sweep did not see. Called with s.mu held.
+func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tick) (fresh []*Program, err error) {
 	s.moved = s.moved[:0]
 	s.sweeps++
 	swept := 0 // programs in s.progs this sweep saw
@@ -322,9 +390,8 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 		if p != nil && (p.cur.Tag != smp.Tag || p.cur.Name != smp.Name) {
 			// The id was reused by another program: the old one is gone.
 			t.Unloaded = append(t.Unloaded, p.key)
-			if err := s.gone(p, now, &t); err != nil {
-				s.mu.Unlock()
-				return err
+			if err := s.gone(p, now, t); err != nil {
+				return nil, err
 			}
 			p = nil
 		}
@@ -334,8 +401,7 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 				continue // unloaded between the sweep and now
 			}
 			if err != nil {
-				s.mu.Unlock()
-				return fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
+				return nil, fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
 			}
 			p = &Program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
 			s.progs[smp.ID] = p
@@ -367,76 +433,50 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 		}
 		if p.swept != s.sweeps {
 			t.Unloaded = append(t.Unloaded, p.key)
-			if err := s.gone(p, now, &t); err != nil {
-				s.mu.Unlock()
-				return err
+			if err := s.gone(p, now, t); err != nil {
+				return nil, err
 			}
 			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey})
 		}
 	}
-	// Map order is random: sort so events and records come out by id.
-	sort.Slice(fresh, func(i, j int) bool { return fresh[i].meta.ID < fresh[j].meta.ID })
-	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
-	// New programs want their owners soon, but a burst of loads (an agent
-	// starting) should not rescan /proc every tick: at most every few
-	// seconds, and at the slow cadence otherwise. Programs whose identity
-	// is not settled keep asking.
-	s.ownersStale = s.ownersStale || len(fresh) > 0
-	if (s.ownersStale && now.Sub(s.ownersAt) >= ownersMinGap) || now.Sub(s.ownersAt) >= s.cfg.OwnersEvery ||
-		(s.waitingToSettle(now) && now.Sub(s.ownersAt) >= settleGap) {
-		s.ownersStale = false
-		s.refreshOwners(now)
-		// A program seen in an earlier tick has had that long to be
-		// attached: its identity settles now. Those that appeared this
-		// tick (firstSeen not set yet) wait for the next reading.
-		var settling []*Program
-		for _, p := range s.progs {
-			if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
-				settling = append(settling, p)
-			} else if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
-				rec, err := s.record(p, p.firstSeen)
-				if err != nil {
-					s.mu.Unlock()
-					return err
-				}
-				t.Loaded = append(t.Loaded, rec)
-			}
-		}
-		// By id, so that of two equal programs the older takes slot 0.
-		sort.Slice(settling, func(i, j int) bool { return settling[i].meta.ID < settling[j].meta.ID })
-		for _, p := range settling {
-			if err := s.settle(p, now, &t); err != nil {
-				s.mu.Unlock()
+	return fresh, nil
+}
+
+// settleAll settles, after an owners reading, every program seen in an
+// earlier tick: it has had that long to be attached. Those that appeared
+// this tick (firstSeen not set yet) wait for the next reading. A program
+// whose record was stored before its owners were known is stored again
+// with them. Called with s.mu held.
+func (s *Sampler) settleAll(now time.Time, t *store.Tick) error {
+	var settling []*Program
+	for _, p := range s.progs {
+		if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
+			settling = append(settling, p)
+		} else if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
+			rec, err := s.record(p, p.firstSeen)
+			if err != nil {
 				return err
 			}
+			t.Loaded = append(t.Loaded, rec)
 		}
 	}
-	for _, p := range fresh {
-		rec, err := s.record(p, now)
-		if err != nil {
-			s.mu.Unlock()
+	// By id, so that of two equal programs the older takes slot 0.
+	sort.Slice(settling, func(i, j int) bool { return settling[i].meta.ID < settling[j].meta.ID })
+	for _, p := range settling {
+		if err := s.settle(p, now, t); err != nil {
 			return err
 		}
-		t.Loaded = append(t.Loaded, rec)
-		t.Events = append(t.Events, store.Event{Time: now, Kind: "loaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag})
 	}
-	s.ticks++
-	s.mu.Unlock()
+	return nil
+}
 
-	if first {
-		seen := make(map[uint32]bool, len(samples))
-		for _, smp := range samples {
-			seen[smp.ID] = true
-		}
-		stale, err := s.staleInstances(seen)
-		if err != nil {
-			return err
-		}
-		t.Unloaded = append(t.Unloaded, stale...)
-	}
-
+// write stores the tick, after any the store could not take before, and
+// keeps it back when the store fails (a full disk), saying so once when
+// that starts and once when it ends.
+func (s *Sampler) write(t store.Tick, now time.Time, sweep time.Duration) error {
 	wstart := time.Now()
 	delayed := 0
+	var err error
 	if s.store.Damaged() != "" {
 		// Writes are stopped for good (running_damage.go in store): keep
 		// nothing back for a store that will not take it.

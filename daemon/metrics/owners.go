@@ -1,4 +1,4 @@
-package daemon
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +17,7 @@ var (
 )
 
 // ownerCollector reports the map totals of GET /v1/owners by owner.
-type ownerCollector struct{ d *Daemon }
+type ownerCollector struct{ src Source }
 
 var _ prometheus.Collector = (*ownerCollector)(nil)
 
@@ -28,7 +28,7 @@ func (c *ownerCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *ownerCollector) Collect(ch chan<- prometheus.Metric) {
 	bytes, count := map[string]float64{}, map[string]float64{}
-	for _, r := range c.d.ownersLive() {
+	for _, r := range c.src.Owners() {
 		if r.Maps == 0 {
 			continue
 		}

@@ -1,7 +1,8 @@
-package daemon
+package metrics
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 )
 
@@ -78,8 +78,9 @@ var families = [nFamilies]family{
 // gather until the scrape's done, since promhttp encodes the families after
 // gather returns: concurrent scrapes take turns.
 type programFamilies struct {
-	d  *Daemon
-	mu sync.Mutex
+	src   Source
+	limit int // programs with series of their own
+	mu    sync.Mutex
 	// fams are the families gather returns, their Metric slices refilled
 	// per scrape.
 	fams  [nFamilies]*dto.MetricFamily
@@ -91,6 +92,10 @@ type programFamilies struct {
 	progs          []progSeries // the snapshot, reused
 	gen            uint64       // scrape number, to drop unloaded programs
 	out            []*dto.MetricFamily
+	// The snapshot's ids, their counter windows and sampled CPU, reused.
+	ids     []uint32
+	perf    []*api.PerfCounters
+	sampled []int64
 }
 
 // programSeries is one program's series, built once: a scrape sets the
@@ -107,8 +112,8 @@ type programSeries struct {
 	labels [6]string // name, type, tag, attach, owner, identity
 }
 
-func newProgramFamilies(d *Daemon) *programFamilies {
-	pf := &programFamilies{d: d, byID: map[uint32]*programSeries{}, other: newProgramSeries(otherID)}
+func newProgramFamilies(src Source, limit int) *programFamilies {
+	pf := &programFamilies{src: src, limit: limit, byID: map[uint32]*programSeries{}, other: newProgramSeries(otherID)}
 	for i, f := range families {
 		pf.fams[i] = &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum()}
 	}
@@ -180,10 +185,7 @@ type progSeries struct {
 // they are written.
 func (pf *programFamilies) gather() (_ []*dto.MetricFamily, done func()) {
 	pf.mu.Lock()
-	limit := pf.d.cfg.Web.MaxPrograms
-	if limit <= 0 {
-		limit = DefaultWebMaxPrograms
-	}
+	limit := pf.limit
 	pf.gen++
 	pf.snapshot(limit)
 	sampling := pf.addSampled()
@@ -261,46 +263,47 @@ func (pf *programFamilies) addCounters(ps *programSeries, sampling bool) {
 // brings the series of the first limit up to date: ids grow with load
 // order, so with a cap the oldest programs keep their series.
 func (pf *programFamilies) snapshot(limit int) {
-	pf.d.sampler.Read(func(v sampler.View) { pf.snapshotLocked(v, limit) })
-}
-
-// snapshotLocked is snapshot inside the sampler's Read: the series take
-// the programs' metadata by pointer, so they are brought up to date
-// before it ends.
-func (pf *programFamilies) snapshotLocked(v sampler.View, limit int) {
-	d := pf.d
-	pf.progs = slices.Grow(pf.progs[:0], v.Len())
-	d.ctr.mu.Lock()
-	for id, p := range v.Programs() {
-		cur, _ := p.Latest()
-		pf.progs = append(pf.progs, progSeries{id: id, meta: p.Meta(), identKey: p.IdentityKey(), cur: cur, perf: d.lastCountersLocked(id)})
-	}
-	d.ctr.mu.Unlock()
-	slices.SortFunc(pf.progs, func(a, b progSeries) int { return cmp.Compare(a.id, b.id) })
-	for i := range pf.progs[:min(limit, len(pf.progs))] {
-		p := &pf.progs[i]
-		ps := pf.byID[p.id]
-		if ps == nil {
-			ps = newProgramSeries(strconv.FormatUint(uint64(p.id), 10))
-			pf.byID[p.id] = ps
+	pf.src.Programs(func(progs iter.Seq[Program]) {
+		pf.progs = pf.progs[:0]
+		for p := range progs {
+			pf.progs = append(pf.progs, progSeries{id: p.ID, meta: p.Meta, identKey: p.IdentityKey, cur: p.Cur})
 		}
-		ps.gen = pf.gen
-		ps.setInfo(p.meta, identity.ShortID(p.identKey))
-		p.series, p.meta = ps, nil
+		slices.SortFunc(pf.progs, func(a, b progSeries) int { return cmp.Compare(a.id, b.id) })
+		for i := range pf.progs[:min(limit, len(pf.progs))] {
+			p := &pf.progs[i]
+			ps := pf.byID[p.id]
+			if ps == nil {
+				ps = newProgramSeries(strconv.FormatUint(uint64(p.id), 10))
+				pf.byID[p.id] = ps
+			}
+			ps.gen = pf.gen
+			ps.setInfo(p.meta, identity.ShortID(p.identKey))
+			p.series, p.meta = ps, nil
+		}
+	})
+	pf.ids, pf.perf = pf.ids[:0], pf.perf[:0]
+	for i := range pf.progs {
+		pf.ids = append(pf.ids, pf.progs[i].id)
+		pf.perf = append(pf.perf, nil)
+	}
+	pf.src.PerfCounters(pf.ids, pf.perf)
+	for i := range pf.progs {
+		pf.progs[i].perf = pf.perf[i]
 	}
 }
 
 // addSampled adds each program's sampled CPU time, and says whether
 // continuous profiling runs (without it there is no such series).
 func (pf *programFamilies) addSampled() bool {
-	pr := &pf.d.prof
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.prof == nil || pr.cfg.Every <= 0 {
+	pf.sampled = pf.sampled[:0]
+	for range pf.progs {
+		pf.sampled = append(pf.sampled, 0)
+	}
+	if !pf.src.SampledNs(pf.ids, pf.sampled) {
 		return false
 	}
 	for i := range pf.progs {
-		pf.progs[i].sampledNs = pr.cpuNs[pf.progs[i].id]
+		pf.progs[i].sampledNs = pf.sampled[i]
 	}
 	return true
 }

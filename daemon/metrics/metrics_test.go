@@ -1,6 +1,7 @@
-package daemon
+package metrics
 
 import (
+	"iter"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,10 +11,47 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
-	"github.com/bpfperf/bpfperf/store"
 )
+
+// fakeSource holds the programs a test puts in it, as the daemon's
+// sampler and counter windows would.
+type fakeSource struct {
+	progs map[uint32]Program
+	perf  map[uint32]*api.PerfCounters
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{progs: map[uint32]Program{}, perf: map[uint32]*api.PerfCounters{}}
+}
+
+func (f *fakeSource) Put(p Program)    { f.progs[p.ID] = p }
+func (f *fakeSource) Remove(id uint32) { delete(f.progs, id) }
+
+func (f *fakeSource) Programs(fn func(iter.Seq[Program])) {
+	fn(func(yield func(Program) bool) {
+		for _, p := range f.progs {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+}
+
+func (f *fakeSource) PerfCounters(ids []uint32, into []*api.PerfCounters) {
+	for i, id := range ids {
+		into[i] = f.perf[id]
+	}
+}
+
+func (f *fakeSource) SampledNs([]uint32, []int64) bool { return false }
+func (f *fakeSource) Profiler() Profiler               { return Profiler{} }
+func (f *fakeSource) State() State                     { return State{} }
+func (f *fakeSource) Owners() []api.OwnerRow           { return nil }
+
+// meta is a program's metadata as a fake holds it (by pointer, as the
+// sampler hands it out).
+func meta(m collectors.Meta) *collectors.Meta { return &m }
 
 // programsOnly gathers the per-program families alone, which need no
 // store or stats.
@@ -39,16 +77,15 @@ func (p programsOnly) count(name string) int {
 // TestMetricsCap: beyond --web.max-programs the newest programs (highest
 // ids) are summed into id="other"; programs keep their info series.
 func TestMetricsCap(t *testing.T) {
-	f := sampler.NewFixture()
-	d := &Daemon{cfg: Config{Web: WebConfig{MaxPrograms: 2}}, sampler: f.Sampler}
+	f := newFakeSource()
 	for id, v := range map[uint32][2]uint64{7: {1e9, 10}, 3: {2e9, 20}, 9: {3e9, 30}, 12: {4e9, 40}} {
-		p := sampler.FixtureProgram{
-			Meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677",
-				Attach: []collectors.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}, Owners: []collectors.Owner{{PID: 1, Comm: "agent"}, {PID: 2, Comm: "agent"}}},
+		p := Program{
+			ID: id, Meta: meta(collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677",
+				Attach: []collectors.AttachPoint{{Type: "xdp", Target: "ifindex 1 (lo)"}}, Owners: []collectors.Owner{{PID: 1, Comm: "agent"}, {PID: 2, Comm: "agent"}}}),
 			Cur: collectors.Sample{ID: id, RunTimeNs: v[0], RunCnt: v[1]},
 		}
 		if id == 3 {
-			p.Identity = "xdp/p at xdp dev lo by agent" // settled; 7 is not yet
+			p.IdentityKey = "xdp/p at xdp dev lo by agent" // settled; 7 is not yet
 		}
 		f.Put(p)
 	}
@@ -72,7 +109,7 @@ bpfperf_program_info{attach="xdp:ifindex 1 (lo)",id="7",identity="",name="p",own
 bpfperf_programs_in_other 2
 `
 	names := []string{"bpfperf_program_runs_total", "bpfperf_program_run_time_seconds_total", "bpfperf_program_info", "bpfperf_programs_in_other"}
-	g := programsOnly{newProgramFamilies(d)}
+	g := programsOnly{newProgramFamilies(f, 2)}
 	// The second scrape reuses the first one's series.
 	for range 2 {
 		if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want), names...); err != nil {
@@ -92,14 +129,11 @@ bpfperf_programs_in_other 2
 // TestMetricsInfoChanges: a program's info series follows its metadata
 // (owners come and go), and its counters follow each sweep.
 func TestMetricsInfoChanges(t *testing.T) {
-	f := sampler.NewFixture()
-	d := &Daemon{sampler: f.Sampler}
-	p := sampler.FixtureProgram{
-		Meta: collectors.Meta{ID: 5, Name: "p", Type: "xdp", Tag: "0011223344556677", Owners: []collectors.Owner{{PID: 1, Comm: "agent"}}},
-		Cur:  collectors.Sample{ID: 5, RunTimeNs: 1e9, RunCnt: 10},
-	}
+	f := newFakeSource()
+	m := collectors.Meta{ID: 5, Name: "p", Type: "xdp", Tag: "0011223344556677", Owners: []collectors.Owner{{PID: 1, Comm: "agent"}}}
+	p := Program{ID: 5, Meta: &m, Cur: collectors.Sample{ID: 5, RunTimeNs: 1e9, RunCnt: 10}}
 	f.Put(p)
-	g := programsOnly{newProgramFamilies(d)}
+	g := programsOnly{newProgramFamilies(f, 2000)}
 	want := func(owner string, runs int) string {
 		return `
 # HELP bpfperf_program_info A loaded program's metadata, 1 for each, to join on id.
@@ -113,16 +147,16 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent", 10)), names...); err != nil {
 		t.Error(err)
 	}
-	p.Meta.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
+	m.Owners = []collectors.Owner{{PID: 2, Comm: "agent"}, {PID: 3, Comm: "loader"}}
 	p.Cur.RunCnt = 12
 	f.Put(p)
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(want("agent,loader", 12)), names...); err != nil {
 		t.Error(err)
 	}
 	// Its identity settled: the info series says it.
-	p.Identity = "xdp/p by agent"
+	p.IdentityKey = "xdp/p by agent"
 	f.Put(p)
-	settled := strings.Replace(want("agent,loader", 12), `identity=""`, `identity="`+identity.ShortID(p.Identity)+`"`, 1)
+	settled := strings.Replace(want("agent,loader", 12), `identity=""`, `identity="`+identity.ShortID(p.IdentityKey)+`"`, 1)
 	if err := testutil.TransactionalGatherAndCompare(g, strings.NewReader(settled), names...); err != nil {
 		t.Error(err)
 	}
@@ -133,20 +167,16 @@ bpfperf_program_runs_total{id="5"} ` + strconv.Itoa(runs) + "\n"
 // window lacks (no hardware PMU) and a program without a window have no
 // series.
 func TestMetricsPerRun(t *testing.T) {
-	f := sampler.NewFixture()
-	d := &Daemon{boot: 7, sampler: f.Sampler}
+	f := newFakeSource()
 	for _, id := range []uint32{5, 6} {
-		f.Put(sampler.FixtureProgram{
-			Boot: 7,
-			Meta: collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677"},
+		f.Put(Program{
+			ID:   id,
+			Meta: meta(collectors.Meta{ID: id, Name: "p", Type: "xdp", Tag: "0011223344556677"}),
 			Cur:  collectors.Sample{ID: id, RunTimeNs: 1e9, RunCnt: 10},
 		})
 	}
 	clock, cycles := 1500.0, 3000.0
-	d.ctr.targets = map[uint32]*counterTarget{5: {
-		key:  store.InstanceKey{Boot: 7, ID: 5},
-		last: &api.PerfCounters{Mechanism: api.MechanismExact, CPUClockNsPerRun: &clock, CyclesPerRun: &cycles},
-	}}
+	f.perf[5] = &api.PerfCounters{Mechanism: api.MechanismExact, CPUClockNsPerRun: &clock, CyclesPerRun: &cycles}
 	want := `
 # HELP bpfperf_program_cpu_clock_seconds_per_run Sampled cpu-clock time per run in the program's last counter window.
 # TYPE bpfperf_program_cpu_clock_seconds_per_run gauge
@@ -157,7 +187,7 @@ bpfperf_program_cycles_per_run{id="5",mechanism="exact"} 3000
 `
 	names := []string{"bpfperf_program_cpu_clock_seconds_per_run", "bpfperf_program_cycles_per_run",
 		"bpfperf_program_instructions_per_run", "bpfperf_program_instructions_per_cycle", "bpfperf_program_llc_misses_per_run"}
-	if err := testutil.TransactionalGatherAndCompare(programsOnly{newProgramFamilies(d)}, strings.NewReader(want), names...); err != nil {
+	if err := testutil.TransactionalGatherAndCompare(programsOnly{newProgramFamilies(f, 2000)}, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package metrics
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
 // BenchmarkMetricsPrograms serves the per-program families of 1,000
@@ -18,17 +17,16 @@ import (
 // process: the part of a scrape that grows with the programs
 // (BenchmarkMetrics1000Programs measures a real daemon).
 func BenchmarkMetricsPrograms(b *testing.B) {
-	f := sampler.NewFixture()
-	d := &Daemon{sampler: f.Sampler}
+	f := newFakeSource()
 	for i := range 1000 {
 		id := uint32(100 + i)
-		f.Put(sampler.FixtureProgram{
-			Meta: collectors.Meta{ID: id, Name: fmt.Sprintf("bench_m%d", i), Type: "socket_filter", Tag: "0011223344556677",
-				Owners: []collectors.Owner{{PID: 1, Comm: "daemon.test"}}},
+		f.Put(Program{
+			ID: id, Meta: meta(collectors.Meta{ID: id, Name: fmt.Sprintf("bench_m%d", i), Type: "socket_filter", Tag: "0011223344556677",
+				Owners: []collectors.Owner{{PID: 1, Comm: "daemon.test"}}}),
 			Cur: collectors.Sample{ID: id, RunTimeNs: uint64(i) * 12345, RunCnt: uint64(i) * 7},
 		})
 	}
-	m := &metrics{registry: prometheus.NewRegistry(), programs: newProgramFamilies(d)}
+	m := &Metrics{registry: prometheus.NewRegistry(), programs: newProgramFamilies(f, 2000)}
 	h := promhttp.HandlerForTransactional(m, promhttp.HandlerOpts{})
 	for _, enc := range []string{"gzip", "identity"} {
 		b.Run(enc, func(b *testing.B) {

@@ -1,10 +1,16 @@
-package daemon
+// Package mapwatch is the daemon's map room: it reads every BPF map every
+// --maps.every (memory, entries, holders), stores the readings, and raises
+// fill and leak events. It holds no map fd between readings
+// (collectors.ReadMaps closes each as it goes); the iterator that counts
+// entries is its own program.
+package mapwatch
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -16,9 +22,9 @@ import (
 
 // Defaults of the map flags.
 const (
-	DefaultMapsEvery      = time.Minute
-	DefaultMapsLeakWindow = 30 * time.Minute
-	minMapsEvery          = 100 * time.Millisecond
+	DefaultEvery      = time.Minute
+	DefaultLeakWindow = 30 * time.Minute
+	MinEvery          = 100 * time.Millisecond
 )
 
 // The fill thresholds that raise an event when a map crosses them upward,
@@ -30,8 +36,8 @@ const fillRearm = 5
 
 // Event kinds of maps.
 const (
-	eventMapFill = "map_fill"
-	eventMapLeak = "map_leak"
+	EventFill = "map_fill"
+	EventLeak = "map_leak"
 )
 
 // watchedMap is the watcher's view of one map: its last reading, who
@@ -55,12 +61,24 @@ type trailPoint struct {
 	entries int64
 }
 
-// mapWatcher reads every map every --maps.every: memory, entries, holders;
-// stores the readings and raises fill and leak events. It holds no map fd
-// between readings (collectors.ReadMaps closes each as it goes); the
-// iterator that counts entries is its own program.
-type mapWatcher struct {
-	cfg    *Config
+// Config is how the watcher reads.
+type Config struct {
+	Every      time.Duration // --maps.every
+	LeakWindow time.Duration // steady growth this long is a leak
+	WalkBudget int           // keys one reading may walk (0: collectors' default)
+	BPFFS      string        // where pins are looked for
+	Logger     *slog.Logger
+}
+
+// Users indexes the loaded programs by the maps they use, and their
+// owners by program id: a map is charged to the owners of the programs
+// that use it too.
+type Users func() (byMap map[uint32][]uint32, owners map[uint32][]collectors.Owner)
+
+// Watcher reads every map every Config.Every: memory, entries, holders;
+// stores the readings and raises fill and leak events.
+type Watcher struct {
+	cfg    Config
 	store  *store.DB
 	boot   uint32
 	bootID string
@@ -68,9 +86,8 @@ type mapWatcher struct {
 	iter   *collectors.MapIter
 	// counting says how entries are counted on this host, in words.
 	counting string
-	// users indexes the loaded programs by map and their owners by
-	// program (Daemon.mapUsers), for the owners a map is recorded with.
-	users func() (map[uint32][]uint32, map[uint32][]collectors.Owner)
+	// users gives the owners a map is recorded with through its programs.
+	users Users
 	// holders reads who holds each map.
 	holders *holders.Scanner
 
@@ -83,8 +100,10 @@ type mapWatcher struct {
 	readings uint64
 }
 
-func newMapWatcher(cfg *Config, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32) *mapWatcher {
-	w := &mapWatcher{cfg: cfg, holders: scanner, store: db, boot: boot, bootID: bootID, log: cfg.Logger, maps: map[uint32]*watchedMap{}}
+// New makes a watcher that reads holders with scanner and stores into db
+// under this boot.
+func New(cfg Config, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, users Users) *Watcher {
+	w := &Watcher{cfg: cfg, holders: scanner, store: db, boot: boot, bootID: bootID, log: cfg.Logger, users: users, maps: map[uint32]*watchedMap{}}
 	it, err := collectors.NewMapIter()
 	if err != nil {
 		w.counting = "walk: hash maps' keys walked with get-next-key, the kernel's count is unavailable (" + err.Error() + ")"
@@ -96,15 +115,16 @@ func newMapWatcher(cfg *Config, scanner *holders.Scanner, db *store.DB, bootID s
 	return w
 }
 
-func (w *mapWatcher) close() {
+// Close drops the entries iterator.
+func (w *Watcher) Close() {
 	if w.iter != nil {
 		w.iter.Close()
 	}
 }
 
-// run reads the maps now and every --maps.every until ctx is done.
-func (w *mapWatcher) run(ctx context.Context, now func() time.Time) {
-	t := time.NewTicker(w.cfg.MapsEvery)
+// Run reads the maps now and every Config.Every until ctx is done.
+func (w *Watcher) Run(ctx context.Context, now func() time.Time) {
+	t := time.NewTicker(w.cfg.Every)
 	defer t.Stop()
 	for {
 		if err := w.read(now()); err != nil {
@@ -119,7 +139,7 @@ func (w *mapWatcher) run(ctx context.Context, now func() time.Time) {
 }
 
 // read takes one reading of every map and stores it with its events.
-func (w *mapWatcher) read(now time.Time) error {
+func (w *Watcher) read(now time.Time) error {
 	var counts map[uint32]int64
 	var countTook time.Duration
 	if w.iter != nil {
@@ -131,7 +151,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		}
 		countTook = time.Since(start)
 	}
-	infos, cost, err := collectors.ReadMaps(collectors.MapsOptions{Counts: counts, WalkBudget: w.cfg.MapsWalkBudget})
+	infos, cost, err := collectors.ReadMaps(collectors.MapsOptions{Counts: counts, WalkBudget: w.cfg.WalkBudget})
 	cost.Counts = countTook
 	if err != nil {
 		w.mu.Lock()
@@ -165,7 +185,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		if m == nil {
 			m = &watchedMap{key: store.InstanceKey{Boot: w.boot, ID: info.ID}}
 			w.maps[info.ID] = m
-			owners, _ := json.Marshal(mapOwners(held.Maps[info.ID], users[info.ID], progOwners, pins.Maps[info.ID]))
+			owners, _ := json.Marshal(Owners(held.Maps[info.ID], users[info.ID], progOwners, pins.Maps[info.ID]))
 			tick.Seen = append(tick.Seen, store.MapRecord{
 				Key: m.key, BootID: w.bootID, ID: info.ID, Name: info.Name, Type: info.Type,
 				KeySize: info.KeySize, ValueSize: info.ValueSize, MaxEntries: info.MaxEntries, FirstSeen: now, Owners: owners,
@@ -173,7 +193,7 @@ func (w *mapWatcher) read(now time.Time) error {
 		}
 		m.info, m.at, m.owners, m.pin = info, now, held.Maps[info.ID], pins.Maps[info.ID]
 		tick.Samples = append(tick.Samples, store.MapSample{Key: m.key, Memlock: info.Memlock, Entries: info.Entries})
-		tick.Events = append(tick.Events, m.events(now, w.cfg.MapsLeakWindow)...)
+		tick.Events = append(tick.Events, m.events(now, w.cfg.LeakWindow)...)
 	}
 	for id, m := range w.maps {
 		if !seen[id] {
@@ -216,7 +236,7 @@ func (m *watchedMap) events(now time.Time, window time.Duration) []store.Event {
 	for _, th := range fillThresholds {
 		if n*100 >= th*max && m.band < th {
 			m.band = th
-			out = append(out, m.event(now, eventMapFill, fmt.Sprintf("map %q (id %d, %s) crossed %d%% of max entries: %d of %d", m.info.Name, m.info.ID, m.info.Type, th, n, max)))
+			out = append(out, m.event(now, EventFill, fmt.Sprintf("map %q (id %d, %s) crossed %d%% of max entries: %d of %d", m.info.Name, m.info.ID, m.info.Type, th, n, max)))
 		}
 	}
 	// The leak trail: readings over the window, plus the one just before
@@ -231,7 +251,7 @@ func (m *watchedMap) events(now time.Time, window time.Duration) []store.Event {
 	if !m.leaking && growsSteadily(m.trail, now, window) {
 		m.leaking = true
 		first := m.trail[0]
-		out = append(out, m.event(now, eventMapLeak, fmt.Sprintf("map %q (id %d, %s) grew at every reading for %s: %d -> %d of %d entries",
+		out = append(out, m.event(now, EventLeak, fmt.Sprintf("map %q (id %d, %s) grew at every reading for %s: %d -> %d of %d entries",
 			m.info.Name, m.info.ID, m.info.Type, now.Sub(first.at).Round(time.Second), first.entries, n, max)))
 	}
 	return out
@@ -260,29 +280,9 @@ func (m *watchedMap) event(now time.Time, kind, detail string) store.Event {
 	return store.Event{Time: now, Kind: kind, MapID: m.info.ID, Name: m.info.Name, Detail: detail}
 }
 
-// validateMaps checks the map flags and fills their defaults.
-func (c *Config) validateMaps() error {
-	if c.MapsEvery == 0 {
-		c.MapsEvery = DefaultMapsEvery
-	}
-	if c.MapsLeakWindow == 0 {
-		c.MapsLeakWindow = DefaultMapsLeakWindow
-	}
-	if c.MapsEvery < minMapsEvery || c.MapsEvery > maxInterval {
-		return fmt.Errorf("%w: --maps.every %v is outside %v..%v", ErrBadConfig, c.MapsEvery, minMapsEvery, maxInterval)
-	}
-	if c.MapsLeakWindow < 2*c.MapsEvery {
-		return fmt.Errorf("%w: --maps.leak-window %v must be at least two readings (2 x --maps.every %v)", ErrBadConfig, c.MapsLeakWindow, c.MapsEvery)
-	}
-	if c.MapsWalkBudget < 0 {
-		return fmt.Errorf("%w: --maps.walk-budget %d is negative", ErrBadConfig, c.MapsWalkBudget)
-	}
-	return nil
-}
-
-// bytesOf sums the memory of maps ids at the last reading, nil before the
+// BytesOf sums the memory of maps ids at the last reading, nil before the
 // first one.
-func (w *mapWatcher) bytesOf(ids []uint32) *uint64 {
+func (w *Watcher) BytesOf(ids []uint32) *uint64 {
 	if w == nil {
 		return nil
 	}
@@ -298,4 +298,54 @@ func (w *mapWatcher) bytesOf(ids []uint32) *uint64 {
 		}
 	}
 	return &n
+}
+
+// Reading is the last reading: when, how entries are counted, what it
+// cost, and every map it found.
+type Reading struct {
+	At         time.Time
+	Counting   string
+	Cost       collectors.MapsCost
+	OwnersTook time.Duration
+	Maps       []Map
+}
+
+// Map is one map of the last reading: its key in the store, what was read
+// of it and when, the processes holding a fd of it, and its first pin.
+type Map struct {
+	Key    store.InstanceKey
+	Info   collectors.MapInfo
+	At     time.Time
+	Owners []collectors.Owner
+	Pin    string
+}
+
+// Last is a copy of the last reading, maps in no order.
+func (w *Watcher) Last() Reading {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	r := Reading{At: w.last, Counting: w.counting, Cost: w.cost, OwnersTook: w.ownersNs, Maps: make([]Map, 0, len(w.maps))}
+	for _, m := range w.maps {
+		r.Maps = append(r.Maps, Map{Key: m.key, Info: m.info, At: m.at, Owners: m.owners, Pin: m.pin})
+	}
+	return r
+}
+
+// Owners is who holds a map: the processes with a fd of it, then the
+// owners of the programs that use it, each pid once; if none, its pin. The
+// first is the one it is charged to.
+func Owners(direct []collectors.Owner, progs []uint32, progOwners map[uint32][]collectors.Owner, pin string) []collectors.Owner {
+	owners := slices.Clone(direct)
+	slices.SortFunc(owners, func(a, b collectors.Owner) int { return a.PID - b.PID })
+	for _, p := range progs {
+		for _, o := range progOwners[p] {
+			if !slices.ContainsFunc(owners, func(x collectors.Owner) bool { return x.PID == o.PID }) {
+				owners = append(owners, o)
+			}
+		}
+	}
+	if len(owners) == 0 && pin != "" {
+		owners = []collectors.Owner{{Pin: pin}}
+	}
+	return owners
 }

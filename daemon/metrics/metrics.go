@@ -1,6 +1,11 @@
-package daemon
+// Package metrics is the daemon's Prometheus room: what /metrics serves.
+// A scrape reads what the daemon's other rooms already hold (the sampler's
+// programs, the profiler's windows, the counter windows), through Source:
+// no kernel read of its own.
+package metrics
 
 import (
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,8 +15,8 @@ import (
 	promcollectors "github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
 // /metrics (issue 13). A scrape reads what the sampler, the profiler and
@@ -30,9 +35,58 @@ const BPFStatsCostPerRun = 45 * time.Nanosecond
 // otherID labels the sums of the programs beyond --web.max-programs.
 const otherID = "other"
 
-// metrics is the daemon's Prometheus registry, the programs' families
+// Source is what a scrape reads. The daemon implements it over its rooms.
+type Source interface {
+	// Programs calls fn once with the loaded programs, under the
+	// sampler's read lock: a Program's Meta is valid only until fn
+	// returns.
+	Programs(fn func(iter.Seq[Program]))
+	// PerfCounters fills into[i] with program ids[i]'s last perf counter
+	// window, nil where it has none.
+	PerfCounters(ids []uint32, into []*api.PerfCounters)
+	// SampledNs fills into[i] with program ids[i]'s CPU time in the
+	// continuous profile windows since the daemon started, and says
+	// whether continuous profiling runs (without it there is no such
+	// series).
+	SampledNs(ids []uint32, into []int64) bool
+	// Profiler is the continuous profiler's windows and lost samples.
+	Profiler() Profiler
+	// State is the daemon's own state.
+	State() State
+	// Owners is every owner with what is charged to it now (GET
+	// /v1/owners).
+	Owners() []api.OwnerRow
+}
+
+// Program is one loaded program, as a scrape needs it.
+type Program struct {
+	ID          uint32
+	Meta        *collectors.Meta
+	IdentityKey string
+	Cur         collectors.Sample
+}
+
+// Profiler is the continuous profiler's figures; On is false where it
+// could not start.
+type Profiler struct {
+	On      bool
+	Windows int64
+	Lost    map[string]uint64 // samples lost, by event
+}
+
+// State is the daemon's own state, as its series show it.
+type State struct {
+	StoreBytes int64
+	StatsMode  string
+	// StatsCostNsPerRun is bpf_stats' cost per run measured at start, 0
+	// when not measured.
+	StatsCostNsPerRun float64
+	Version           string
+}
+
+// Metrics is the daemon's Prometheus registry, the programs' families
 // served beside it, and the histograms the sampling loop feeds.
-type metrics struct {
+type Metrics struct {
 	registry     *prometheus.Registry
 	programs     *programFamilies
 	sweep, write prometheus.Histogram
@@ -41,11 +95,13 @@ type metrics struct {
 	findings *prometheus.CounterVec
 }
 
-func newMetrics(d *Daemon) *metrics {
+// New makes the registry over src; the first maxPrograms programs by id
+// get series of their own, the rest are summed into id="other".
+func New(src Source, maxPrograms int) *Metrics {
 	buckets := prometheus.ExponentialBuckets(0.0001, 2, 15) // 100 µs .. 1.6 s
-	m := &metrics{
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
-		programs: newProgramFamilies(d),
+		programs: newProgramFamilies(src, maxPrograms),
 		sweep: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "bpfperf_daemon_sweep_duration_seconds",
 			Help:    "Time each tick's sweep of every program's stats took.",
@@ -62,7 +118,7 @@ func newMetrics(d *Daemon) *metrics {
 		}, []string{"kind", "type", "name"}),
 	}
 	m.registry.MustRegister(
-		m.sweep, m.write, m.findings, &daemonCollector{d: d}, &ownerCollector{d: d},
+		m.sweep, m.write, m.findings, &daemonCollector{src: src}, &ownerCollector{src: src},
 		promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}),
 		promcollectors.NewGoCollector(),
 	)
@@ -71,7 +127,7 @@ func newMetrics(d *Daemon) *metrics {
 
 // Gather is what /metrics serves: the registry's families and the
 // programs'. done must be called once they are written.
-func (m *metrics) Gather() (_ []*dto.MetricFamily, done func(), _ error) {
+func (m *Metrics) Gather() (_ []*dto.MetricFamily, done func(), _ error) {
 	mfs, err := m.registry.Gather()
 	progs, done := m.programs.gather()
 	mfs = append(mfs, progs...)
@@ -79,12 +135,17 @@ func (m *metrics) Gather() (_ []*dto.MetricFamily, done func(), _ error) {
 	return mfs, done, err
 }
 
-var _ prometheus.TransactionalGatherer = (*metrics)(nil)
+var _ prometheus.TransactionalGatherer = (*Metrics)(nil)
 
-// observe records one tick's durations.
-func (m *metrics) observe(sweep, write time.Duration) {
+// Observe records one tick's durations.
+func (m *Metrics) Observe(sweep, write time.Duration) {
 	m.sweep.Observe(sweep.Seconds())
 	m.write.Observe(write.Seconds())
+}
+
+// Found counts a regression detector's finding.
+func (m *Metrics) Found(kind, typ, name string) {
+	m.findings.WithLabelValues(kind, typ, name).Inc()
 }
 
 var (
@@ -106,7 +167,7 @@ var (
 
 // daemonCollector reports the daemon's own state; the programs' series
 // are programFamilies'.
-type daemonCollector struct{ d *Daemon }
+type daemonCollector struct{ src Source }
 
 var _ prometheus.Collector = (*daemonCollector)(nil)
 
@@ -121,41 +182,37 @@ func (c *daemonCollector) Collect(ch chan<- prometheus.Metric) { c.collectDaemon
 // collectDaemon reports the daemon's own state and cost (the process
 // collector adds its CPU seconds and RSS).
 func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
-	d := c.d
-	pr := &d.prof
-	pr.mu.Lock()
-	windows := pr.windows
-	for ev, n := range pr.lost {
+	pr := c.src.Profiler()
+	for ev, n := range pr.Lost {
 		ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(n), ev)
 	}
-	on := pr.prof != nil
-	pr.mu.Unlock()
-	if on {
-		ch <- prometheus.MustNewConstMetric(descWindows, prometheus.CounterValue, float64(windows))
+	if pr.On {
+		ch <- prometheus.MustNewConstMetric(descWindows, prometheus.CounterValue, float64(pr.Windows))
 	}
-	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(d.store.Size()))
-	ch <- prometheus.MustNewConstMetric(descStats, prometheus.GaugeValue, 1, string(d.stats.Mode()))
+	st := c.src.State()
+	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(st.StoreBytes))
+	ch <- prometheus.MustNewConstMetric(descStats, prometheus.GaugeValue, 1, st.StatsMode)
 	cost := BPFStatsCostPerRun.Seconds()
-	if sc := d.statsCost; sc.err == nil && sc.cost.NsPerRun() > 0 {
-		cost = sc.cost.NsPerRun() / 1e9 // measured on this host at start
+	if st.StatsCostNsPerRun > 0 {
+		cost = st.StatsCostNsPerRun / 1e9 // measured on this host at start
 	}
 	ch <- prometheus.MustNewConstMetric(descStatsCost, prometheus.GaugeValue, cost)
 	for _, m := range c.linkMissed() {
 		ch <- m
 	}
-	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, d.cfg.Version)
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, st.Version)
 }
 
 // linkMissed is one counter per kprobe link whose kernel reports a missed
 // count, made under the sampler's lock and sent after it.
 func (c *daemonCollector) linkMissed() []prometheus.Metric {
 	var out []prometheus.Metric
-	c.d.sampler.Read(func(v sampler.View) {
-		for id, p := range v.Programs() {
-			for _, a := range p.Meta().Attach {
+	c.src.Programs(func(progs iter.Seq[Program]) {
+		for p := range progs {
+			for _, a := range p.Meta.Attach {
 				if a.Missed != nil {
 					out = append(out, prometheus.MustNewConstMetric(descLinkMissed, prometheus.CounterValue, float64(*a.Missed),
-						strconv.FormatUint(uint64(id), 10), strconv.FormatUint(uint64(a.LinkID), 10)))
+						strconv.FormatUint(uint64(p.ID), 10), strconv.FormatUint(uint64(a.LinkID), 10)))
 				}
 			}
 		}
