@@ -24,9 +24,6 @@ import (
 )
 
 func profileCommand(dial clientFactory) *cli.Command {
-	fileFlag := func(usage string) cli.Flag {
-		return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: usage}
-	}
 	return &cli.Command{
 		Name:  "profile",
 		Usage: "CPU profiles of BPF programs as pprof: capture, list, get, merge, diff, view",
@@ -34,200 +31,242 @@ func profileCommand(dial clientFactory) *cli.Command {
 			"tail-called programs included. Read them with `go tool pprof` or `bpfperf profile view`.\n" +
 			"PROFILE is a profile id from `bpfperf profile list`, or a pprof file.",
 		Subcommands: []*cli.Command{
-			{
-				Name:  "capture",
-				Usage: "profile every CPU for --duration now, store the profile and write it to -o",
-				Flags: []cli.Flag{
-					&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Value: 10 * time.Second, Usage: "how long to sample (at most the daemon's --profile.limit)"},
-					&cli.StringFlag{Name: "event", Usage: "what to sample on: cpu-clock, cycles, instructions or llc-misses (the last three need a PMU); default the daemon's --profile.event"},
-					fileFlag("write the profile (gzipped pprof) to FILE; - for stdout"),
-				},
-				Action: func(c *cli.Context) error {
-					if err := noArgs(c); err != nil {
-						return err
-					}
-					d := c.Duration("duration")
-					if d < profile.MinDuration {
-						return fmt.Errorf("--duration %v: must be at least %v", d, profile.MinDuration)
-					}
-					if ev := c.String("event"); ev != "" {
-						if _, err := perfevent.Parse(ev); err != nil {
-							return fmt.Errorf("--event: %w", err)
-						}
-					}
-					client, err := dial(c)
-					if err != nil {
-						return err
-					}
-					res, err := client.CaptureProfile(d, c.String("event"))
-					if err != nil {
-						return err
-					}
-					p, err := profile.ParseData(res.Data)
-					if err != nil {
-						return fmt.Errorf("daemon's answer: %w", err)
-					}
-					if out := c.String("output"); out != "" {
-						if err := writeProfileFile(out, res.Data); err != nil {
-							return err
-						}
-					}
-					what := "profile " + res.ID
-					if res.ID == "" {
-						what = "profile (not stored: " + res.StoreError + ")"
-					}
-					return summary(c, what, p)
-				},
-			},
-			{
-				Name:  "list",
-				Usage: "list stored profiles",
-				Flags: append([]cli.Flag{
-					outputFlag,
-					&cli.StringFlag{Name: "kind", Value: "all", Usage: "continuous, on-demand or all"},
-				}, timeRangeFlags("1h")...),
-				Action: func(c *cli.Context) error {
-					client, since, until, err := listRange(c, dial)
-					if err != nil {
-						return err
-					}
-					list, err := client.Profiles(since, until, c.String("kind"))
-					if err != nil {
-						return err
-					}
-					return render(c, os.Stdout, list, profilesTable(list))
-				},
-			},
-			{
-				Name:      "get",
-				Usage:     "write a stored profile to -o",
-				ArgsUsage: "ID",
-				Flags:     []cli.Flag{fileFlag("write the profile (gzipped pprof) to FILE; - for stdout")},
-				Action: func(c *cli.Context) error {
-					id, err := oneArg(c, "ID")
-					if err != nil {
-						return err
-					}
-					out, err := needOutput(c)
-					if err != nil {
-						return err
-					}
-					client, err := dial(c)
-					if err != nil {
-						return err
-					}
-					data, err := client.Profile(id)
-					if err != nil {
-						return err
-					}
-					return writeProfileFile(out, data)
-				},
-			},
-			{
-				Name:      "merge",
-				Usage:     "add up the continuous profiles of a time range (or the PROFILEs given) into one",
-				ArgsUsage: "[PROFILE...]",
-				Flags: append([]cli.Flag{
-					fileFlag("write the merged profile to FILE; - for stdout"),
-					&cli.StringFlag{Name: "kind", Value: "continuous", Usage: "continuous, on-demand or all (on-demand captures sample the same time as continuous windows)"},
-				}, timeRangeFlags("1h")...),
-				Action: func(c *cli.Context) error {
-					out, err := needOutput(c)
-					if err != nil {
-						return err
-					}
-					if c.NArg() > 0 {
-						var ps []*pprof.Profile
-						for _, arg := range c.Args().Slice() {
-							p, err := loadProfile(c, dial, arg)
-							if err != nil {
-								return err
-							}
-							ps = append(ps, p)
-						}
-						p, err := profile.Merge(ps...)
-						if err != nil {
-							return err
-						}
-						return writeProfile(out, p, func() error { return summary(c, fmt.Sprintf("merged %d profiles", len(ps)), p) })
-					}
-					client, since, until, err := dialRange(c, dial)
-					if err != nil {
-						return err
-					}
-					data, n, err := client.MergeProfiles(since, until, c.String("kind"))
-					if err != nil {
-						return err
-					}
-					p, err := profile.ParseData(data)
-					if err != nil {
-						return fmt.Errorf("daemon's answer: %w", err)
-					}
-					if err := writeProfileFile(out, data); err != nil {
-						return err
-					}
-					return summary(c, fmt.Sprintf("merged %d profiles", n), p)
-				},
-			},
-			{
-				Name:  "diff",
-				Usage: "write the difference from --base to --new, for `go tool pprof` (as with -diff_base)",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "base", Usage: "the PROFILE before (required)"},
-					&cli.StringFlag{Name: "new", Usage: "the PROFILE after (required)"},
-					fileFlag("write the diff profile to FILE; - for stdout"),
-				},
-				Action: func(c *cli.Context) error {
-					if err := noArgs(c); err != nil {
-						return err
-					}
-					for _, f := range []string{"base", "new"} {
-						if c.String(f) == "" {
-							return fmt.Errorf("diff: --%s PROFILE is required", f)
-						}
-					}
-					out, err := needOutput(c)
-					if err != nil {
-						return err
-					}
-					base, err := loadProfile(c, dial, c.String("base"))
-					if err != nil {
-						return fmt.Errorf("--base: %w", err)
-					}
-					new, err := loadProfile(c, dial, c.String("new"))
-					if err != nil {
-						return fmt.Errorf("--new: %w", err)
-					}
-					diff, err := profile.Diff(base, new)
-					if err != nil {
-						return err
-					}
-					return writeProfile(out, diff, func() error { return diffSummary(c, base, new) })
-				},
-			},
-			{
-				Name:      "view",
-				Usage:     "serve pprof's web UI for a profile on loopback until interrupted",
-				ArgsUsage: "PROFILE",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "http", Value: "127.0.0.1:0", Usage: "loopback host:port to serve on (port 0 picks one)"},
-				},
-				Action: func(c *cli.Context) error {
-					arg, err := oneArg(c, "PROFILE")
-					if err != nil {
-						return err
-					}
-					p, err := loadProfile(c, dial, arg)
-					if err != nil {
-						return err
-					}
-					ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-					defer stop()
-					return webui.Serve(ctx, p, c.String("http"), func(url string) {
-						fmt.Printf("serving %s on %s (Ctrl-C stops)\n", arg, url)
-					})
-				},
-			},
+			profileCaptureCommand(dial),
+			profileListCommand(dial),
+			profileGetCommand(dial),
+			profileMergeCommand(dial),
+			profileDiffCommand(dial),
+			profileViewCommand(dial),
+		},
+	}
+}
+
+// profileFileFlag is -o of the subcommands that write a profile; needOutput
+// reads it where it is required.
+func profileFileFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: usage}
+}
+
+func profileCaptureCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "capture",
+		Usage: "profile every CPU for --duration now, store the profile and write it to -o",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Value: 10 * time.Second, Usage: "how long to sample (at most the daemon's --profile.limit)"},
+			&cli.StringFlag{Name: "event", Usage: "what to sample on: cpu-clock, cycles, instructions or llc-misses (the last three need a PMU); default the daemon's --profile.event"},
+			profileFileFlag("write the profile (gzipped pprof) to FILE; - for stdout"),
+		},
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			d := c.Duration("duration")
+			if d < profile.MinDuration {
+				return fmt.Errorf("--duration %v: must be at least %v", d, profile.MinDuration)
+			}
+			if ev := c.String("event"); ev != "" {
+				if _, err := perfevent.Parse(ev); err != nil {
+					return fmt.Errorf("--event: %w", err)
+				}
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			res, err := client.CaptureProfile(d, c.String("event"))
+			if err != nil {
+				return err
+			}
+			p, err := profile.ParseData(res.Data)
+			if err != nil {
+				return fmt.Errorf("daemon's answer: %w", err)
+			}
+			if out := c.String("output"); out != "" {
+				if err := writeProfileFile(out, res.Data); err != nil {
+					return err
+				}
+			}
+			what := "profile " + res.ID
+			if res.ID == "" {
+				what = "profile (not stored: " + res.StoreError + ")"
+			}
+			return summary(c, what, p)
+		},
+	}
+}
+
+func profileListCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list stored profiles",
+		Flags: append([]cli.Flag{
+			outputFlag,
+			&cli.StringFlag{Name: "kind", Value: "all", Usage: "continuous, on-demand or all"},
+		}, timeRangeFlags("1h")...),
+		Action: func(c *cli.Context) error {
+			client, since, until, err := listRange(c, dial)
+			if err != nil {
+				return err
+			}
+			list, err := client.Profiles(since, until, c.String("kind"))
+			if err != nil {
+				return err
+			}
+			return render(c, os.Stdout, list, profilesTable(list))
+		},
+	}
+}
+
+func profileGetCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:      "get",
+		Usage:     "write a stored profile to -o",
+		ArgsUsage: "ID",
+		Flags:     []cli.Flag{profileFileFlag("write the profile (gzipped pprof) to FILE; - for stdout")},
+		Action: func(c *cli.Context) error {
+			id, err := oneArg(c, "ID")
+			if err != nil {
+				return err
+			}
+			out, err := needOutput(c)
+			if err != nil {
+				return err
+			}
+			client, err := dial(c)
+			if err != nil {
+				return err
+			}
+			data, err := client.Profile(id)
+			if err != nil {
+				return err
+			}
+			return writeProfileFile(out, data)
+		},
+	}
+}
+
+func profileMergeCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:      "merge",
+		Usage:     "add up the continuous profiles of a time range (or the PROFILEs given) into one",
+		ArgsUsage: "[PROFILE...]",
+		Flags: append([]cli.Flag{
+			profileFileFlag("write the merged profile to FILE; - for stdout"),
+			&cli.StringFlag{Name: "kind", Value: "continuous", Usage: "continuous, on-demand or all (on-demand captures sample the same time as continuous windows)"},
+		}, timeRangeFlags("1h")...),
+		Action: func(c *cli.Context) error {
+			out, err := needOutput(c)
+			if err != nil {
+				return err
+			}
+			if c.NArg() > 0 {
+				return mergeGivenProfiles(c, dial, out)
+			}
+			return mergeStoredProfiles(c, dial, out)
+		},
+	}
+}
+
+// mergeGivenProfiles merges the PROFILEs on the command line (files or
+// stored ids) here.
+func mergeGivenProfiles(c *cli.Context, dial clientFactory, out string) error {
+	var ps []*pprof.Profile
+	for _, arg := range c.Args().Slice() {
+		p, err := loadProfile(c, dial, arg)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	p, err := profile.Merge(ps...)
+	if err != nil {
+		return err
+	}
+	return writeProfile(out, p, func() error { return summary(c, fmt.Sprintf("merged %d profiles", len(ps)), p) })
+}
+
+// mergeStoredProfiles has the daemon merge the stored profiles of --kind
+// in the time range.
+func mergeStoredProfiles(c *cli.Context, dial clientFactory, out string) error {
+	client, since, until, err := dialRange(c, dial)
+	if err != nil {
+		return err
+	}
+	data, n, err := client.MergeProfiles(since, until, c.String("kind"))
+	if err != nil {
+		return err
+	}
+	p, err := profile.ParseData(data)
+	if err != nil {
+		return fmt.Errorf("daemon's answer: %w", err)
+	}
+	if err := writeProfileFile(out, data); err != nil {
+		return err
+	}
+	return summary(c, fmt.Sprintf("merged %d profiles", n), p)
+}
+
+func profileDiffCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:  "diff",
+		Usage: "write the difference from --base to --new, for `go tool pprof` (as with -diff_base)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "base", Usage: "the PROFILE before (required)"},
+			&cli.StringFlag{Name: "new", Usage: "the PROFILE after (required)"},
+			profileFileFlag("write the diff profile to FILE; - for stdout"),
+		},
+		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			for _, f := range []string{"base", "new"} {
+				if c.String(f) == "" {
+					return fmt.Errorf("diff: --%s PROFILE is required", f)
+				}
+			}
+			out, err := needOutput(c)
+			if err != nil {
+				return err
+			}
+			base, err := loadProfile(c, dial, c.String("base"))
+			if err != nil {
+				return fmt.Errorf("--base: %w", err)
+			}
+			new, err := loadProfile(c, dial, c.String("new"))
+			if err != nil {
+				return fmt.Errorf("--new: %w", err)
+			}
+			diff, err := profile.Diff(base, new)
+			if err != nil {
+				return err
+			}
+			return writeProfile(out, diff, func() error { return diffSummary(c, base, new) })
+		},
+	}
+}
+
+func profileViewCommand(dial clientFactory) *cli.Command {
+	return &cli.Command{
+		Name:      "view",
+		Usage:     "serve pprof's web UI for a profile on loopback until interrupted",
+		ArgsUsage: "PROFILE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:0", Usage: "loopback host:port to serve on (port 0 picks one)"},
+		},
+		Action: func(c *cli.Context) error {
+			arg, err := oneArg(c, "PROFILE")
+			if err != nil {
+				return err
+			}
+			p, err := loadProfile(c, dial, arg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return webui.Serve(ctx, p, c.String("http"), func(url string) {
+				fmt.Printf("serving %s on %s (Ctrl-C stops)\n", arg, url)
+			})
 		},
 	}
 }

@@ -34,81 +34,99 @@ func showCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			m := d.Meta
-			var attach, owners []string
-			for _, a := range m.Attach {
-				// No link: attached through netlink (tc, XDP) or a perf
-				// event's ioctl (bpftrace), as bpftool net and perf list.
-				link := "no link"
-				if a.LinkID != 0 {
-					link = fmt.Sprintf("link %d", a.LinkID)
-				}
-				if a.Missed != nil {
-					link += ", missed " + fmtCount(*a.Missed) // kprobe links, Linux 6.7+
-				}
-				attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (%s)", a.Type, a.Target, link)))
-			}
-			for _, o := range m.Owners {
-				owners = append(owners, fmt.Sprintf("%s(%d)", o.Comm, o.PID))
-			}
-			maps := make([]string, len(m.MapIDs))
-			for i, id := range m.MapIDs {
-				maps[i] = strconv.FormatUint(uint64(id), 10)
-			}
-			state := "loaded"
-			if !d.Loaded {
-				state = "unloaded at " + fmtTime(d.UnloadedAt)
-			}
-			kv := [][2]string{
-				{"id", strconv.FormatUint(uint64(d.ID), 10)},
-				{"name", d.Name},
-				{"kernel_name", d.KernelName},
-				{"type", d.Type},
-				{"tag", d.Tag},
-				{"identity", identityLine(d.ProgRow)},
-				{"state", state},
-				{"loaded_at", fmtTime(m.LoadedAt)},
-				{"uid", strconv.FormatUint(uint64(m.UID), 10)},
-				{"gpl_compatible", strconv.FormatBool(m.GPLCompatible)},
-				{"bytes_xlated", strconv.FormatUint(uint64(m.BytesXlated), 10)},
-				{"bytes_jited", strconv.FormatUint(uint64(m.BytesJited), 10)},
-				{"bytes_memlock", strconv.FormatUint(m.BytesMemlock, 10)},
-				{"verified_insns", strconv.FormatUint(uint64(m.VerifiedInsns), 10)},
-				{"btf_id", strconv.FormatUint(uint64(m.BTFID), 10)},
-				{"map_ids", strings.Join(maps, ",")},
-				{"attach", strings.Join(attach, "; ")},
-				{"pids", strings.Join(owners, ", ")},
-				{"run_cnt", fmtCount(d.RunCnt)},
-				{"run_time_ns", fmtCount(d.RunTimeNs)},
-				{"recursion_misses", fmtCount(d.RecursionMisses)},
-				{"runs/s", fmtRate(d.RunsPerSec)},
-				{"avg/run", fmtNs(d.AvgNsPerRun)},
-				{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
-				{"cpu", fmtPercent(d.CPUPercent)},
-			}
-			if missed, ok := linksMissed(m.Attach); ok {
-				// Beside recursion_misses: the other way a program's
-				// events go unseen, counted by the kprobe links.
-				at := slices.IndexFunc(kv, func(p [2]string) bool { return p[0] == "recursion_misses" })
-				kv = slices.Insert(kv, at+1, [2]string{"links_missed", fmtCount(missed) + " (kprobe links' missed count)"})
-			}
-			kv = append(kv, showCountersKV(d.PerfCounters)...)
-			if d.SampledCPUPercent != nil {
-				kv = append(kv, [2]string{"sampled cpu", fmtPercent(d.SampledCPUPercent) + " (CPU profile, covers tail calls)"})
-			}
-			if c.String("output") == "table" {
-				for _, p := range kv {
-					fmt.Printf("%-19s %s\n", p[0]+":", p[1])
-				}
-				return nil
-			}
-			t := table{fields: []string{"field", "value"}}
-			for _, p := range kv {
-				t.rows = append(t.rows, []string{p[0], p[1]})
-			}
-			return render(c, os.Stdout, d, t)
+			return renderShow(c, d, showFields(d))
 		},
 	}
+}
+
+// showFields is what show says about a program, in order, as field and
+// value.
+func showFields(d api.ProgDetail) [][2]string {
+	m := d.Meta
+	var owners []string
+	for _, o := range m.Owners {
+		owners = append(owners, fmt.Sprintf("%s(%d)", o.Comm, o.PID))
+	}
+	maps := make([]string, len(m.MapIDs))
+	for i, id := range m.MapIDs {
+		maps[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	state := "loaded"
+	if !d.Loaded {
+		state = "unloaded at " + fmtTime(d.UnloadedAt)
+	}
+	kv := [][2]string{
+		{"id", strconv.FormatUint(uint64(d.ID), 10)},
+		{"name", d.Name},
+		{"kernel_name", d.KernelName},
+		{"type", d.Type},
+		{"tag", d.Tag},
+		{"identity", identityLine(d.ProgRow)},
+		{"state", state},
+		{"loaded_at", fmtTime(m.LoadedAt)},
+		{"uid", strconv.FormatUint(uint64(m.UID), 10)},
+		{"gpl_compatible", strconv.FormatBool(m.GPLCompatible)},
+		{"bytes_xlated", strconv.FormatUint(uint64(m.BytesXlated), 10)},
+		{"bytes_jited", strconv.FormatUint(uint64(m.BytesJited), 10)},
+		{"bytes_memlock", strconv.FormatUint(m.BytesMemlock, 10)},
+		{"verified_insns", strconv.FormatUint(uint64(m.VerifiedInsns), 10)},
+		{"btf_id", strconv.FormatUint(uint64(m.BTFID), 10)},
+		{"map_ids", strings.Join(maps, ",")},
+		{"attach", attachLine(m.Attach)},
+		{"pids", strings.Join(owners, ", ")},
+		{"run_cnt", fmtCount(d.RunCnt)},
+		{"run_time_ns", fmtCount(d.RunTimeNs)},
+		{"recursion_misses", fmtCount(d.RecursionMisses)},
+		{"runs/s", fmtRate(d.RunsPerSec)},
+		{"avg/run", fmtNs(d.AvgNsPerRun)},
+		{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
+		{"cpu", fmtPercent(d.CPUPercent)},
+	}
+	if missed, ok := linksMissed(m.Attach); ok {
+		// Beside recursion_misses: the other way a program's events go
+		// unseen, counted by the kprobe links.
+		at := slices.IndexFunc(kv, func(p [2]string) bool { return p[0] == "recursion_misses" })
+		kv = slices.Insert(kv, at+1, [2]string{"links_missed", fmtCount(missed) + " (kprobe links' missed count)"})
+	}
+	kv = append(kv, showCountersKV(d.PerfCounters)...)
+	if d.SampledCPUPercent != nil {
+		kv = append(kv, [2]string{"sampled cpu", fmtPercent(d.SampledCPUPercent) + " (CPU profile, covers tail calls)"})
+	}
+	return kv
+}
+
+// attachLine lists a program's attach points: "TYPE TARGET (link N)", ...
+func attachLine(points []api.AttachPoint) string {
+	var attach []string
+	for _, a := range points {
+		// No link: attached through netlink (tc, XDP) or a perf event's
+		// ioctl (bpftrace), as bpftool net and perf list.
+		link := "no link"
+		if a.LinkID != 0 {
+			link = fmt.Sprintf("link %d", a.LinkID)
+		}
+		if a.Missed != nil {
+			link += ", missed " + fmtCount(*a.Missed) // kprobe links, Linux 6.7+
+		}
+		attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (%s)", a.Type, a.Target, link)))
+	}
+	return strings.Join(attach, "; ")
+}
+
+// renderShow prints kv one field a line for people; JSON is d itself, CSV
+// the fields.
+func renderShow(c *cli.Context, d api.ProgDetail, kv [][2]string) error {
+	if c.String("output") == "table" {
+		for _, p := range kv {
+			fmt.Printf("%-19s %s\n", p[0]+":", p[1])
+		}
+		return nil
+	}
+	t := table{fields: []string{"field", "value"}}
+	for _, p := range kv {
+		t.rows = append(t.rows, []string{p[0], p[1]})
+	}
+	return render(c, os.Stdout, d, t)
 }
 
 // linksMissed sums the missed counts of a program's kprobe links; ok is

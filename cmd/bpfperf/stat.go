@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -128,9 +129,47 @@ func statRun(c *cli.Context, dial clientFactory) error {
 		return err
 	}
 	defer release()
+	cfg, seen := statConfig(o, read, interval)
+	prof, err := statProfiler(o)
+	if err != nil {
+		return err
+	}
+	if prof != nil {
+		defer prof.Close()
+	}
+	runs, err := statMeasure(c.Context, cfg, statTarget(o), prof, o.repeat)
+	if err != nil {
+		return err
+	}
+	// Nothing more to read: stats stop costing every program now, not
+	// once the report is out.
+	release()
+	for _, n := range o.named {
+		if !seen[n] {
+			return fmt.Errorf("--prog %s: no such program was loaded while stat measured", n)
+		}
+	}
+	rep := statReport(o, interval, runs)
+	if o.profileOut != "" {
+		if err := writeMergedProfile(o.profileOut, runs.profiles); err != nil {
+			return err
+		}
+	}
+	if err := statWrite(c, o, rep); err != nil {
+		return err
+	}
+	if runs.exit > 0 {
+		return exitError{runs.exit, ""}
+	}
+	return nil
+}
 
-	cfg := stat.Config{Read: read, Interval: interval}
-	seen := map[string]bool{} // --prog values some reading matched
+// statConfig selects the programs of --prog and --filter. seen collects
+// the --prog values some reading matched: one that none did named no
+// program, which statRun reports once the runs are over.
+func statConfig(o statOptions, read stat.Reader, interval time.Duration) (cfg stat.Config, seen map[string]bool) {
+	cfg = stat.Config{Read: read, Interval: interval}
+	seen = map[string]bool{}
 	if len(o.named) > 0 {
 		cfg.Named = func(r stat.Reading) bool {
 			for _, n := range o.named {
@@ -147,87 +186,108 @@ func statRun(c *cli.Context, dial clientFactory) error {
 			return o.filter.MatchString(r.Name) || (r.KernelName != "" && o.filter.MatchString(r.KernelName))
 		}
 	}
-	run := stat.Window(o.window)
-	if len(o.argv) > 0 {
-		// A machine format owns stdout: CMD's stdout goes to stderr, so
-		// that the report parses whatever CMD prints.
-		cmdOut := os.Stdout
-		if o.format != "table" {
-			cmdOut = os.Stderr
-		}
-		run = stat.Command(o.argv, os.Stdin, cmdOut, os.Stderr)
+	return cfg, seen
+}
+
+// statTarget is what each run measures: CMD, or a window of --duration.
+func statTarget(o statOptions) stat.Run {
+	if len(o.argv) == 0 {
+		return stat.Window(o.window)
 	}
-	var prof *stat.Profiler
-	if o.profile {
-		if prof, err = stat.NewProfiler(); err != nil {
-			return err
-		}
-		defer prof.Close()
-		if o.profileOut != "" {
-			// Refuse an unwritable path before the command runs, not after.
-			if err := writeFile(o.profileOut, func(io.Writer) error { return nil }); err != nil {
-				return fmt.Errorf("--profile-out: %w", err)
-			}
+	// A machine format owns stdout: CMD's stdout goes to stderr, so
+	// that the report parses whatever CMD prints.
+	cmdOut := os.Stdout
+	if o.format != "table" {
+		cmdOut = os.Stderr
+	}
+	return stat.Command(o.argv, os.Stdin, cmdOut, os.Stderr)
+}
+
+// statProfiler opens the CPU sampler of --profile, or returns nil without
+// it. The caller closes it.
+func statProfiler(o statOptions) (*stat.Profiler, error) {
+	if !o.profile {
+		return nil, nil
+	}
+	prof, err := stat.NewProfiler()
+	if err != nil {
+		return nil, err
+	}
+	if o.profileOut != "" {
+		// Refuse an unwritable path before the command runs, not after.
+		if err := writeFile(o.profileOut, func(io.Writer) error { return nil }); err != nil {
+			prof.Close()
+			return nil, fmt.Errorf("--profile-out: %w", err)
 		}
 	}
-	var ms []stat.Measurement
-	var profiles []*pprof.Profile
-	var sampled []map[uint32]float64
-	exit := 0
-	for range o.repeat {
+	return prof, nil
+}
+
+// statRuns is what the --repeat runs measured.
+type statRuns struct {
+	ms []stat.Measurement
+	// profiles and sampled (each program's sampled CPU share) are one per
+	// run with --profile, else empty.
+	profiles []*pprof.Profile
+	sampled  []map[uint32]float64
+	// exit is the status of the run that failed, 0 if none did.
+	exit int
+}
+
+// statMeasure measures run up to repeat times, under prof when it is not
+// nil.
+func statMeasure(ctx context.Context, cfg stat.Config, run stat.Run, prof *stat.Profiler, repeat int) (statRuns, error) {
+	var runs statRuns
+	for range repeat {
 		measured := run
 		var profiled func() (*pprof.Profile, error)
 		if prof != nil {
 			measured, profiled = prof.Wrap(run)
 		}
-		m, err := stat.Measure(c.Context, cfg, measured)
+		m, err := stat.Measure(ctx, cfg, measured)
 		if err != nil {
-			return err
+			return runs, err
 		}
 		if profiled != nil {
 			p, err := profiled()
 			if err != nil {
-				return err
+				return runs, err
 			}
 			shares, err := profile.ProgramShares(p)
 			if err != nil {
-				return err
+				return runs, err
 			}
-			profiles, sampled = append(profiles, p), append(sampled, shares)
+			runs.profiles, runs.sampled = append(runs.profiles, p), append(runs.sampled, shares)
 		}
-		ms = append(ms, m)
+		runs.ms = append(runs.ms, m)
 		if m.ExitCode > 0 {
 			// A failed run ends the series: its figures are reported, and
 			// its status passed on.
-			exit = m.ExitCode
+			runs.exit = m.ExitCode
 			break
 		}
 	}
-	// Nothing more to read: stats stop costing every program now, not
-	// once the report is out.
-	release()
-	for _, n := range o.named {
-		if !seen[n] {
-			return fmt.Errorf("--prog %s: no such program was loaded while stat measured", n)
-		}
-	}
+	return runs, nil
+}
 
+// statReport is the report of the runs, with what ran them and how.
+func statReport(o statOptions, interval time.Duration, runs statRuns) *bench.Report {
 	macro := bench.MacroRun{Command: o.argv, IntervalMS: float64(interval) / 1e6, Source: o.source}
 	if len(o.argv) == 0 {
 		macro.WindowSeconds = o.window.Seconds()
 	}
-	rep := stat.Report(ms, macro, sampled)
-	if o.profileOut != "" {
-		if err := writeMergedProfile(o.profileOut, profiles); err != nil {
-			return err
-		}
-	}
+	rep := stat.Report(runs.ms, macro, runs.sampled)
 	rep.Fingerprint = bench.Env{Version: version, Commit: commit}.Fingerprint()
 	rep.Fingerprint.Stats = bench.StatsMode{Counting: true, Source: statsSource(o.source)}
-	rep.Config = bench.ReportConfig{Repeat: o.repeat, Measures: len(ms), WithStats: true}
+	rep.Config = bench.ReportConfig{Repeat: o.repeat, Measures: len(runs.ms), WithStats: true}
 	if o.filter != nil {
 		rep.Config.Filter = o.filter.String()
 	}
+	return rep
+}
+
+// statWrite saves the report to --save and writes it in -o's format.
+func statWrite(c *cli.Context, o statOptions, rep *bench.Report) error {
 	if p := c.String("save"); p != "" {
 		if err := writeFile(p, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
 			return err
@@ -239,13 +299,7 @@ func statRun(c *cli.Context, dial clientFactory) error {
 	if o.format == "table" && len(o.argv) > 0 {
 		out = c.App.ErrWriter
 	}
-	if err := bench.Write(out, rep, o.format); err != nil {
-		return err
-	}
-	if exit > 0 {
-		return exitError{exit, ""}
-	}
-	return nil
+	return bench.Write(out, rep, o.format)
 }
 
 func statsSource(source string) string {

@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bpfperf/bpfperf/api"
 	"github.com/urfave/cli/v2"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 func statusCommand(dial clientFactory) *cli.Command {
@@ -27,78 +28,96 @@ func statusCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			kv := [][2]string{
-				{"version", s.Version},
-				{"pid", strconv.Itoa(s.PID)},
-				{"uptime", (time.Duration(s.UptimeSeconds) * time.Second).String()},
-				{"stats mode", s.StatsMode},
-				{"stats detail", s.StatsDetail},
-				{"interval", (time.Duration(s.IntervalMs) * time.Millisecond).String()},
-				{"programs loaded", strconv.Itoa(s.ProgramsLoaded)},
-				{"programs seen", strconv.Itoa(s.ProgramsSeen)},
-				{"store", s.StorePath},
-				{"store size", fmtBytes(s.StoreBytes)},
-				{"last sample", fmtTime(s.LastSample)},
-				{"last sweep", fmt.Sprintf("%.2f ms", s.LastSweepMs)},
-				{"last write", fmt.Sprintf("%.2f ms", s.LastWriteMs)},
-				{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
-				{"daemon rss", fmtBytes(s.RSSBytes)},
-				{"daemon heap", fmtBytes(s.HeapLiveBytes) + " live"},
-			}
-			if s.StatsDuty != "" {
-				kv = append(kv, [2]string{"stats duty", s.StatsDuty})
-			}
-			if s.Sweep != "" {
-				kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
-			}
-			if s.Holders != "" {
-				kv = append(kv, [2]string{"holders", s.Holders})
-			}
-			if s.Sweep == "iter" {
-				kv = append(kv, [2]string{"sweep bpf cost", fmt.Sprintf("%.3f ms last sweep, %.4f%% of one CPU since load (the iterator's own bpf_stats)", s.SweepBPFMs, s.SweepBPFCPUPercent)})
-			}
-			if p := s.Profiling; p != nil {
-				line := fmt.Sprintf("on demand only, %d Hz %s", p.Hz, p.Event)
-				if p.Continuous {
-					line = fmt.Sprintf("continuous, %d Hz %s, %v windows every %v", p.Hz, p.Event,
-						time.Duration(p.WindowMs)*time.Millisecond, time.Duration(p.EveryMs)*time.Millisecond)
-				}
-				kv = append(kv, [2]string{"profiling", fmt.Sprintf("%s; %d stored", line, p.StoredProfiles)})
-			}
-			if sc := s.StatsCost; sc != nil {
-				kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
-			}
-			kv = append(kv, countersStatusKV(s.Counters)...)
-			if s.SkippedPrograms > 0 {
-				kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
-			}
-			if s.StoreDamaged != "" {
-				kv = append(kv, [2]string{"store damage", "writes stopped: " + s.StoreDamaged + "; stop bpfperfd, then run bpfperf store salvage --file " + s.StorePath + " --to NEW.db"})
-			}
-			if s.StoreGone != "" {
-				kv = append(kv, [2]string{"store gone", s.StoreGone + "; what bpfperfd writes now is lost when it stops: restart it"})
-			}
-			if s.LastError != "" {
-				kv = append(kv, [2]string{"last error", s.LastError})
-			}
-			t := table{header: []string{"FIELD", "VALUE"}, fields: []string{"field", "value"}}
-			for _, p := range kv {
-				t.rows = append(t.rows, []string{p[0], p[1]})
-			}
-			if c.String("output") == "table" {
-				t.header = nil
-				width := 0
-				for _, p := range kv {
-					width = max(width, len(p[0])+1)
-				}
-				for _, p := range kv {
-					fmt.Fprintf(os.Stdout, "%-*s %s\n", width, p[0]+":", p[1])
-				}
-				return nil
-			}
-			return render(c, os.Stdout, s, t)
+			return renderStatus(c, s, statusFields(s))
 		},
 	}
+}
+
+// statusFields is what status says, in order, as field and value: what
+// every daemon has, then what only some do (a sweep iterator, profiling,
+// a damaged store, ...).
+func statusFields(s api.Status) [][2]string {
+	kv := [][2]string{
+		{"version", s.Version},
+		{"pid", strconv.Itoa(s.PID)},
+		{"uptime", (time.Duration(s.UptimeSeconds) * time.Second).String()},
+		{"stats mode", s.StatsMode},
+		{"stats detail", s.StatsDetail},
+		{"interval", (time.Duration(s.IntervalMs) * time.Millisecond).String()},
+		{"programs loaded", strconv.Itoa(s.ProgramsLoaded)},
+		{"programs seen", strconv.Itoa(s.ProgramsSeen)},
+		{"store", s.StorePath},
+		{"store size", fmtBytes(s.StoreBytes)},
+		{"last sample", fmtTime(s.LastSample)},
+		{"last sweep", fmt.Sprintf("%.2f ms", s.LastSweepMs)},
+		{"last write", fmt.Sprintf("%.2f ms", s.LastWriteMs)},
+		{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
+		{"daemon rss", fmtBytes(s.RSSBytes)},
+		{"daemon heap", fmtBytes(s.HeapLiveBytes) + " live"},
+	}
+	if s.StatsDuty != "" {
+		kv = append(kv, [2]string{"stats duty", s.StatsDuty})
+	}
+	if s.Sweep != "" {
+		kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
+	}
+	if s.Holders != "" {
+		kv = append(kv, [2]string{"holders", s.Holders})
+	}
+	if s.Sweep == "iter" {
+		kv = append(kv, [2]string{"sweep bpf cost", fmt.Sprintf("%.3f ms last sweep, %.4f%% of one CPU since load (the iterator's own bpf_stats)", s.SweepBPFMs, s.SweepBPFCPUPercent)})
+	}
+	if p := s.Profiling; p != nil {
+		kv = append(kv, [2]string{"profiling", profilingText(p)})
+	}
+	if sc := s.StatsCost; sc != nil {
+		kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
+	}
+	kv = append(kv, countersStatusKV(s.Counters)...)
+	if s.SkippedPrograms > 0 {
+		kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
+	}
+	if s.StoreDamaged != "" {
+		kv = append(kv, [2]string{"store damage", "writes stopped: " + s.StoreDamaged + "; stop bpfperfd, then run bpfperf store salvage --file " + s.StorePath + " --to NEW.db"})
+	}
+	if s.StoreGone != "" {
+		kv = append(kv, [2]string{"store gone", s.StoreGone + "; what bpfperfd writes now is lost when it stops: restart it"})
+	}
+	if s.LastError != "" {
+		kv = append(kv, [2]string{"last error", s.LastError})
+	}
+	return kv
+}
+
+// renderStatus prints kv one field a line, values lined up, for people;
+// JSON is s itself, CSV the fields.
+func renderStatus(c *cli.Context, s api.Status, kv [][2]string) error {
+	if c.String("output") == "table" {
+		width := 0
+		for _, p := range kv {
+			width = max(width, len(p[0])+1)
+		}
+		for _, p := range kv {
+			fmt.Fprintf(os.Stdout, "%-*s %s\n", width, p[0]+":", p[1])
+		}
+		return nil
+	}
+	t := table{header: []string{"FIELD", "VALUE"}, fields: []string{"field", "value"}}
+	for _, p := range kv {
+		t.rows = append(t.rows, []string{p[0], p[1]})
+	}
+	return render(c, os.Stdout, s, t)
+}
+
+// profilingText says whether the daemon profiles continuously, at what rate
+// and on what event, and how many profiles it keeps.
+func profilingText(p *api.ProfilingStatus) string {
+	line := fmt.Sprintf("on demand only, %d Hz %s", p.Hz, p.Event)
+	if p.Continuous {
+		line = fmt.Sprintf("continuous, %d Hz %s, %v windows every %v", p.Hz, p.Event,
+			time.Duration(p.WindowMs)*time.Millisecond, time.Duration(p.EveryMs)*time.Millisecond)
+	}
+	return fmt.Sprintf("%s; %d stored", line, p.StoredProfiles)
 }
 
 // statsCostText says what bpf_stats costs per run and host-wide, or why it

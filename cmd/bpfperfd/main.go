@@ -95,81 +95,67 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	if c.Bool("compact") {
-		path := filepath.Join(c.String("state-dir"), daemon.StoreFile)
-		before, after, err := store.Compact(path)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("compacted %s: %d -> %d bytes\n", path, before, after)
-		return nil
+		return compact(c.String("state-dir"))
 	}
+	cfg, err := daemonConfig(c)
+	if err != nil {
+		return err
+	}
+	return runDaemon(cfg, c.String("debug.cpuprofile"), c.String("debug.memprofile"))
+}
+
+// compact is --compact: the store file compacted offline, instead of
+// running.
+func compact(stateDir string) error {
+	path := filepath.Join(stateDir, daemon.StoreFile)
+	before, after, err := store.Compact(path)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("compacted %s: %d -> %d bytes\n", path, before, after)
+	return nil
+}
+
+// daemonConfig builds the daemon's Config from the flags. It checks the
+// flags it parses and the profile and counters settings; daemon.Run checks
+// the rest (--interval, say).
+func daemonConfig(c *cli.Context) (daemon.Config, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+		return daemon.Config{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
 	var keep store.Retention
 	for name, dst := range map[string]*time.Duration{"retention.raw": &keep.Raw, "retention.minute": &keep.Minute, "retention.rollup": &keep.Rollup} {
-		d, err := api.ParseDuration(c.String(name))
-		if err != nil || d <= 0 {
-			return fmt.Errorf("--%s %q is not a positive duration like 7d or 36h", name, c.String(name))
+		d, err := retentionFlag(c, name)
+		if err != nil {
+			return daemon.Config{}, err
 		}
 		*dst = d
 	}
-	profiles, err := api.ParseDuration(c.String("retention.profiles"))
-	if err != nil || profiles <= 0 {
-		return fmt.Errorf("--retention.profiles %q is not a positive duration like 7d or 36h", c.String("retention.profiles"))
+	profiles, err := retentionFlag(c, "retention.profiles")
+	if err != nil {
+		return daemon.Config{}, err
 	}
 	prof := daemon.ProfileConfig{Every: c.Duration("profile.every"), Duration: c.Duration("profile.duration"), Hz: c.Int("profile.hz"), Limit: c.Duration("profile.limit"), Retention: profiles, Event: c.String("profile.event")}
 	if err := prof.Validate(); err != nil {
-		return err
+		return daemon.Config{}, err
 	}
 	counters := daemon.CountersConfig{Programs: c.StringSlice("counters.programs"), Window: c.Duration("counters.window"), Every: c.Duration("counters.every"), Max: c.Int("counters.max")}
 	if err := counters.Validate(); err != nil {
-		return err
+		return daemon.Config{}, err
 	}
 	minChange, err := api.ParsePercent(c.String("regressions.min-change"))
 	if err != nil {
-		return fmt.Errorf("--regressions.min-change: %w", err)
+		return daemon.Config{}, fmt.Errorf("--regressions.min-change: %w", err)
 	}
 	duty, err := daemon.ParseDuty(c.String("stats.duty"))
 	if err != nil {
-		return err
+		return daemon.Config{}, err
 	}
 	regressions := regress.DefaultConfig()
 	regressions.Window, regressions.MinChange, regressions.Alpha = c.Duration("regressions.window"), minChange, c.Float64("regressions.alpha")
 	regressions.ShiftWindow = c.Duration("regressions.shift-window")
-	if path := c.String("debug.cpuprofile"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("--debug.cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--debug.cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	go exitIfStopIsSlow(ctx)
-	if path := c.String("debug.memprofile"); path != "" {
-		// Taken the moment a stop is asked for, while the daemon's state
-		// is still live; the process waits for it.
-		written := make(chan struct{})
-		defer func() {
-			stop() // a daemon that ended on its own still writes it
-			<-written
-		}()
-		go func() {
-			defer close(written)
-			<-ctx.Done()
-			if f, err := os.Create(path); err == nil {
-				runtime.GC()
-				pprof.WriteHeapProfile(f)
-				f.Close()
-			}
-		}()
-	}
-	err = daemon.Run(ctx, daemon.Config{
+	return daemon.Config{
 		StateDir:    c.String("state-dir"),
 		Socket:      c.String("socket"),
 		SocketGroup: c.String("socket-group"),
@@ -195,7 +181,54 @@ func run(c *cli.Context) error {
 		MapsEvery:      c.Duration("maps.every"),
 		MapsLeakWindow: c.Duration("maps.leak-window"),
 		MapsWalkBudget: c.Int("maps.walk-budget"),
-	})
+	}, nil
+}
+
+// retentionFlag reads the --retention.* flag name, which must be a
+// positive duration.
+func retentionFlag(c *cli.Context, name string) (time.Duration, error) {
+	d, err := api.ParseDuration(c.String(name))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--%s %q is not a positive duration like 7d or 36h", name, c.String(name))
+	}
+	return d, nil
+}
+
+// runDaemon runs the daemon until SIGTERM or SIGINT, profiling bpfperfd
+// itself where --debug.cpuprofile or --debug.memprofile ask.
+func runDaemon(cfg daemon.Config, cpuProfile, memProfile string) error {
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--debug.cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--debug.cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go exitIfStopIsSlow(ctx)
+	if memProfile != "" {
+		// Taken the moment a stop is asked for, while the daemon's state
+		// is still live; the process waits for it.
+		written := make(chan struct{})
+		defer func() {
+			stop() // a daemon that ended on its own still writes it
+			<-written
+		}()
+		go func() {
+			defer close(written)
+			<-ctx.Done()
+			if f, err := os.Create(memProfile); err == nil {
+				runtime.GC()
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}()
+	}
+	err := daemon.Run(ctx, cfg)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Stopped during start-up (the store's proof, say): a stop asked
 		// for, not a failure.
