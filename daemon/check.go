@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -37,59 +38,14 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
 	res := api.Check{Program: name, Limit: limit, Baseline: baseline}
-	if name == "" {
-		return res, fmt.Errorf("%w: name a program", ErrBadRequest)
-	}
-	// One program across its versions: one identity, never several
-	// programs that share a name.
-	found, err := d.resolve(name)
-	if errors.Is(err, ErrUnknownProgram) {
-		return res, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
-	}
+	insts, err := d.versionsOf(name)
 	if err != nil {
 		return res, err
 	}
-	if found, err = d.sameProgram(found); err != nil {
-		return res, err
-	}
-	if keys := identityKeys(found); len(keys) > 1 {
-		return res, fmt.Errorf("%w %q: it names %d programs (identities %s); name one by its identity", ErrAmbiguousProgram, name, len(keys), strings.Join(keys, ", "))
-	}
-	var insts []store.Program
-	for _, in := range found {
-		insts = append(insts, in.rec)
-	}
-	sort.Slice(insts, func(i, j int) bool { return insts[i].FirstSeen.Before(insts[j].FirstSeen) })
 	res.Current = insts[len(insts)-1].Tag
-
-	// Which instances and times make each side.
-	var isBefore, isAfter func(p store.Program, at time.Time) bool
-	switch at, terr := api.ParseTime(baseline, d.now()); {
-	case baseline == "":
-		prev := ""
-		for _, p := range insts {
-			if p.Tag != res.Current {
-				prev = p.Tag
-			}
-		}
-		if prev == "" {
-			return res, fmt.Errorf("%w: %s has one version (%s) only: name a --baseline tag or time", ErrBadRequest, name, res.Current)
-		}
-		res.Baseline = prev
-		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == prev }
-		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == res.Current }
-	case terr == nil:
-		isBefore = func(_ store.Program, t time.Time) bool { return t.Before(at) }
-		isAfter = func(p store.Program, t time.Time) bool { return p.Tag == res.Current && !t.Before(at) }
-	default:
-		if !hasTag(insts, baseline) {
-			return res, fmt.Errorf("%w: baseline %q is neither a time nor a tag %s ever ran with", ErrBadRequest, baseline, name)
-		}
-		if baseline == res.Current {
-			return res, fmt.Errorf("%w: baseline %s is the current version of %s", ErrBadRequest, baseline, name)
-		}
-		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == baseline }
-		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == res.Current }
+	isBefore, isAfter, err := d.checkSides(&res, insts)
+	if err != nil {
+		return res, err
 	}
 	var before, after []regress.Sample
 	for _, p := range insts {
@@ -114,7 +70,7 @@ func (d *Daemon) check(name, baseline string, limit float64, since, until time.T
 		return res, fmt.Errorf("%w: the %s of %s has no runs between %s and %s", ErrNoData, side, name, since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	cfg := d.cfg.Regressions
-	if err := validateRegressions(&cfg); err != nil || cfg.Alpha == 0 {
+	if err := regressions.Validate(&cfg); err != nil || cfg.Alpha == 0 {
 		cfg = regress.DefaultConfig()
 	}
 	cfg.MinChange = limit
@@ -129,6 +85,70 @@ func (d *Daemon) check(name, baseline string, limit float64, since, until time.T
 		res.Verdict = api.VerdictOK
 	}
 	return res, nil
+}
+
+// versionsOf is every stored instance of the one program name names,
+// across its versions (one identity, never several programs that share a
+// name), oldest first.
+func (d *Daemon) versionsOf(name string) ([]store.Program, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: name a program", ErrBadRequest)
+	}
+	found, err := d.resolve(name)
+	if errors.Is(err, ErrUnknownProgram) {
+		return nil, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if found, err = d.sameProgram(found); err != nil {
+		return nil, err
+	}
+	if keys := identityKeys(found); len(keys) > 1 {
+		return nil, fmt.Errorf("%w %q: it names %d programs (identities %s); name one by its identity", ErrAmbiguousProgram, name, len(keys), strings.Join(keys, ", "))
+	}
+	var insts []store.Program
+	for _, in := range found {
+		insts = append(insts, in.rec)
+	}
+	sort.Slice(insts, func(i, j int) bool { return insts[i].FirstSeen.Before(insts[j].FirstSeen) })
+	return insts, nil
+}
+
+// checkSides says which instances and times make each side of the check:
+// the baseline (res.Baseline: a tag, a time, or by default the version
+// before res.Current, which it then names) and the current version.
+func (d *Daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, isAfter func(store.Program, time.Time) bool, err error) {
+	name, baseline, current := res.Program, res.Baseline, res.Current
+	at, terr := api.ParseTime(baseline, d.now())
+	switch {
+	case baseline == "":
+		prev := ""
+		for _, p := range insts {
+			if p.Tag != current {
+				prev = p.Tag
+			}
+		}
+		if prev == "" {
+			return nil, nil, fmt.Errorf("%w: %s has one version (%s) only: name a --baseline tag or time", ErrBadRequest, name, current)
+		}
+		res.Baseline = prev
+		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == prev }
+		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == current }
+	case terr == nil:
+		isBefore = func(_ store.Program, t time.Time) bool { return t.Before(at) }
+		isAfter = func(p store.Program, t time.Time) bool { return p.Tag == current && !t.Before(at) }
+	default:
+		if !hasTag(insts, baseline) {
+			return nil, nil, fmt.Errorf("%w: baseline %q is neither a time nor a tag %s ever ran with", ErrBadRequest, baseline, name)
+		}
+		if baseline == current {
+			return nil, nil, fmt.Errorf("%w: baseline %s is the current version of %s", ErrBadRequest, baseline, name)
+		}
+		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == baseline }
+		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == current }
+	}
+	return isBefore, isAfter, nil
 }
 
 func hasTag(insts []store.Program, tag string) bool {
@@ -146,7 +166,7 @@ func intervals(pts []store.Point) []regress.Sample {
 	var out []regress.Sample
 	for i := 1; i < len(pts); i++ {
 		a, b := pts[i-1], pts[i]
-		if smp, ok := intervalSample(b.Time, pointCounters(a), pointCounters(b), b.Time.Sub(a.Time)); ok {
+		if smp, ok := regressions.IntervalSample(b.Time, pointCounters(a), pointCounters(b), b.Time.Sub(a.Time)); ok {
 			out = append(out, smp)
 		}
 	}

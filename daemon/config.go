@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
@@ -38,7 +41,7 @@ type Config struct {
 	BPFFS       string
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
-	Profile     ProfileConfig // CPU profiling (profiler.go)
+	Profile     ProfileConfig // CPU profiling (daemon/profiling)
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
@@ -127,7 +130,7 @@ func (c *Config) validate() error {
 	if c.BPFFS == "" {
 		c.BPFFS = "/sys/fs/bpf"
 	}
-	if err := validateRegressions(&c.Regressions); err != nil {
+	if err := regressions.Validate(&c.Regressions); err != nil {
 		return err
 	}
 	if c.ProcRoot == "" {
@@ -146,6 +149,34 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// Defaults of the --regressions.* flags.
+const (
+	DefaultRegressionWindow    = regressions.DefaultWindow
+	DefaultRegressionMinChange = regressions.DefaultMinChange
+	DefaultRegressionAlpha     = regressions.DefaultAlpha
+)
+
+// CountersConfig configures which programs are counted and how.
+type CountersConfig = counters.Config
+
+// Counter defaults.
+const (
+	DefaultCountersWindow = counters.DefaultWindow
+	DefaultCountersEvery  = counters.DefaultEvery
+	DefaultCountersMax    = counters.DefaultMax
+)
+
+// ProfileConfig configures continuous and on-demand profiling.
+type ProfileConfig = profiling.Config
+
+// Defaults for the profiling flags.
+const (
+	DefaultProfileEvery      = profiling.DefaultEvery
+	DefaultProfileHz         = profiling.DefaultHz
+	DefaultProfileLimit      = profiling.DefaultLimit
+	DefaultRetentionProfiles = profiling.DefaultRetention
+)
 
 // Defaults of the map flags.
 const (

@@ -15,9 +15,12 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -34,16 +37,16 @@ type Daemon struct {
 	cost    selfCost
 	// lastLoop is when the sampling loop last finished a tick (unix ns).
 	lastLoop atomic.Int64
-	prof     profiling
-	ctr      counting
+	prof     *profiling.Profiling
+	ctr      *counters.Counters
 	metrics  *metrics.Metrics
 	maps     *mapwatch.Watcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
 	statsCost statsCost
 
-	// detector is regression detection's state (regressions.go), used by
-	// the sampling loop only.
-	detector *detector
+	// detector is regression detection (daemon/regressions), fed by the
+	// sampling loop only.
+	detector *regressions.Detector
 }
 
 // now reads the daemon's clock (Config.Now).
@@ -51,24 +54,14 @@ func (d *Daemon) now() time.Time { return d.cfg.Now() }
 
 // Run starts bpfperfd and blocks until ctx is done or sampling fails for
 // good. Stats are put back as found on every way out, panics included.
+// It is the composition root: it opens what the daemon holds, wires the
+// rooms (assemble) and runs them (runUntil).
 func Run(ctx context.Context, cfg Config) (err error) {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
 	log := cfg.Logger
-	// A first sweep proves we may read programs; one that skipped a few
-	// (a partial refusal) read the rest, which is enough.
-	var skipped *collectors.SkippedError
-	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
-		if errors.Is(err, collectors.ErrNotPermitted) {
-			return fmt.Errorf("%w: %w", ErrNotPrivileged, err)
-		}
-		return fmt.Errorf("read programs: %w", err)
-	}
-	if err := cfg.checkPaths(); err != nil {
-		return err
-	}
-	if err := checkSocketFree(cfg.Socket); err != nil {
+	if err := checkStart(&cfg); err != nil {
 		return err
 	}
 	lock, err := acquireHostLock(cfg.HostLock, cfg.Socket)
@@ -76,20 +69,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer lock.release()
-	path := filepath.Join(cfg.StateDir, StoreFile)
-	db, err := store.Open(path, store.Options{Context: ctx})
+	db, err := openStore(ctx, cfg)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return fmt.Errorf("%w: %s is locked by another bpfperfd", ErrSocketInUse, path)
-		}
-		return refusedStore(path, err)
+		return err
 	}
 	defer db.Close()
-	db.OnDamage(func(what string) {
-		log.Error("store found damaged while running: writes to it are stopped; sampling and live figures go on",
-			"store", path, "damage", what, "run", "stop bpfperfd, then bpfperf store salvage --file "+path+" --to NEW.db")
-	})
-
 	bootID, err := readBootID(cfg.ProcRoot)
 	if err != nil {
 		return err
@@ -98,19 +82,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("store boot id: %w", err)
 	}
-
 	sw, err := sampler.NewSweeper(sampler.SweepConfig{Mode: cfg.Sweep, FailLoad: cfg.SweepFailLoad, Logger: log}, cfg.Now())
 	if err != nil {
 		return err
 	}
 	defer sw.Close()
 
-	cost := measureStatsCost(cfg.Now())
-	if cost.err != nil {
-		log.Info("cost of BPF stats not measured", "why", cost.err)
-	} else {
-		log.Info("cost of BPF stats", "ns_per_run", cost.cost.NsPerRun(), "off_ns", cost.cost.OffNsPerRun, "on_ns", cost.cost.OnNsPerRun)
-	}
+	cost := measureStatsCost(cfg.Now(), log)
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
 	if err != nil {
 		return fmt.Errorf("enable BPF run-time stats: %w", err)
@@ -126,14 +104,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
-	var duty *sampler.DutyCycle
-	if cfg.StatsDuty < 100 {
-		if stats.Mode() != collectors.StatsFD {
-			return fmt.Errorf("%w: --stats.duty %d%% needs the stats fd (BPF_ENABLE_STATS, Linux 5.8+), but stats are on through the sysctl: %s", ErrBadConfig, cfg.StatsDuty, stats.Detail())
-		}
-		duty = sampler.NewDutyCycle(stats, cfg.StatsDuty, cfg.Interval, log)
+	duty, err := startDuty(cfg, stats)
+	if err != nil {
+		return err
+	}
+	if duty != nil {
 		defer duty.Stop()
-		log.Info("stats duty cycle", "detail", duty.Status())
 	}
 	kind, detail, _, _, _ := sw.State()
 	log.Info("sweep", "kind", kind, "detail", detail)
@@ -141,79 +117,164 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	scanner := holders.New(cfg.ProcRoot, log)
 	defer scanner.Close()
 	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
-	d.sampler, err = sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty},
-		sw, scanner, db, bootID, boot, sampler.Hooks{
+	if err := d.assemble(sw, scanner, duty); err != nil {
+		return err
+	}
+	defer d.maps.Close()
+
+	stopServing, err := d.serve()
+	if err != nil {
+		return err
+	}
+	defer stopServing()
+	if err := d.writeStart(duty); err != nil {
+		return err
+	}
+	return d.runUntil(ctx)
+}
+
+// checkStart proves, before anything is opened, that the daemon may read
+// programs and that its paths and socket are usable. A first sweep that
+// skipped a few programs (a partial refusal) read the rest, which is
+// enough.
+func checkStart(cfg *Config) error {
+	var skipped *collectors.SkippedError
+	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
+		if errors.Is(err, collectors.ErrNotPermitted) {
+			return fmt.Errorf("%w: %w", ErrNotPrivileged, err)
+		}
+		return fmt.Errorf("read programs: %w", err)
+	}
+	if err := cfg.checkPaths(); err != nil {
+		return err
+	}
+	return checkSocketFree(cfg.Socket)
+}
+
+// openStore opens the store in the state dir; damage found while running
+// stops its writes and is logged with what to do.
+func openStore(ctx context.Context, cfg Config) (*store.DB, error) {
+	path := filepath.Join(cfg.StateDir, StoreFile)
+	db, err := store.Open(path, store.Options{Context: ctx})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s is locked by another bpfperfd", ErrSocketInUse, path)
+		}
+		return nil, refusedStore(path, err)
+	}
+	db.OnDamage(func(what string) {
+		cfg.Logger.Error("store found damaged while running: writes to it are stopped; sampling and live figures go on",
+			"store", path, "damage", what, "run", "stop bpfperfd, then bpfperf store salvage --file "+path+" --to NEW.db")
+	})
+	return db, nil
+}
+
+// startDuty starts the stats duty cycle at --stats.duty below 100%, nil
+// at 100%.
+func startDuty(cfg Config, stats *collectors.Stats) (*sampler.DutyCycle, error) {
+	if cfg.StatsDuty >= 100 {
+		return nil, nil
+	}
+	if stats.Mode() != collectors.StatsFD {
+		return nil, fmt.Errorf("%w: --stats.duty %d%% needs the stats fd (BPF_ENABLE_STATS, Linux 5.8+), but stats are on through the sysctl: %s", ErrBadConfig, cfg.StatsDuty, stats.Detail())
+	}
+	duty := sampler.NewDutyCycle(stats, cfg.StatsDuty, cfg.Interval, cfg.Logger)
+	cfg.Logger.Info("stats duty cycle", "detail", duty.Status())
+	return duty, nil
+}
+
+// assemble makes the rooms and wires them: each one's calls upward are
+// hooks set here.
+func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *sampler.DutyCycle) error {
+	cfg, db, log := d.cfg, d.store, d.cfg.Logger
+	d.prof = profiling.New(cfg.Profile, db, log, cfg.Now, cfg.ProcRoot)
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty},
+		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
-				d.learnProfile(id)
-				d.counterProgramAppeared(id, name)
+				d.prof.Learn(id)
+				d.ctr.Appeared(id, name)
 			},
 			Ticked: func(sweep, write time.Duration) { d.metrics.Observe(sweep, write) },
 		})
 	if err != nil {
 		return err
 	}
+	d.sampler = smp
+	d.ctr = counters.New(cfg.Counters, counters.Deps{Sampler: smp, Profiler: d.prof, Store: db, Logger: log, Now: cfg.Now, Boot: d.boot, ProcRoot: cfg.ProcRoot, Interval: cfg.Interval})
 	d.maps = mapwatch.New(mapwatch.Config{Every: cfg.MapsEvery, LeakWindow: cfg.MapsLeakWindow, WalkBudget: cfg.MapsWalkBudget, BPFFS: cfg.BPFFS, Logger: log},
-		scanner, db, bootID, boot, d.mapUsers)
-	defer d.maps.Close()
+		scanner, db, d.bootID, d.boot, d.mapUsers)
 	d.metrics = metrics.New(metricsSource{d}, cfg.Web.MaxPrograms)
+	d.detector = regressions.New(cfg.Regressions, regressions.Deps{
+		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found,
+	})
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
+	return nil
+}
 
-	ln, err := listen(cfg.Socket, cfg.SocketGroup)
+// serve answers the API on the unix socket, and on the TCP listener if
+// one is configured, until stop is called.
+func (d *Daemon) serve() (stop func(), err error) {
+	ln, err := listen(d.cfg.Socket, d.cfg.SocketGroup)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.Remove(cfg.Socket)
-	srv := &http.Server{Handler: auditChanges(log, (&server{d: d}).routes()), ReadHeaderTimeout: 5 * time.Second, ConnContext: withPeerCred}
+	srv := &http.Server{Handler: auditChanges(d.cfg.Logger, (&server{d: d}).routes()), ReadHeaderTimeout: 5 * time.Second, ConnContext: withPeerCred}
 	go srv.Serve(ln)
-	defer srv.Close()
 	stopWeb, err := d.startWeb()
 	if err != nil {
-		return err
+		srv.Close()
+		os.Remove(d.cfg.Socket)
+		return nil, err
 	}
-	defer stopWeb()
+	return func() {
+		stopWeb()
+		srv.Close()
+		os.Remove(d.cfg.Socket)
+	}, nil
+}
 
-	startEvents := []store.Event{
-		{Time: d.started, Kind: "daemon_start", Detail: cfg.Version},
-		{Time: d.started, Kind: "stats_mode", Detail: stats.Detail()},
+// writeStart stores the start's events.
+func (d *Daemon) writeStart(duty *sampler.DutyCycle) error {
+	events := []store.Event{
+		{Time: d.started, Kind: "daemon_start", Detail: d.cfg.Version},
+		{Time: d.started, Kind: "stats_mode", Detail: d.stats.Detail()},
 	}
 	if duty != nil {
 		// History marks what this run stores as estimates (history.go).
-		startEvents = append(startEvents, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.Status()})
+		events = append(events, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.Status()})
 	}
-	if err := db.WriteTick(store.Tick{Time: d.started, Events: startEvents}); err != nil {
-		return err
-	}
+	return d.store.WriteTick(store.Tick{Time: d.started, Events: events})
+}
 
+// runUntil runs the sampling loop and every room's own loop until ctx is
+// done or sampling fails for good, then stops them, waits for what they
+// store as they stop, and stores the stop.
+func (d *Daemon) runUntil(ctx context.Context) (err error) {
+	log := d.cfg.Logger
 	errc := make(chan error, 1)
 	loopCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer func() {
 			if p := recover(); p != nil {
-				stats.Restore()
+				d.stats.Restore()
 				panic(p)
 			}
 		}()
 		errc <- d.loop(loopCtx)
-	}()
+	})
 	go d.watchdog(loopCtx)
-	if err := d.startProfiling(loopCtx); err != nil {
+	if err := d.prof.Start(loopCtx, profiling.Hooks{WindowStarts: d.ctr.WindowStarts, WindowEnds: d.ctr.WindowEnds}); err != nil {
 		log.Warn("CPU profiling off", "err", err)
 	}
-	if err := d.startCounters(loopCtx); err != nil {
+	if err := d.ctr.Start(loopCtx); err != nil {
 		log.Warn("perf counters off", "err", err)
 	}
 	go d.expire(loopCtx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		d.maps.Run(loopCtx, d.now)
-	}()
+	wg.Go(func() { d.maps.Run(loopCtx, d.now) })
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-	log.Info("bpfperfd ready", "socket", cfg.Socket, "store", path, "interval", cfg.Interval, "web", cfg.Web.ListenAddress)
+	log.Info("bpfperfd ready", "socket", d.cfg.Socket, "store", d.store.Path(), "interval", d.cfg.Interval, "web", d.cfg.Web.ListenAddress)
 
 	select {
 	case <-ctx.Done():
@@ -222,8 +283,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	stop()
 	wg.Wait()
+	// Their last windows, cut short, are stored before the store closes.
+	d.prof.Wait()
+	d.ctr.Wait()
 	now := d.now()
-	if werr := db.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
+	if werr := d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
 		log.Warn("store stop event", "err", werr)
 	}
 	return err
@@ -249,7 +313,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		} else if !d.sampler.StoreFailing() {
 			d.cfg.Logger.Error("sample", "err", err)
 		}
-		d.detect(now)
+		d.detector.Tick(now)
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
 		if now.Sub(lastHousekeeping) >= housekeepingEvery {

@@ -27,14 +27,6 @@ const (
 	DefaultBenchSince = 30 * 24 * time.Hour
 )
 
-// benchRoutes registers the /v1/bench endpoints.
-func (s *server) benchRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/bench/runs", s.putBenchRun)
-	mux.HandleFunc("GET /v1/bench/runs", s.listBenchRuns)
-	mux.HandleFunc("GET /v1/bench/runs/{id}", s.getBenchRun)
-	mux.HandleFunc("GET /v1/bench/compare", s.compareBenchRuns)
-}
-
 // benchReply is reply, except that a report over the limit is 413.
 func benchReply(w http.ResponseWriter, v any, err error) {
 	var tooLarge *http.MaxBytesError

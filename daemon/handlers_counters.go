@@ -7,35 +7,12 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
-	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// counterRoutes registers the /v1/counters endpoints.
-func (s *server) counterRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/counters", s.countersList)
-	mux.HandleFunc("POST /v1/counters/enable", s.countersEnable(true))
-	mux.HandleFunc("POST /v1/counters/disable", s.countersEnable(false))
-	mux.HandleFunc("GET /v1/counters/history", s.countersHistory)
-}
-
 func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
-	reply(w, s.d.countersList(), nil)
-}
-
-func (d *Daemon) countersList() api.CountersList {
-	out := api.CountersList{Targets: []api.CounterTarget{}}
-	if st := d.countersStatus(); st != nil {
-		out.Status = *st
-	}
-	c := &d.ctr
-	c.mu.Lock()
-	for _, tg := range c.targets {
-		out.Targets = append(out.Targets, c.view(tg))
-	}
-	c.mu.Unlock()
-	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].ID < out.Targets[j].ID })
-	return out
+	reply(w, s.d.ctr.List(), nil)
 }
 
 func (s *server) countersEnable(enable bool) http.HandlerFunc {
@@ -52,7 +29,7 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", ErrBadRequest, v))
 				return
 			}
-			if err := checkWindow(window); err != nil {
+			if err := counters.CheckWindow(window); err != nil {
 				reply(w, nil, fmt.Errorf("%w: window %w", ErrBadRequest, err))
 				return
 			}
@@ -66,7 +43,7 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", ErrBadRequest, ref, inst.rec.ID))
 			return
 		}
-		t, err := s.d.ctr.do(r.Context(), counterRequest{enable: enable, inst: inst, window: window})
+		t, err := s.d.ctr.Enable(r.Context(), enable, inst.rec.Key, inst.rec.Name, window)
 		reply(w, t, err)
 	}
 }
@@ -106,10 +83,10 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.Counter
 			var p *api.PerfCounters
 			switch s := samples[i]; s.Mechanism {
 			case store.CounterSampled:
-				p = sampledFromStore(s)
+				p = counters.SampledFromStore(s)
 			case store.CounterExact:
 				if prevExact != nil {
-					p = windowBetween(*prevExact, s)
+					p = counters.WindowBetween(*prevExact, s)
 				}
 				prevExact = &samples[i]
 			}
@@ -123,24 +100,4 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.Counter
 	}
 	sort.SliceStable(h.Points, func(i, j int) bool { return h.Points[i].WindowEnd.Before(h.Points[j].WindowEnd) })
 	return h, nil
-}
-
-// windowBetween derives the per-run figures between two cumulative
-// samples, or nil when no run was counted between them. An event counts
-// only when both samples have it.
-func windowBetween(a, b store.CounterSample) *api.PerfCounters {
-	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
-		return nil
-	}
-	var totals [store.CounterEvents]*float64
-	var names []string
-	for i := range store.CounterEvents {
-		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
-			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
-			names = append(names, perfevent.Event(i).String())
-		}
-	}
-	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
-	return pc
 }

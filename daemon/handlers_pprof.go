@@ -21,7 +21,7 @@ import (
 // otherwise). The profile is not stored: the scraper keeps it, and the
 // continuous windows cover the same time.
 func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
-	prof, err := s.d.profiler()
+	prof, err := s.d.prof.Profiler()
 	if err != nil {
 		reply(w, nil, err)
 		return

@@ -7,22 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	pprof "github.com/google/pprof/profile"
-
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
-
-// profileRoutes registers the /v1/profiles endpoints. The GETs only read
-// the store; the POST starts a bounded capture.
-func (s *server) profileRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/profiles", s.listProfiles)
-	mux.HandleFunc("GET /v1/profiles/merge", s.mergeProfiles)
-	mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
-	mux.HandleFunc("POST /v1/profiles/capture", s.captureProfile)
-}
 
 func writeProfile(w http.ResponseWriter, data []byte) {
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -93,7 +83,7 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	merged, err := s.d.mergeStored(list, since, until)
+	merged, err := profiling.MergeStored(s.d.store, list, since, until)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -107,56 +97,11 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 	writeProfile(w, data)
 }
 
-// mergeStored merges the stored profiles in list (those between since and
-// until), a batch at a time.
-func (d *Daemon) mergeStored(list []store.ProfileInfo, since, until time.Time) (*pprof.Profile, error) {
-	if len(list) == 0 {
-		return nil, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, since.Format(time.RFC3339), until.Format(time.RFC3339))
-	}
-	if len(list) > maxMergeProfiles {
-		return nil, fmt.Errorf("%w: %d profiles in the range, more than %d: narrow it", ErrBadRequest, len(list), maxMergeProfiles)
-	}
-	var merged *pprof.Profile
-	for batch := range chunks(list, mergeBatch) {
-		data, err := d.store.ProfileData(batch)
-		if err != nil {
-			return nil, err
-		}
-		ps := make([]*pprof.Profile, 0, len(batch)+1)
-		if merged != nil {
-			ps = append(ps, merged)
-		}
-		for i, b := range data {
-			p, err := profile.ParseData(b)
-			if err != nil {
-				return nil, fmt.Errorf("stored profile %s: %w", batch[i].ID, err)
-			}
-			ps = append(ps, p)
-		}
-		if merged, err = profile.Merge(ps...); err != nil {
-			return nil, err
-		}
-	}
-	return merged, nil
-}
-
-func chunks[T any](s []T, n int) func(func([]T) bool) {
-	return func(yield func([]T) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k]) {
-				return
-			}
-			s = s[k:]
-		}
-	}
-}
-
 // captureProfile takes an on-demand profile of ?duration, one at a time,
 // stores it and answers it. If the client goes away the capture stops and
 // nothing is stored.
 func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
-	prof, err := s.d.profiler()
+	prof, err := s.d.prof.Profiler()
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -182,11 +127,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.d.prof.capturing.Store(true)
-	p, err := prof.Capture(r.Context(), ev, dur)
-	if !errors.Is(err, profile.ErrBusy) {
-		s.d.prof.capturing.Store(false)
-	}
+	p, err := s.d.prof.Capture(r.Context(), prof, ev, dur)
 	if errors.Is(err, profile.ErrBusy) {
 		reply(w, nil, fmt.Errorf("%w: one on-demand capture at a time; try again when it ends", profile.ErrBusy))
 		return
@@ -195,7 +136,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	_, id, err := s.d.storeProfile(p, store.ProfileOnDemand)
+	_, id, err := s.d.prof.Store(p, store.ProfileOnDemand)
 	if err != nil {
 		s.d.cfg.Logger.Warn("store on-demand profile", "err", err)
 		w.Header().Set(api.HeaderStoreError, err.Error())

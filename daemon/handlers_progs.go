@@ -46,7 +46,7 @@ func (d *Daemon) counters() []api.ProgCounters {
 		out = make([]api.ProgCounters, 0, v.Len())
 		for _, p := range v.Programs() {
 			cur, at := p.Latest()
-			out = append(out, api.ProgCounters{ID: p.Meta().ID, Tag: p.Meta().Tag, LastSampleMs: at.UnixMilli(), Counters: sampleCounters(cur)})
+			out = append(out, api.ProgCounters{ID: p.Meta().ID, Tag: p.Meta().Tag, LastSampleMs: at.UnixMilli(), Counters: sampler.Counters(cur)})
 		}
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -116,19 +116,19 @@ func val(f *float64) float64 {
 func (d *Daemon) liveRow(p *sampler.Program) api.ProgRow {
 	m, key := p.Meta(), p.IdentityKey()
 	smp, at := p.Latest()
-	cur := sampleCounters(smp)
+	cur := sampler.Counters(smp)
 	row := api.ProgRow{
 		ID: m.ID, Type: m.Type, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, Loaded: true,
 		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
 		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: m.LoadedAt, BootID: d.bootID, LastSample: at,
 		Owners: apiOwners(m.Owners), Attach: apiAttach(m.Attach),
-		SampledCPUPercent: d.sampledCPU(m.ID),
+		SampledCPUPercent: d.prof.SampledCPU(m.ID),
 		MapBytes:          d.maps.BytesOf(m.MapIDs),
 	}
-	d.fillCounters(&row)
+	d.ctr.Fill(&row)
 	if prev, prevAt, ok := p.Previous(); ok {
-		row.Rates = api.RatesBetween(sampleCounters(prev), cur, at.Sub(prevAt))
+		row.Rates = api.RatesBetween(sampler.Counters(prev), cur, at.Sub(prevAt))
 	}
 	return row
 }

@@ -8,16 +8,10 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/profile"
 )
-
-func (s *server) regressionRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/regressions", s.listRegressions)
-	mux.HandleFunc("GET /v1/regressions/{id}", s.getRegression)
-	mux.HandleFunc("GET /v1/regressions/{id}/diff", s.regressionDiff)
-	mux.HandleFunc("GET /v1/check", s.check)
-}
 
 // isFinding says whether an event kind is one of regression detection's.
 func isFinding(kind string) bool {
@@ -92,12 +86,12 @@ func (s *server) regressionDiff(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	before, _, err := s.d.mergedProfiles(reg.BeforeFrom, reg.BeforeTo)
+	before, _, err := profiling.MergeWindows(s.d.store, reg.BeforeFrom, reg.BeforeTo)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("before window: %w", err))
 		return
 	}
-	after, _, err := s.d.mergedProfiles(reg.AfterFrom, reg.AfterTo)
+	after, _, err := profiling.MergeWindows(s.d.store, reg.AfterFrom, reg.AfterTo)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("after window: %w", err))
 		return

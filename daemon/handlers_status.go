@@ -46,8 +46,8 @@ func (d *Daemon) status() api.Status {
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
 	st.StatsCost = d.statsCostStatus()
-	st.Profiling = d.profilingStatus()
-	st.Counters = d.countersStatus()
+	st.Profiling = d.prof.Status()
+	st.Counters = d.ctr.Status()
 	return st
 }
 

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"iter"
-	"maps"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
@@ -28,33 +27,15 @@ func (s metricsSource) Programs(fn func(iter.Seq[metrics.Program])) {
 	})
 }
 
-func (s metricsSource) PerfCounters(ids []uint32, into []*api.PerfCounters) {
-	d := s.d
-	d.ctr.mu.Lock()
-	defer d.ctr.mu.Unlock()
-	for i, id := range ids {
-		into[i] = d.lastCountersLocked(id)
-	}
-}
+func (s metricsSource) PerfCounters(ids []uint32, into []*api.PerfCounters) { s.d.ctr.Last(ids, into) }
 
 func (s metricsSource) SampledNs(ids []uint32, into []int64) bool {
-	pr := &s.d.prof
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.prof == nil || pr.cfg.Every <= 0 {
-		return false
-	}
-	for i, id := range ids {
-		into[i] = pr.cpuNs[id]
-	}
-	return true
+	return s.d.prof.SampledNs(ids, into)
 }
 
 func (s metricsSource) Profiler() metrics.Profiler {
-	pr := &s.d.prof
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	return metrics.Profiler{On: pr.prof != nil, Windows: pr.windows, Lost: maps.Clone(pr.lost)}
+	on, windows, lost := s.d.prof.Windows()
+	return metrics.Profiler{On: on, Windows: windows, Lost: lost}
 }
 
 func (s metricsSource) State() metrics.State {

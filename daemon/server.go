@@ -16,24 +16,65 @@ type server struct {
 	d *Daemon
 }
 
+// route is one endpoint: its pattern, the query parameters it takes, and
+// its handler. A parameter a route does not take is refused, not ignored:
+// `sinse=1d` would otherwise silently give the default range.
+type route struct {
+	pattern string
+	params  []string
+	handler http.HandlerFunc
+}
+
+// apiRoutes is every /v1 route, in one table.
+func (s *server) apiRoutes() []route {
+	return []route{
+		{"GET /v1/status", nil, s.status},
+		{"GET /v1/progs", []string{"all", "fields"}, s.progs},
+		{"GET /v1/progs/{prog}", nil, s.show},
+		{"GET /v1/history", []string{"prog", "since", "until", "step"}, s.history},
+		{"GET /v1/events", []string{"prog", "since", "until"}, s.events},
+		{"GET /v1/maps", []string{"all"}, s.maps},
+		{"GET /v1/maps/{map}", []string{"since", "until"}, s.mapDetail},
+		{"GET /v1/owners", []string{"since", "until", "owner"}, s.owners},
+		{"GET /v1/store/stats", nil, s.storeStats},
+		{"GET /v1/store/check", nil, s.storeCheck},
+		{"GET /v1/export", []string{"since", "until", "format"}, s.export},
+		// Profiles: the GETs only read the store; the POST starts a
+		// bounded capture.
+		{"GET /v1/profiles", []string{"since", "until", "kind"}, s.listProfiles},
+		{"GET /v1/profiles/merge", []string{"since", "until", "kind"}, s.mergeProfiles},
+		{"GET /v1/profiles/{id}", nil, s.getProfile},
+		{"POST /v1/profiles/capture", []string{"duration", "event"}, s.captureProfile},
+		{"POST /v1/bench/runs", []string{"label"}, s.putBenchRun},
+		{"GET /v1/bench/runs", []string{"since", "until"}, s.listBenchRuns},
+		{"GET /v1/bench/runs/{id}", nil, s.getBenchRun},
+		{"GET /v1/bench/compare", []string{"base", "new", "min_delta"}, s.compareBenchRuns},
+		{"GET /v1/counters", nil, s.countersList},
+		{"POST /v1/counters/enable", []string{"prog", "window"}, s.countersEnable(true)},
+		{"POST /v1/counters/disable", []string{"prog"}, s.countersEnable(false)},
+		{"GET /v1/counters/history", []string{"prog", "since", "until"}, s.countersHistory},
+		{"GET /v1/regressions", []string{"since", "until", "prog"}, s.listRegressions},
+		{"GET /v1/regressions/{id}", nil, s.getRegression},
+		{"GET /v1/regressions/{id}/diff", nil, s.regressionDiff},
+		{"GET /v1/check", []string{"prog", "baseline", "max", "since", "until"}, s.check},
+	}
+}
+
+// routes answers the /v1 API.
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/progs", s.progs)
-	mux.HandleFunc("GET /v1/progs/{prog}", s.show)
-	mux.HandleFunc("GET /v1/history", s.history)
-	mux.HandleFunc("GET /v1/events", s.events)
-	mux.HandleFunc("GET /v1/maps", s.maps)
-	mux.HandleFunc("GET /v1/maps/{map}", s.mapDetail)
-	mux.HandleFunc("GET /v1/owners", s.owners)
-	mux.HandleFunc("GET /v1/store/stats", s.storeStats)
-	mux.HandleFunc("GET /v1/store/check", s.storeCheck)
-	mux.HandleFunc("GET /v1/export", s.export)
-	s.profileRoutes(mux)
-	s.benchRoutes(mux)
-	s.counterRoutes(mux)
-	s.regressionRoutes(mux)
-	return strict(mux)
+	return strict(mux, register(mux, s.apiRoutes()))
+}
+
+// register adds routes to mux and returns the parameters each takes, by
+// pattern, for strict.
+func register(mux *http.ServeMux, routes []route) map[string][]string {
+	params := make(map[string][]string, len(routes))
+	for _, r := range routes {
+		mux.HandleFunc(r.pattern, r.handler)
+		params[r.pattern] = r.params
+	}
+	return params
 }
 
 // reply answers v as JSON, or err as the API's error body with the status

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -23,10 +24,16 @@ type statsCost struct {
 	err  error
 }
 
-// measureStatsCost measures before the daemon turns stats on; a host
-// where stats are already on has no baseline, and says so.
-func measureStatsCost(now time.Time) statsCost {
+// measureStatsCost measures before the daemon turns stats on, and logs
+// the figures; a host where stats are already on has no baseline, and
+// says so.
+func measureStatsCost(now time.Time, log *slog.Logger) statsCost {
 	c, err := collectors.MeasureStatsCost(statsCostRounds, statsCostRepeat)
+	if err != nil {
+		log.Info("cost of BPF stats not measured", "why", err)
+	} else {
+		log.Info("cost of BPF stats", "ns_per_run", c.NsPerRun(), "off_ns", c.OffNsPerRun, "on_ns", c.OnNsPerRun)
+	}
 	return statsCost{at: now, cost: c, err: err}
 }
 

@@ -105,13 +105,18 @@ func (d *Daemon) startWeb() (stop func(), err error) {
 // MaxRequests at a time.
 func (d *Daemon) webRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerForTransactional(d.metrics, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerForTransactional(d.metrics, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{d}, ErrorHandling: promhttp.ContinueOnError,
-	}))
-	mux.HandleFunc("GET /debug/pprof/profile", (&server{d: d}).pprofProfile)
+	})
+	params := register(mux, []route{
+		{"GET /metrics", nil, metrics.ServeHTTP},
+		{"GET /debug/pprof/profile", []string{"seconds"}, (&server{d: d}).pprofProfile},
+	})
+	// The /v1 routes check their own parameters; the dashboard's take
+	// none that matter.
 	mux.Handle("GET /v1/", (&server{d: d}).routes())
 	d.dashboardRoutes(mux)
-	return readOnly(limitRequests(strict(mux), d.cfg.Web.MaxRequests))
+	return readOnly(limitRequests(strict(mux, params), d.cfg.Web.MaxRequests))
 }
 
 // readOnly refuses every method but GET and HEAD.

@@ -10,6 +10,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/daemon/dashboard"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/profile/webui"
 	"github.com/bpfperf/bpfperf/store"
@@ -29,7 +30,7 @@ func (d *Daemon) dashboardRoutes(mux *http.ServeMux) {
 	ui := &pprofCache{d: d}
 	mux.Handle("GET /", dashboard.Handler())
 	mux.HandleFunc("GET /ui/pprof/id/{id}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
-		return d.storedProfile(r.PathValue("id"))
+		return profiling.Stored(d.store, r.PathValue("id"))
 	}))
 	mux.HandleFunc("GET /ui/pprof/merge/{since}/{until}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
 		since, err := unixParam(r, "since")
@@ -53,14 +54,14 @@ func (d *Daemon) dashboardRoutes(mux *http.ServeMux) {
 				continuous = append(continuous, p)
 			}
 		}
-		return d.mergeStored(continuous, since, until)
+		return profiling.MergeStored(d.store, continuous, since, until)
 	}))
 	mux.HandleFunc("GET /ui/pprof/diff/{base}/{id}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
-		base, err := d.storedProfile(r.PathValue("base"))
+		base, err := profiling.Stored(d.store, r.PathValue("base"))
 		if err != nil {
 			return nil, err
 		}
-		p, err := d.storedProfile(r.PathValue("id"))
+		p, err := profiling.Stored(d.store, r.PathValue("id"))
 		if err != nil {
 			return nil, err
 		}
@@ -76,18 +77,6 @@ func unixParam(r *http.Request, name string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: %s %q is not unix seconds", ErrBadRequest, name, v)
 	}
 	return time.Unix(n, 0), nil
-}
-
-func (d *Daemon) storedProfile(id string) (*pprof.Profile, error) {
-	_, data, err := d.store.GetProfile(id)
-	if err != nil {
-		return nil, err
-	}
-	p, err := profile.ParseData(data)
-	if err != nil {
-		return nil, fmt.Errorf("stored profile %s: %w", id, err)
-	}
-	return p, nil
 }
 
 // pprofCache keeps the pprof UIs of the last profiles asked for, by the

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"time"
-
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/store"
@@ -13,30 +11,10 @@ import (
 // Go conversion does it, so a field added on one side only stops the
 // build here instead of vanishing from the wire.
 
-// sampleCounters are a sweep's cumulative counters.
-func sampleCounters(s collectors.Sample) api.Counters {
-	return api.Counters{RunTimeNs: s.RunTimeNs, RunCnt: s.RunCnt, RecursionMisses: s.RecursionMisses}
-}
-
 // pointCounters are a stored sample's cumulative counters.
 func pointCounters(p store.Point) api.Counters {
 	v := p.Values
 	return api.Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}
-}
-
-// windowCounters derives per-run figures from one window's reading.
-func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
-	var totals [store.CounterEvents]*float64
-	var names []string
-	for _, v := range r.Values {
-		names = append(names, v.Event.String())
-		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
-			totals[v.Event] = ptr(n)
-		}
-	}
-	pc := api.PerfPerRun(r.Counted, totals[:])
-	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
-	return pc
 }
 
 // ptr is f as an optional API number.

@@ -170,3 +170,8 @@ func (p *Program) Identity() identity.Identity { return p.ident }
 // does not count: a process that runs the daemon (a test) may hold
 // programs it loaded itself.
 func (p *Program) Own() bool { return collectors.LoadedHere(p.meta.ID) }
+
+// Counters are a sweep's cumulative counters as the API counts them.
+func Counters(s collectors.Sample) api.Counters {
+	return api.Counters{RunTimeNs: s.RunTimeNs, RunCnt: s.RunCnt, RecursionMisses: s.RecursionMisses}
+}

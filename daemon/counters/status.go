@@ -1,7 +1,8 @@
-package daemon
+package counters
 
 import (
 	"errors"
+	"sort"
 
 	"golang.org/x/sys/unix"
 
@@ -10,9 +11,8 @@ import (
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
-// countersStatus reports counters in /v1/status: nil until probed.
-func (d *Daemon) countersStatus() *api.CountersStatus {
-	c := &d.ctr
+// Status reports counters in /v1/status: nil until probed.
+func (c *Counters) Status() *api.CountersStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.started {
@@ -41,22 +41,20 @@ func (d *Daemon) countersStatus() *api.CountersStatus {
 			st.Targets++
 		}
 	}
-	st.Sampled = d.sampledStatus()
+	st.Sampled = c.sampledStatus()
 	return st
 }
 
-// fillCounters adds the last finished window's per-run figures to a row:
-// the newer of the exact and the sampled ones.
-// Called with the sampler's lock held. It also marks the exact
+// Fill adds the last finished window's per-run figures to a row: the
+// newer of the exact and the sampled ones. It also marks the exact
 // mechanism's own programs as the daemon's while a window is open.
-func (d *Daemon) fillCounters(row *api.ProgRow) {
-	c := &d.ctr
+func (c *Counters) Fill(row *api.ProgRow) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if (row.Name == countersEntryName || row.Name == countersExitName) && c.openWindows() > 0 {
 		row.Own = true
 	}
-	last := d.lastCountersLocked(row.ID)
+	last := c.lastCountersLocked(row.ID)
 	if last == nil {
 		return
 	}
@@ -106,15 +104,40 @@ func counterReasonDetail(err error) string {
 	return r + ": " + err.Error()
 }
 
+// Last fills into[i] with program ids[i]'s last finished window of
+// per-run figures, nil for none.
+func (c *Counters) Last(ids []uint32, into []*api.PerfCounters) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, id := range ids {
+		into[i] = c.lastCountersLocked(id)
+	}
+}
+
+// List is every target, by id, with the status (GET /v1/counters).
+func (c *Counters) List() api.CountersList {
+	out := api.CountersList{Targets: []api.CounterTarget{}}
+	if st := c.Status(); st != nil {
+		out.Status = *st
+	}
+	c.mu.Lock()
+	for _, tg := range c.targets {
+		out.Targets = append(out.Targets, c.view(tg))
+	}
+	c.mu.Unlock()
+	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].ID < out.Targets[j].ID })
+	return out
+}
+
 // lastCountersLocked is a program's last finished window of per-run
 // figures: the newer of the exact and the sampled ones, nil for none.
-// Called with d.ctr.mu held.
-func (d *Daemon) lastCountersLocked(id uint32) *api.PerfCounters {
+// Called with c.mu held.
+func (c *Counters) lastCountersLocked(id uint32) *api.PerfCounters {
 	var last *api.PerfCounters
-	if tg := d.ctr.targets[id]; tg != nil && tg.last != nil && tg.key.Boot == d.boot {
+	if tg := c.targets[id]; tg != nil && tg.last != nil && tg.key.Boot == c.boot {
 		last = tg.last
 	}
-	if s := d.latestSampled(id); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
+	if s := c.latestSampled(id); s != nil && (last == nil || s.WindowEnd.After(last.WindowEnd)) {
 		last = s
 	}
 	return last

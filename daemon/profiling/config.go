@@ -1,16 +1,17 @@
-package daemon
+package profiling
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// ProfileConfig configures continuous and on-demand profiling.
-type ProfileConfig struct {
+// Config configures continuous and on-demand profiling.
+type Config struct {
 	// Every is how often a continuous window starts; 0 turns continuous
 	// profiling off (on-demand captures still work).
 	Every time.Duration
@@ -19,10 +20,9 @@ type ProfileConfig struct {
 	Duration time.Duration
 	// Hz is the sampling frequency per CPU; 0 means 99.
 	Hz int
-	// Limit is the longest on-demand capture; 0 means DefaultProfileLimit.
+	// Limit is the longest on-demand capture; 0 means DefaultLimit.
 	Limit time.Duration
-	// Retention is how long profiles are kept; 0 means
-	// DefaultRetentionProfiles.
+	// Retention is how long profiles are kept; 0 means DefaultRetention.
 	Retention time.Duration
 	// Event is what samples are taken on: "cpu-clock" (the default, every
 	// kernel has it), or "cycles", "instructions" or "llc-misses", which
@@ -33,52 +33,49 @@ type ProfileConfig struct {
 
 // Defaults for the profiling flags.
 const (
-	DefaultProfileEvery      = time.Minute
-	DefaultProfileHz         = profile.DefaultHz
-	DefaultProfileLimit      = 5 * time.Minute
-	DefaultRetentionProfiles = 7 * 24 * time.Hour
+	DefaultEvery     = time.Minute
+	DefaultHz        = profile.DefaultHz
+	DefaultLimit     = 5 * time.Minute
+	DefaultRetention = 7 * 24 * time.Hour
 
-	// maxMergeProfiles bounds one merge request; a week of one-minute
-	// windows is 10,080.
-	maxMergeProfiles = 20_000
-	// mergeBatch is how many profiles a merge reads and parses at once, so
-	// its memory stays that of the merged profile plus a batch.
-	mergeBatch = 32
+	// MaxMerge bounds one merge request; a week of one-minute windows is
+	// 10,080.
+	MaxMerge = 20_000
 )
 
 // Validate checks the profiling flags and fills defaults. bpfperfd calls it
 // while parsing flags, so a bad value stops it with one line; the daemon
 // calls it again before profiling.
-func (c *ProfileConfig) Validate() error {
+func (c *Config) Validate() error {
 	if c.Event == "" {
 		c.Event = perfevent.CPUClock.String()
 	}
 	ev, err := perfevent.Parse(c.Event)
 	if err != nil {
-		return fmt.Errorf("%w: --profile.event: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: --profile.event: %w", errs.BadConfig, err)
 	}
 	c.Event = ev.String()
 	if c.Hz == 0 {
-		c.Hz = DefaultProfileHz
+		c.Hz = DefaultHz
 	}
 	if c.Limit == 0 {
-		c.Limit = DefaultProfileLimit
+		c.Limit = DefaultLimit
 	}
 	if c.Retention == 0 {
-		c.Retention = DefaultRetentionProfiles
+		c.Retention = DefaultRetention
 	}
 	if c.Duration == 0 {
 		c.Duration = c.Every
 	}
 	window := func(name string, d time.Duration) error {
 		if d < profile.MinDuration || d > store.MaxProfileDuration {
-			return fmt.Errorf("%w: --profile.%s %v is outside %v..%v", ErrBadConfig, name, d, profile.MinDuration, store.MaxProfileDuration)
+			return fmt.Errorf("%w: --profile.%s %v is outside %v..%v", errs.BadConfig, name, d, profile.MinDuration, store.MaxProfileDuration)
 		}
 		return nil
 	}
 	switch {
 	case c.Every < 0:
-		return fmt.Errorf("%w: --profile.every %v is negative (0 turns continuous profiling off)", ErrBadConfig, c.Every)
+		return fmt.Errorf("%w: --profile.every %v is negative (0 turns continuous profiling off)", errs.BadConfig, c.Every)
 	case c.Every > 0:
 		if err := window("every", c.Every); err != nil {
 			return err
@@ -87,17 +84,17 @@ func (c *ProfileConfig) Validate() error {
 			return err
 		}
 		if c.Duration > c.Every {
-			return fmt.Errorf("%w: --profile.duration %v is longer than --profile.every %v", ErrBadConfig, c.Duration, c.Every)
+			return fmt.Errorf("%w: --profile.duration %v is longer than --profile.every %v", errs.BadConfig, c.Duration, c.Every)
 		}
 	}
 	if c.Hz < 1 || c.Hz > profile.MaxHz {
-		return fmt.Errorf("%w: --profile.hz %d is outside 1..%d", ErrBadConfig, c.Hz, profile.MaxHz)
+		return fmt.Errorf("%w: --profile.hz %d is outside 1..%d", errs.BadConfig, c.Hz, profile.MaxHz)
 	}
 	if err := window("limit", c.Limit); err != nil {
 		return err
 	}
 	if c.Retention < time.Second {
-		return fmt.Errorf("%w: --retention.profiles %v is shorter than 1s", ErrBadConfig, c.Retention)
+		return fmt.Errorf("%w: --retention.profiles %v is shorter than 1s", errs.BadConfig, c.Retention)
 	}
 	return nil
 }

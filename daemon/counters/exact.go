@@ -1,21 +1,4 @@
-package daemon
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"path"
-	"sync"
-	"time"
-
-	"github.com/bpfperf/bpfperf/api"
-	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
-	"github.com/bpfperf/bpfperf/internal/perfevent"
-	"github.com/bpfperf/bpfperf/store"
-)
-
-// Per-program perf counters (issue 5).
+// Package counters is the daemon's perf counters room (issue 5).
 //
 // Exact counting (collectors.ExactCounters: fentry/fexit around every run)
 // runs in bounded windows: a target is counted for Window, every Every,
@@ -24,15 +7,61 @@ import (
 // totals are stored as a counter series (store.CounterSample): a sample
 // when the window opens and one when it closes.
 //
-// The sampled mechanism (counters_sampled.go) estimates the same per-run
-// figures from the continuous profile windows; a program's row shows the
-// newer of its exact and sampled windows, naming the mechanism.
+// The sampled mechanism (sampled.go) estimates the same per-run figures
+// from the continuous profile windows; a program's row shows the newer of
+// its exact and sampled windows, naming the mechanism.
+package counters
 
-// counting is the daemon's counters state. Its zero value takes targets
-// from the sampler before startCounters runs.
-type counting struct {
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// Deps are what counting reads: the sampler's programs and ticks, the
+// profiler's windows, the store, and the daemon's clock and boot.
+type Deps struct {
+	Sampler  *sampler.Sampler
+	Profiler *profiling.Profiling
+	Store    *store.DB
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Boot     uint32
+	ProcRoot string
+	// Interval is the sampling interval: a window's edge waits for the
+	// first sweep after it, at most two intervals and a second.
+	Interval time.Duration
+}
+
+// Counters is the daemon's counters state. It takes targets from the
+// sampler (Appeared) before Start runs.
+type Counters struct {
+	sampler  *sampler.Sampler
+	prof     *profiling.Profiling
+	store    *store.DB
+	log      *slog.Logger
+	now      func() time.Time
+	boot     uint32
+	procRoot string
+	interval time.Duration
+	flags    Config // as given; cfg is with defaults, from Start on
+	// loop is the counter loop, for Wait.
+	loop sync.WaitGroup
+
 	mu      sync.Mutex
-	cfg     CountersConfig
+	cfg     Config
 	started bool
 	support collectors.CounterSupport
 	exact   *collectors.ExactCounters // nil when exact counting cannot run
@@ -42,9 +71,21 @@ type counting struct {
 	pending []*counterTarget
 	reqs    chan counterRequest
 	wake    chan struct{}
-	// smp is the sampled mechanism (counters_sampled.go).
+	// smp is the sampled mechanism (sampled.go).
 	smp sampling
 }
+
+// New makes counting for the programs flags names, started by Start.
+func New(flags Config, deps Deps) *Counters {
+	return &Counters{
+		sampler: deps.Sampler, prof: deps.Profiler, store: deps.Store, log: deps.Logger, now: deps.Now,
+		boot: deps.Boot, procRoot: deps.ProcRoot, interval: deps.Interval, flags: flags,
+	}
+}
+
+// Wait waits, once Start's ctx is done, for the counter loop to have
+// stored what its open windows counted.
+func (c *Counters) Wait() { c.loop.Wait() }
 
 // counterTarget is the loop's state of one target. Only the loop changes
 // it, under counting.mu; others read under counting.mu.
@@ -65,7 +106,8 @@ type counterTarget struct {
 
 type counterRequest struct {
 	enable bool
-	inst   instance
+	key    store.InstanceKey
+	name   string
 	window time.Duration
 	reply  chan counterReply
 }
@@ -84,11 +126,11 @@ const (
 	countersExitName  = "counters_exit"
 )
 
-// startCounters probes the mechanisms and starts the counter loop. It
-// fails only for bad flags; a kernel that cannot count is a state that
-// status reports.
-func (d *Daemon) startCounters(ctx context.Context) error {
-	cfg := d.cfg.Counters.withDefaults()
+// Start probes the mechanisms and starts the counter loop until ctx is
+// done. It fails only for bad flags; a kernel that cannot count is a
+// state that status reports.
+func (c *Counters) Start(ctx context.Context) error {
+	cfg := c.flags.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -100,12 +142,11 @@ func (d *Daemon) startCounters(ctx context.Context) error {
 	var exact *collectors.ExactCounters
 	if support.Exact == nil {
 		var err error
-		exact, err = collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: d.cfg.ProcRoot})
+		exact, err = collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: c.procRoot})
 		if err != nil {
 			support.Exact = err
 		}
 	}
-	c := &d.ctr
 	c.mu.Lock()
 	c.cfg, c.support, c.exact, c.events, c.started = cfg, support, exact, events, true
 	c.reqs = make(chan counterRequest)
@@ -113,28 +154,27 @@ func (d *Daemon) startCounters(ctx context.Context) error {
 		c.wake = make(chan struct{}, 1)
 	}
 	c.mu.Unlock()
-	log := d.cfg.Logger
+	log := c.log
 	if support.Exact != nil {
 		log.Info("exact perf counters unavailable", "reason", counterReason(support.Exact), "err", support.Exact)
 	}
 	if support.PMU != nil {
 		log.Info("no hardware PMU: cycles, instructions and LLC misses are absent", "err", support.PMU)
 	}
-	go d.counterLoop(ctx)
+	c.loop.Go(func() { c.counterLoop(ctx) })
 	return nil
 }
 
-// counterProgramAppeared lets counting match a new program against
-// --counters.programs. Called under the sampler's lock: it only queues.
-func (d *Daemon) counterProgramAppeared(id uint32, name string) {
-	if len(d.cfg.Counters.Programs) == 0 || name == countersEntryName || name == countersExitName {
+// Appeared lets counting match a new program against --counters.programs.
+// Called under the sampler's lock: it only queues.
+func (c *Counters) Appeared(id uint32, name string) {
+	if len(c.flags.Programs) == 0 || name == countersEntryName || name == countersExitName {
 		return
 	}
-	for _, g := range d.cfg.Counters.Programs {
+	for _, g := range c.flags.Programs {
 		if ok, _ := path.Match(g, name); ok {
-			c := &d.ctr
 			c.mu.Lock()
-			c.pending = append(c.pending, &counterTarget{key: store.InstanceKey{Boot: d.boot, ID: id}, name: name, source: sourceFlag})
+			c.pending = append(c.pending, &counterTarget{key: store.InstanceKey{Boot: c.boot, ID: id}, name: name, source: sourceFlag})
 			if c.wake == nil {
 				c.wake = make(chan struct{}, 1)
 			}
@@ -145,7 +185,7 @@ func (d *Daemon) counterProgramAppeared(id uint32, name string) {
 	}
 }
 
-func (c *counting) poke() {
+func (c *Counters) poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -155,12 +195,11 @@ func (c *counting) poke() {
 // counterLoop owns every counting window: it opens due ones, stores and
 // closes finished ones, and serves enable/disable. When ctx ends it stops
 // every window and stores what they counted.
-func (d *Daemon) counterLoop(ctx context.Context) {
-	c := &d.ctr
+func (c *Counters) counterLoop(ctx context.Context) {
 	t := time.NewTicker(counterPoll)
 	defer t.Stop()
 	for {
-		d.counterPass(d.now())
+		c.counterPass(c.now())
 		// Poll only while there are targets: with none, nothing is due
 		// until a request or a matched program wakes the loop, and an idle
 		// daemon should not wake five times a second for nothing.
@@ -183,11 +222,11 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 			c.mu.Unlock()
 			for _, tg := range open {
 				tg.w.Stop()
-				d.finishWindow(tg, d.now())
+				c.finishWindow(tg, c.now())
 			}
 			return
 		case req := <-c.reqs:
-			req.reply <- d.counterRequest(req)
+			req.reply <- c.counterRequest(req)
 		case <-c.wake:
 		case <-poll:
 		}
@@ -199,7 +238,7 @@ func (d *Daemon) counterLoop(ctx context.Context) {
 const counterPoll = 200 * time.Millisecond
 
 // hasTargets says whether the loop has targets or matched programs to take.
-func (c *counting) hasTargets() bool {
+func (c *Counters) hasTargets() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.targets) > 0 || len(c.pending) > 0
@@ -207,8 +246,7 @@ func (c *counting) hasTargets() bool {
 
 // counterPass takes in matched programs, closes finished windows, drops
 // targets whose program went away and opens due windows.
-func (d *Daemon) counterPass(now time.Time) {
-	c := &d.ctr
+func (c *Counters) counterPass(now time.Time) {
 	c.mu.Lock()
 	if c.targets == nil {
 		c.targets = map[uint32]*counterTarget{}
@@ -233,13 +271,13 @@ func (d *Daemon) counterPass(now time.Time) {
 	c.mu.Unlock()
 
 	for _, tg := range finished {
-		d.finishWindow(tg, now)
+		c.finishWindow(tg, now)
 	}
 	// Targets whose program went away are dropped, never reopened.
-	alive := d.loadedInstances(idle)
+	alive := c.loadedInstances(idle)
 	for _, tg := range idle {
 		if !alive[tg.key] {
-			d.dropTarget(tg, "unloaded")
+			c.dropTarget(tg, "unloaded")
 			continue
 		}
 		c.mu.Lock()
@@ -249,14 +287,14 @@ func (d *Daemon) counterPass(now time.Time) {
 		due := !tg.waiting && tg.failed == "" && !tg.next.After(now) && c.targets[tg.key.ID] == tg
 		c.mu.Unlock()
 		if due {
-			d.openWindow(tg, now)
+			c.openWindow(tg, now)
 		}
 	}
 }
 
 // inSlots counts targets holding one of --counters.max slots: all but the
 // waiting and the failed ones. Called with c.mu held.
-func (c *counting) inSlots() int {
+func (c *Counters) inSlots() int {
 	n := 0
 	for _, tg := range c.targets {
 		if !tg.waiting && tg.failed == "" {
@@ -268,12 +306,12 @@ func (c *counting) inSlots() int {
 
 // loadedInstances reports which of the targets' instances the sampler
 // sees loaded now.
-func (d *Daemon) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]bool {
+func (c *Counters) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]bool {
 	out := make(map[store.InstanceKey]bool, len(tgs))
 	if len(tgs) == 0 {
 		return out
 	}
-	d.sampler.Read(func(v sampler.View) {
+	c.sampler.Read(func(v sampler.View) {
 		for _, tg := range tgs {
 			if v.Live(tg.key) != nil {
 				out[tg.key] = true
@@ -285,19 +323,18 @@ func (d *Daemon) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]boo
 
 // openWindow starts counting tg, or marks it failed with the reason. A
 // target gone from the kernel is dropped.
-func (d *Daemon) openWindow(tg *counterTarget, now time.Time) error {
-	c := &d.ctr
+func (c *Counters) openWindow(tg *counterTarget, now time.Time) error {
 	if c.exact == nil {
-		err := fmt.Errorf("%w: %s", ErrCountersUnavailable, counterReasonDetail(c.support.Exact))
+		err := fmt.Errorf("%w: %s", errs.CountersUnavailable, counterReasonDetail(c.support.Exact))
 		c.mu.Lock()
 		tg.failed = counterReason(c.support.Exact)
 		c.mu.Unlock()
 		return err
 	}
 	if tg.cum == nil {
-		cum, ok, err := d.store.LastCountersOf(tg.key, store.CounterExact)
+		cum, ok, err := c.store.LastCountersOf(tg.key, store.CounterExact)
 		if err != nil {
-			d.cfg.Logger.Warn("read stored perf counters", "id", tg.key.ID, "err", err)
+			c.log.Warn("read stored perf counters", "id", tg.key.ID, "err", err)
 		}
 		if !ok || err != nil {
 			cum = store.CounterSample{Key: tg.key, Mechanism: store.CounterExact}
@@ -307,13 +344,13 @@ func (d *Daemon) openWindow(tg *counterTarget, now time.Time) error {
 	w, err := c.exact.Start(tg.key.ID, tg.window)
 	if err != nil {
 		if errors.Is(err, collectors.ErrGone) {
-			d.dropTarget(tg, "unloaded")
+			c.dropTarget(tg, "unloaded")
 			return err
 		}
 		c.mu.Lock()
 		tg.failed = counterReason(err)
 		c.mu.Unlock()
-		d.cfg.Logger.Warn("perf counters: cannot count program", "id", tg.key.ID, "name", tg.name, "reason", tg.failed, "err", err)
+		c.log.Warn("perf counters: cannot count program", "id", tg.key.ID, "name", tg.name, "reason", tg.failed, "err", err)
 		return err
 	}
 	// The open sample marks every event the window counts as present:
@@ -323,19 +360,18 @@ func (d *Daemon) openWindow(tg *counterTarget, now time.Time) error {
 	for _, e := range c.events {
 		open.Present |= 1 << e
 	}
-	if err := d.store.WriteCounters(open); err != nil {
-		d.cfg.Logger.Warn("store perf counters", "id", tg.key.ID, "err", err)
+	if err := c.store.WriteCounters(open); err != nil {
+		c.log.Warn("store perf counters", "id", tg.key.ID, "err", err)
 	}
 	c.mu.Lock()
-	tg.w, tg.wStart, tg.next = w, now, now.Add(d.ctr.cfg.Every)
+	tg.w, tg.wStart, tg.next = w, now, now.Add(c.cfg.Every)
 	c.mu.Unlock()
 	return nil
 }
 
 // finishWindow reads a stopped (or stopping) window, stores its totals,
 // frees it, and drops the target if its owner let it go.
-func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
-	c := &d.ctr
+func (c *Counters) finishWindow(tg *counterTarget, now time.Time) {
 	w := tg.w
 	w.Stop()
 	r, err := w.Read()
@@ -343,7 +379,7 @@ func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
 	reason := w.Stopped()
 	var pc *api.PerfCounters
 	if err != nil {
-		d.cfg.Logger.Warn("read perf counters", "id", tg.key.ID, "err", err)
+		c.log.Warn("read perf counters", "id", tg.key.ID, "err", err)
 	} else {
 		pc = windowCounters(r, tg.wStart, now, reason)
 		closed := *tg.cum
@@ -357,8 +393,8 @@ func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
 				closed.Values[v.Event] += uint64(n + 0.5)
 			}
 		}
-		if err := d.store.WriteCounters(closed); err != nil {
-			d.cfg.Logger.Warn("store perf counters", "id", tg.key.ID, "err", err)
+		if err := c.store.WriteCounters(closed); err != nil {
+			c.log.Warn("store perf counters", "id", tg.key.ID, "err", err)
 		}
 		tg.cum = &closed
 	}
@@ -370,39 +406,37 @@ func (d *Daemon) finishWindow(tg *counterTarget, now time.Time) {
 	}
 	c.mu.Unlock()
 	if reason == collectors.StopReleased {
-		d.dropTarget(tg, string(reason))
+		c.dropTarget(tg, string(reason))
 	}
 }
 
-func (d *Daemon) dropTarget(tg *counterTarget, why string) {
-	c := &d.ctr
+func (c *Counters) dropTarget(tg *counterTarget, why string) {
 	c.mu.Lock()
 	if c.targets[tg.key.ID] == tg {
 		delete(c.targets, tg.key.ID)
 	}
 	c.mu.Unlock()
-	d.cfg.Logger.Debug("perf counters: target dropped", "id", tg.key.ID, "name", tg.name, "why", why)
+	c.log.Debug("perf counters: target dropped", "id", tg.key.ID, "name", tg.name, "why", why)
 	c.poke() // a slot may have freed up
 }
 
 // counterRequest serves enable and disable in the loop.
-func (d *Daemon) counterRequest(req counterRequest) counterReply {
-	c := &d.ctr
-	id := req.inst.rec.ID
+func (c *Counters) counterRequest(req counterRequest) counterReply {
+	id := req.key.ID
 	c.mu.Lock()
 	tg := c.targets[id]
-	if tg != nil && tg.key != req.inst.rec.Key {
+	if tg != nil && tg.key != req.key {
 		tg = nil // an old instance's id, reused
 	}
 	if !req.enable {
 		if tg == nil {
 			c.mu.Unlock()
-			return counterReply{err: fmt.Errorf("%w: program %q (id %d) is not being counted", ErrBadRequest, req.inst.rec.Name, id)}
+			return counterReply{err: fmt.Errorf("%w: program %q (id %d) is not being counted", errs.BadRequest, req.name, id)}
 		}
 		delete(c.targets, id)
 		c.mu.Unlock()
 		if tg.w != nil {
-			d.finishWindow(tg, d.now())
+			c.finishWindow(tg, c.now())
 		}
 		c.mu.Lock()
 		view := c.view(tg)
@@ -413,10 +447,10 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 	}
 	if c.exact == nil {
 		c.mu.Unlock()
-		return counterReply{err: fmt.Errorf("%w: %s", ErrCountersUnavailable, counterReasonDetail(c.support.Exact))}
+		return counterReply{err: fmt.Errorf("%w: %s", errs.CountersUnavailable, counterReasonDetail(c.support.Exact))}
 	}
 	if tg == nil {
-		tg = &counterTarget{key: req.inst.rec.Key, name: req.inst.rec.Name}
+		tg = &counterTarget{key: req.key, name: req.name}
 	}
 	tg.source = sourceEnabled
 	if req.window > 0 {
@@ -432,32 +466,39 @@ func (d *Daemon) counterRequest(req counterRequest) counterReply {
 	}
 	if n := c.inSlots(); (c.targets[id] != tg || tg.waiting || tg.failed != "") && n >= c.cfg.Max {
 		c.mu.Unlock()
-		return counterReply{err: &collectors.CounterError{Op: fmt.Sprintf("count program %q (id %d)", req.inst.rec.Name, id), Reason: collectors.ErrTooManyTargets,
+		return counterReply{err: &collectors.CounterError{Op: fmt.Sprintf("count program %q (id %d)", req.name, id), Reason: collectors.ErrTooManyTargets,
 			Err: fmt.Errorf("%d of %d targets enabled (--counters.max); disable one first", n, c.cfg.Max)}}
 	}
 	tg.waiting, tg.failed = false, ""
 	c.targets[id] = tg
 	c.mu.Unlock()
-	if err := d.openWindow(tg, d.now()); err != nil {
+	if err := c.openWindow(tg, c.now()); err != nil {
 		c.mu.Lock()
 		if c.targets[id] == tg {
 			delete(c.targets, id)
 		}
 		c.mu.Unlock()
-		return counterReply{err: fmt.Errorf("count program %q (id %d): %s", req.inst.rec.Name, id, counterReasonDetail(err))}
+		return counterReply{err: fmt.Errorf("count program %q (id %d): %s", req.name, id, counterReasonDetail(err))}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return counterReply{target: c.view(tg)}
 }
 
+// Enable starts counting the loaded program instance key (named name) in
+// windows of window (0: --counters.window), or with enable false stops
+// it, through the counter loop.
+func (c *Counters) Enable(ctx context.Context, enable bool, key store.InstanceKey, name string, window time.Duration) (api.CounterTarget, error) {
+	return c.do(ctx, counterRequest{enable: enable, key: key, name: name, window: window})
+}
+
 // do hands a request to the counter loop and waits for its answer.
-func (c *counting) do(ctx context.Context, req counterRequest) (api.CounterTarget, error) {
+func (c *Counters) do(ctx context.Context, req counterRequest) (api.CounterTarget, error) {
 	c.mu.Lock()
 	reqs, started := c.reqs, c.started
 	c.mu.Unlock()
 	if !started {
-		return api.CounterTarget{}, fmt.Errorf("%w: the daemon has not started counting yet", ErrCountersUnavailable)
+		return api.CounterTarget{}, fmt.Errorf("%w: the daemon has not started counting yet", errs.CountersUnavailable)
 	}
 	req.reply = make(chan counterReply, 1)
 	select {
@@ -474,7 +515,7 @@ func (c *counting) do(ctx context.Context, req counterRequest) (api.CounterTarge
 }
 
 // view is a target as the API shows it. Called with c.mu held.
-func (c *counting) view(tg *counterTarget) api.CounterTarget {
+func (c *Counters) view(tg *counterTarget) api.CounterTarget {
 	v := api.CounterTarget{ID: tg.key.ID, Name: tg.name, Source: tg.source, WindowMs: tg.window.Milliseconds(), Windows: tg.windows, Last: tg.last}
 	switch {
 	case tg.w != nil:
@@ -489,7 +530,7 @@ func (c *counting) view(tg *counterTarget) api.CounterTarget {
 	return v
 }
 
-func (c *counting) openWindows() int {
+func (c *Counters) openWindows() int {
 	n := 0
 	for _, tg := range c.targets {
 		if tg.w != nil {
@@ -497,4 +538,42 @@ func (c *counting) openWindows() int {
 		}
 	}
 	return n
+}
+
+// windowCounters derives per-run figures from one window's reading.
+func windowCounters(r collectors.CounterReading, start, end time.Time, reason collectors.StopReason) *api.PerfCounters {
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for _, v := range r.Values {
+		names = append(names, v.Event.String())
+		if n, ok := v.Scaled(); ok && int(v.Event) < store.CounterEvents {
+			totals[v.Event] = ptr(n)
+		}
+	}
+	pc := api.PerfPerRun(r.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd, pc.Stopped, pc.Entries = api.MechanismExact, names, start, end, string(reason), r.Entries
+	return pc
+}
+
+// ptr is f as an optional API number.
+func ptr(f float64) *float64 { return &f }
+
+// WindowBetween derives the per-run figures between two cumulative
+// samples, or nil when no run was counted between them. An event counts
+// only when both samples have it.
+func WindowBetween(a, b store.CounterSample) *api.PerfCounters {
+	if b.Counted <= a.Counted || b.Mechanism != a.Mechanism {
+		return nil
+	}
+	var totals [store.CounterEvents]*float64
+	var names []string
+	for i := range store.CounterEvents {
+		if a.Has(i) && b.Has(i) && b.Values[i] >= a.Values[i] {
+			totals[i] = ptr(float64(b.Values[i] - a.Values[i]))
+			names = append(names, perfevent.Event(i).String())
+		}
+	}
+	pc := api.PerfPerRun(b.Counted-a.Counted, totals[:])
+	pc.Mechanism, pc.Events, pc.WindowStart, pc.WindowEnd = api.MechanismExact, names, a.Time, b.Time
+	return pc
 }

@@ -1,4 +1,4 @@
-package daemon
+package counters
 
 import (
 	"math"
@@ -88,7 +88,7 @@ func TestSampledCountersCPUClock(t *testing.T) {
 	}
 
 	// Stored and read back: the same figures (ns rounded to whole ns).
-	back := sampledFromStore(sampledSample(store.InstanceKey{ID: 11}, pc))
+	back := SampledFromStore(sampledSample(store.InstanceKey{ID: 11}, pc))
 	if back.CountedRuns != pc.CountedRuns || back.Samples != 200 || !back.WindowStart.Equal(start) || !near(back.CPUClockNsPerRun, math.Round(float64(200*period))/10_000) {
 		t.Errorf("round trip: %+v", back)
 	}
@@ -132,7 +132,7 @@ func TestSampledCountersPMU(t *testing.T) {
 	if s.Present != 0xf || s.Values[1] != 3_000_000_000 || s.Values[2] != 6_000_000_000 || s.Mechanism != store.CounterSampled {
 		t.Errorf("stored %+v", s)
 	}
-	if back := sampledFromStore(s); !near(back.IPC, 2) || !near(back.InstructionsPerRun, 6000) {
+	if back := SampledFromStore(s); !near(back.IPC, 2) || !near(back.InstructionsPerRun, 6000) {
 		t.Errorf("round trip %+v", back)
 	}
 }

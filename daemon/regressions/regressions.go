@@ -1,4 +1,10 @@
-package daemon
+// Package regressions is the daemon's regression detection room: each
+// tick, every program identity's newest instance adds one interval's
+// ns/run and runs/s to a tracker (internal/regress); when an identity has
+// run a new version for a window, the tracker compares it with the window
+// before the reload, and a finding is stored as an event with its
+// evidence and the profile diff's top changes.
+package regressions
 
 import (
 	"crypto/sha256"
@@ -6,28 +12,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
-	pprof "github.com/google/pprof/profile"
-
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// Regression detection: each tick, every program key's newest instance
-// adds one interval's ns/run and runs/s to a tracker; when a key has run a
-// new version for a window, the tracker compares it with the window before
-// the reload, and a finding is stored as an event with its evidence and
-// the profile diff's top changes.
-
 // Defaults of the --regressions.* flags.
 const (
-	DefaultRegressionWindow    = regress.DefaultWindow
-	DefaultRegressionMinChange = regress.DefaultMinChange
-	DefaultRegressionAlpha     = regress.DefaultAlpha
+	DefaultWindow    = regress.DefaultWindow
+	DefaultMinChange = regress.DefaultMinChange
+	DefaultAlpha     = regress.DefaultAlpha
 	// minRunsPerInterval: an interval with fewer runs says little about
 	// ns/run (one slow run is its whole figure).
 	minRunsPerInterval = 10
@@ -36,12 +37,12 @@ const (
 	topChanges = 5
 )
 
-// intervalSample is what the detector compares of one interval, from
+// IntervalSample is what the detector compares of one interval, from
 // cumulative readings a and b taken elapsed apart, at: its ns/run and
 // runs/s (api's rate maths). ok is false when api.DeltaBetween has no delta
 // (no time passed, counters went backwards) or the interval had fewer than
 // minRunsPerInterval runs.
-func intervalSample(at time.Time, a, b api.Counters, elapsed time.Duration) (regress.Sample, bool) {
+func IntervalSample(at time.Time, a, b api.Counters, elapsed time.Duration) (regress.Sample, bool) {
 	d, ok := api.DeltaBetween(a, b, elapsed)
 	if !ok || d.Runs < minRunsPerInterval {
 		return regress.Sample{}, false
@@ -51,21 +52,22 @@ func intervalSample(at time.Time, a, b api.Counters, elapsed time.Duration) (reg
 	return regress.Sample{At: at, NsPerRun: ns, RunsPerSec: rps}, true
 }
 
-func validateRegressions(c *regress.Config) error {
+// Validate checks the --regressions.* flags and fills defaults.
+func Validate(c *regress.Config) error {
 	if c.Window == 0 {
 		return nil
 	}
 	if c.Window < 0 {
-		return fmt.Errorf("%w: --regressions.window %v is negative", ErrBadConfig, c.Window)
+		return fmt.Errorf("%w: --regressions.window %v is negative", errs.BadConfig, c.Window)
 	}
 	if c.MinChange <= 0 || c.MinChange >= 10 {
-		return fmt.Errorf("%w: --regressions.min-change %g%% is outside 0..1000%%", ErrBadConfig, 100*c.MinChange)
+		return fmt.Errorf("%w: --regressions.min-change %g%% is outside 0..1000%%", errs.BadConfig, 100*c.MinChange)
 	}
 	if c.ShiftWindow < 0 {
-		return fmt.Errorf("%w: --regressions.shift-window %v is negative", ErrBadConfig, c.ShiftWindow)
+		return fmt.Errorf("%w: --regressions.shift-window %v is negative", errs.BadConfig, c.ShiftWindow)
 	}
 	if c.Alpha <= 0 || c.Alpha >= 1 {
-		return fmt.Errorf("%w: --regressions.alpha %g is outside 0..1", ErrBadConfig, c.Alpha)
+		return fmt.Errorf("%w: --regressions.alpha %g is outside 0..1", errs.BadConfig, c.Alpha)
 	}
 	if c.LoadBand == 0 {
 		c.LoadBand = regress.DefaultLoadBand
@@ -76,9 +78,23 @@ func validateRegressions(c *regress.Config) error {
 	return nil
 }
 
-// detector is the daemon's regression detection state, used by the
+// Deps are what the detector reads and where its findings go.
+type Deps struct {
+	Sampler *sampler.Sampler
+	Store   *store.DB
+	Logger  *slog.Logger
+	// ProfilesOn says continuous profiling runs, so a finding can be
+	// explained by the profiles of its two windows.
+	ProfilesOn bool
+	// Found, if set, counts each finding (for /metrics).
+	Found func(kind, typ, name string)
+}
+
+// Detector is the daemon's regression detection state, used by the
 // sampling loop only.
-type detector struct {
+type Detector struct {
+	cfg        regress.Config
+	deps       Deps
 	tracker    *regress.Tracker
 	lastForget time.Time
 	// newest is each key's newest instance, rebuilt only when the
@@ -97,38 +113,43 @@ type foundIn struct {
 	id             uint32
 }
 
-// detect feeds this tick's intervals to the tracker and stores findings.
+// New makes a detector with cfg (a zero Window turns it off).
+func New(cfg regress.Config, deps Deps) *Detector {
+	return &Detector{cfg: cfg, deps: deps}
+}
+
+// Tick feeds this tick's intervals to the tracker and stores findings.
 // Called from the sampling loop after each tick.
-func (d *Daemon) detect(now time.Time) {
-	if d.cfg.Regressions.Window <= 0 {
+func (dt *Detector) Tick(now time.Time) {
+	if dt.cfg.Window <= 0 {
 		return
 	}
-	if d.detector == nil {
-		d.detector = &detector{tracker: regress.NewTracker(d.cfg.Regressions), lastForget: now}
+	if dt.tracker == nil {
+		dt.tracker, dt.lastForget = regress.NewTracker(dt.cfg), now
 	}
 	var found []foundIn
-	d.sampler.Read(func(v sampler.View) { found = d.detector.observe(v, now) })
-	if now.Sub(d.detector.lastForget) > d.cfg.Regressions.Window {
-		d.detector.tracker.Forget(now.Add(-2 * d.cfg.Regressions.Window))
-		d.detector.lastForget = now
-		d.detector.built = false // Seen again what Forget dropped
+	dt.deps.Sampler.Read(func(v sampler.View) { found = dt.observe(v, now) })
+	if now.Sub(dt.lastForget) > dt.cfg.Window {
+		dt.tracker.Forget(now.Add(-2 * dt.cfg.Window))
+		dt.lastForget = now
+		dt.built = false // Seen again what Forget dropped
 	}
 	for _, in := range found {
 		f := in.finding
 		if f.Kind == "" {
 			if f.Undecided != "" {
-				d.cfg.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter)
+				dt.deps.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter)
 			}
 			continue
 		}
-		if err := d.storeFinding(now, in); err != nil {
-			d.cfg.Logger.Warn("store regression finding", "err", err)
+		if err := dt.storeFinding(now, in); err != nil {
+			dt.deps.Logger.Warn("store regression finding", "err", err)
 		}
 	}
 }
 
 // observe feeds the tracker the intervals of the tick v shows.
-func (dt *detector) observe(v sampler.View, now time.Time) []foundIn {
+func (dt *Detector) observe(v sampler.View, now time.Time) []foundIn {
 	tr := dt.tracker
 	if !dt.built || dt.gen != v.Generation() {
 		dt.newest = map[string]*sampler.Program{}
@@ -159,7 +180,7 @@ func (dt *detector) observe(v sampler.View, now time.Time) []foundIn {
 		}
 		cur, curAt := p.Latest()
 		prev, prevAt, _ := p.Previous()
-		smp, ok := intervalSample(now, sampleCounters(prev), sampleCounters(cur), curAt.Sub(prevAt))
+		smp, ok := IntervalSample(now, sampler.Counters(prev), sampler.Counters(cur), curAt.Sub(prevAt))
 		if !ok {
 			continue
 		}
@@ -173,40 +194,42 @@ func (dt *detector) observe(v sampler.View, now time.Time) []foundIn {
 
 // storeFinding explains a finding from the profiles and stores it as an
 // event.
-func (d *Daemon) storeFinding(now time.Time, in foundIn) error {
+func (dt *Detector) storeFinding(now time.Time, in foundIn) error {
 	f := in.finding
 	r := api.Regression{
 		Kind: f.Kind, Time: now, Program: in.name, Type: in.typ, Identity: in.key, ProgID: in.id,
 		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
 	}
-	r.ID = findingID(r)
-	r.Explanation = d.explain(r.Program, r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
+	r.ID = FindingID(r)
+	r.Explanation = dt.explain(r.Program, r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
 	ev, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	detail := fmt.Sprintf("%s: ns/run x%.2f [%.2f, %.2f] vs tag %s, p=%.2g, %d+%d intervals", r.ID, r.Ratio, r.RatioLo, r.RatioHi, r.OldTag, r.P, r.NBefore, r.NAfter)
-	d.cfg.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
-	d.metrics.Found(r.Kind, r.Type, r.Program)
-	return d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{
+	dt.deps.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
+	if dt.deps.Found != nil {
+		dt.deps.Found(r.Kind, r.Type, r.Program)
+	}
+	return dt.deps.Store.WriteTick(store.Tick{Time: now, Events: []store.Event{{
 		Time: now, Kind: r.Kind, ID: r.ProgID, Name: r.Program, Tag: r.NewTag, Identity: r.Identity, Detail: detail, Evidence: ev,
 	}}})
 }
 
-// findingID is a short stable id users type: a hash of what was found.
-func findingID(r api.Regression) string {
+// FindingID is a short stable id users type: a hash of what was found.
+func FindingID(r api.Regression) string {
 	h := sha256.Sum256(fmt.Appendf(nil, "%s %s %s %d", r.Identity, r.OldTag, r.NewTag, r.Changed.UnixNano()))
 	return hex.EncodeToString(h[:4])
 }
 
 // explain compares the continuous profiles of the two windows: programs
 // host-wide, prog's functions and lines.
-func (d *Daemon) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
-	if d.cfg.Profile.Every <= 0 {
+func (dt *Detector) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.Explanation {
+	if !dt.deps.ProfilesOn {
 		return api.Explanation{Off: "continuous profiling is off (--profile.every 0)"}
 	}
-	before, nb, err := d.mergedProfiles(bFrom, bTo)
-	after, na, err2 := d.mergedProfiles(aFrom, aTo)
+	before, nb, err := profiling.MergeWindows(dt.deps.Store, bFrom, bTo)
+	after, na, err2 := profiling.MergeWindows(dt.deps.Store, aFrom, aTo)
 	ex := api.Explanation{BeforeProfiles: nb, AfterProfiles: na}
 	if err = errors.Join(err, err2); err != nil {
 		ex.Off = "no profile diff: " + err.Error()
@@ -221,27 +244,4 @@ func (d *Daemon) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.Expl
 		ex.Top = append(ex.Top, api.Change(c))
 	}
 	return ex
-}
-
-// mergedProfiles merges the continuous windows that lie wholly in
-// [from, to]: one that straddles a reload would blur the two sides.
-func (d *Daemon) mergedProfiles(from, to time.Time) (*pprof.Profile, int, error) {
-	list, err := d.store.ListProfiles(from, to)
-	if err != nil {
-		return nil, 0, err
-	}
-	kept := list[:0]
-	for _, p := range list {
-		if p.Kind == store.ProfileContinuous && !p.Start.Before(from) && !p.End().After(to) {
-			kept = append(kept, p)
-		}
-	}
-	if len(kept) == 0 {
-		return nil, 0, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, from.Format(time.RFC3339), to.Format(time.RFC3339))
-	}
-	if len(kept) > maxMergeProfiles {
-		kept = kept[len(kept)-maxMergeProfiles:]
-	}
-	p, err := d.mergeStored(kept, from, to)
-	return p, len(kept), err
 }

@@ -1,4 +1,4 @@
-package daemon
+package counters
 
 import (
 	"context"
@@ -55,22 +55,22 @@ type sampledWindow struct {
 	runsStart chan map[uint32]float64 // run_cnt at start, interpolated
 }
 
-// sampledWindowStarts is the profiler's WindowStarts hook: it starts
-// reading run counts at the window's start. It does not block.
-func (d *Daemon) sampledWindowStarts(ctx context.Context, start time.Time) {
-	s := &d.ctr.smp
+// WindowStarts is the profiler's WindowStarts hook: it starts reading
+// run counts at the window's start. It does not block.
+func (c *Counters) WindowStarts(ctx context.Context, start time.Time) {
+	s := &c.smp
 	w := &sampledWindow{start: start, runsStart: make(chan map[uint32]float64, 1)}
-	go func() { w.runsStart <- d.runsAt(ctx, start) }()
+	go func() { w.runsStart <- c.runsAt(ctx, start) }()
 	s.mu.Lock()
 	s.pending = w
 	s.mu.Unlock()
 }
 
-// sampledWindowEnds is called with each continuous window (the main
+// WindowEnds is called with each continuous window (the main
 // event's profile and every other event's over the same time): it
 // finishes the window started last off the profiler's goroutine.
-func (d *Daemon) sampledWindowEnds(ctx context.Context, pw *profile.Window) {
-	s := &d.ctr.smp
+func (c *Counters) WindowEnds(ctx context.Context, pw *profile.Window) {
+	s := &c.smp
 	s.mu.Lock()
 	w := s.pending
 	s.pending = nil
@@ -81,11 +81,11 @@ func (d *Daemon) sampledWindowEnds(ctx context.Context, pw *profile.Window) {
 	if w == nil || pw == nil || pw.Profile == nil {
 		return
 	}
-	go d.finishSampled(ctx, w, pw)
+	go c.finishSampled(ctx, w, pw)
 }
 
 // finishSampled derives and stores one window's sampled counters.
-func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profile.Window) {
+func (c *Counters) finishSampled(ctx context.Context, w *sampledWindow, pw *profile.Window) {
 	start := time.Unix(0, pw.Profile.TimeNanos)
 	end := start.Add(time.Duration(pw.Profile.DurationNanos))
 	var runsStart map[uint32]float64
@@ -94,7 +94,7 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profil
 	case <-ctx.Done():
 		return
 	}
-	runsEnd := d.runsAt(ctx, end)
+	runsEnd := c.runsAt(ctx, end)
 	est := map[perfevent.Event]map[uint32]profile.ProgramEstimate{}
 	add := func(p *pprof.Profile) {
 		e, name, err := profile.ProgramEstimates(p)
@@ -121,7 +121,7 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profil
 
 	// Only programs the sampler knows get a series (their record exists).
 	var samples []store.CounterSample
-	d.sampler.Read(func(v sampler.View) {
+	c.sampler.Read(func(v sampler.View) {
 		for id, pc := range windows {
 			p := v.Program(id)
 			if p == nil {
@@ -131,10 +131,10 @@ func (d *Daemon) finishSampled(ctx context.Context, w *sampledWindow, pw *profil
 			samples = append(samples, sampledSample(p.Key(), pc))
 		}
 	})
-	if err := d.store.WriteCounters(samples...); err != nil {
-		d.cfg.Logger.Warn("store sampled perf counters", "err", err)
+	if err := c.store.WriteCounters(samples...); err != nil {
+		c.log.Warn("store sampled perf counters", "err", err)
 	}
-	s := &d.ctr.smp
+	s := &c.smp
 	s.mu.Lock()
 	s.last, s.lastEnd = windows, end
 	s.windows++
@@ -193,8 +193,8 @@ func sampledSample(k store.InstanceKey, pc *api.PerfCounters) store.CounterSampl
 	return s
 }
 
-// sampledFromStore is a stored sampled window as the API shows it.
-func sampledFromStore(s store.CounterSample) *api.PerfCounters {
+// SampledFromStore is a stored sampled window as the API shows it.
+func SampledFromStore(s store.CounterSample) *api.PerfCounters {
 	var totals [store.CounterEvents]*float64
 	var names []string
 	pcTotals := map[string]float64{}
@@ -216,12 +216,12 @@ func sampledFromStore(s store.CounterSample) *api.PerfCounters {
 // the sweeps before and after t. It waits for the first sweep after t (at
 // most two intervals and a second). A program loaded after t ran 0 times
 // by then; one whose count at t cannot be told is left out.
-func (d *Daemon) runsAt(ctx context.Context, t time.Time) map[uint32]float64 {
-	if !d.sampler.WaitTick(ctx, t, 2*d.cfg.Interval+time.Second) && ctx.Err() != nil {
+func (c *Counters) runsAt(ctx context.Context, t time.Time) map[uint32]float64 {
+	if !c.sampler.WaitTick(ctx, t, 2*c.interval+time.Second) && ctx.Err() != nil {
 		return nil
 	}
 	var out map[uint32]float64
-	d.sampler.Read(func(v sampler.View) {
+	c.sampler.Read(func(v sampler.View) {
 		out = make(map[uint32]float64, v.Len())
 		for id, p := range v.Programs() {
 			if n, ok := interpolateRuns(p, t); ok {
@@ -255,12 +255,12 @@ func interpolateRuns(p *sampler.Program, t time.Time) (float64, bool) {
 
 // latestSampled is the program's latest sampled window, nil when none is
 // recent (no continuous window covered it lately).
-func (d *Daemon) latestSampled(id uint32) *api.PerfCounters {
-	s := &d.ctr.smp
+func (c *Counters) latestSampled(id uint32) *api.PerfCounters {
+	s := &c.smp
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pc := s.last[id]
-	if pc == nil || d.now().Sub(s.lastEnd) > 2*d.prof.cfg.Every+10*time.Second {
+	if pc == nil || c.now().Sub(s.lastEnd) > 2*c.prof.Every()+10*time.Second {
 		return nil
 	}
 	return pc
@@ -270,11 +270,9 @@ func (d *Daemon) latestSampled(id uint32) *api.PerfCounters {
 // not, what it produces, and the latest window's rate, samples, losses,
 // throttling and share of time on the PMU. An event is available only once
 // the profiler has opened it.
-func (d *Daemon) sampledStatus() []api.MechanismStatus {
-	d.prof.mu.Lock()
-	prof, every := d.prof.prof, d.prof.cfg.Every
-	d.prof.mu.Unlock()
-	s := &d.ctr.smp
+func (c *Counters) sampledStatus() []api.MechanismStatus {
+	prof, every := c.prof.Running()
+	s := &c.smp
 	s.mu.Lock()
 	stats, errs := s.stats, s.errs
 	s.mu.Unlock()
