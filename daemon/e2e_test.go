@@ -38,16 +38,23 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755) // the unprivileged test runs the daemon as nobody
 	bin.daemon, bin.cli = filepath.Join(dir, "bpfperfd"), filepath.Join(dir, "bpfperf")
-	for out, pkg := range map[string]string{bin.daemon: "../cmd/bpfperfd", bin.cli: "../cmd/bpfperf"} {
-		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
+	// BPFPERF_TEST_DAEMON runs a bpfperfd built elsewhere instead, to
+	// compare two builds' costs in the benchmarks, alternated in one run;
+	// with BPFPERF_TEST_CLI too, nothing is built (a machine without Go).
+	daemon, cli := os.Getenv("BPFPERF_TEST_DAEMON"), os.Getenv("BPFPERF_TEST_CLI")
+	if daemon == "" || cli == "" {
+		for out, pkg := range map[string]string{bin.daemon: "../cmd/bpfperfd", bin.cli: "../cmd/bpfperf"} {
+			if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+				os.Exit(1)
+			}
 		}
 	}
-	// BPFPERF_TEST_DAEMON runs a bpfperfd built elsewhere instead, to
-	// compare two builds' costs in the benchmarks, alternated in one run.
-	if prebuilt := os.Getenv("BPFPERF_TEST_DAEMON"); prebuilt != "" {
-		bin.daemon = prebuilt
+	if daemon != "" {
+		bin.daemon = daemon
+	}
+	if cli != "" {
+		bin.cli = cli
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
