@@ -175,14 +175,6 @@ var optionalKeys = map[string]optionalReason{
 
 	// Set by the daemon's flags or the test's requests, which the test
 	// gives only one way.
-	"bench_report:config.filter":          sometime(presentOnly, "bench --filter: the test's bench run gives it"),
-	"bench_report:config.quick":           sometime(presentOnly, "bench --quick: the test's bench run gives it"),
-	"bench_report:results[].quick":        sometime(presentOnly, "bench --quick: the test's bench run gives it"),
-	"bench_report:config.target_ms":       sometime(presentOnly, "a calibration target: absent where repeat is fixed; the test's run calibrates"),
-	"bench_report:results[].doc":          sometime(presentOnly, "absent for a test without a doc line; the test's one test has one"),
-	"bench_report:results[].labels":       sometime(presentOnly, "absent for a test without labels; the test's one test has them"),
-	"bench_report:results[].repeat":       sometime(presentOnly, "absent on a skipped or failed test; the test's one test runs"),
-	"bench_report:results[].runs":         sometime(presentOnly, "absent on a skipped or failed test; the test's one test runs"),
 	"programs":                            sometime(both, "--counters.programs: the test's first daemon sets it, the bare one does not"),
 	"status:counters":                     sometime(timing, "perf counters status: absent until the counters have started, just after the daemon's start"),
 	"counters_disable:reason":             sometime(presentOnly, "why the target is not counting: absent on one that never failed; the test's target failed (fentry/fexit refused)"),
@@ -193,7 +185,6 @@ var optionalKeys = map[string]optionalReason{
 	"status:profiling.last_profile_start": sometime(both, "absent until a profile is stored: the bare daemon stores none"),
 	"status:sweep_bpf_ms":                 sometime(both, "the iterator's own run time: absent when sweeping by fd, as the bare daemon does"),
 	"status:sweep_bpf_cpu_percent":        sometime(both, "the iterator's own run time: absent when sweeping by fd, as the bare daemon does"),
-	"status:stats_cost":                   sometime(presentOnly, "what watching costs a run: absent until the daemon has tried to measure it, at start"),
 	"status:stats_cost.measured_at":       sometime(timing, "absent when the measurement could not be made, which a noisy host can cause"),
 	"status:stats_cost.ns_per_run":        sometime(timing, "absent when the measurement could not be made, which a noisy host can cause"),
 	"status:stats_cost.off_ns_per_run":    sometime(timing, "absent when the measurement could not be made, which a noisy host can cause"),
@@ -201,8 +192,6 @@ var optionalKeys = map[string]optionalReason{
 	"status:stats_cost.cpu_percent":       sometime(timing, "absent when the measurement could not be made, which a noisy host can cause"),
 	"map:pids":                            sometime(presentOnly, "absent for a map no process holds; the maps here all have a holder"),
 	"maps:maps[].pids":                    sometime(presentOnly, "absent for a map no process holds; the maps here all have a holder"),
-	"newest_sample":                       sometime(presentOnly, "absent on an empty store; the test reads it after samples were written"),
-	"oldest_sample":                       sometime(presentOnly, "absent on an empty store; the test reads it after samples were written"),
 }
 
 // optionalCheck checks every optional key of the golden files against
