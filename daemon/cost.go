@@ -64,3 +64,10 @@ func residentBytes() int64 {
 	}
 	return 0
 }
+
+// self is the daemon's own CPU % (of one core, over the last minute),
+// resident and live heap bytes, for status.
+func (d *Daemon) self() (cpuPercent float64, rss, heapLive int64) {
+	cpuPercent, rss = d.cost.read()
+	return cpuPercent, rss, heapLiveBytes()
+}

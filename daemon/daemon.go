@@ -17,6 +17,7 @@ import (
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
+	"github.com/bpfperf/bpfperf/daemon/httpapi"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
@@ -40,6 +41,7 @@ type Daemon struct {
 	prof     *profiling.Profiling
 	ctr      *counters.Counters
 	metrics  *metrics.Metrics
+	api      *httpapi.API
 	maps     *mapwatch.Watcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
 	statsCost statsCost
@@ -202,10 +204,17 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	d.sampler = smp
 	d.ctr = counters.New(cfg.Counters, counters.Deps{Sampler: smp, Profiler: d.prof, Store: db, Logger: log, Now: cfg.Now, Boot: d.boot, ProcRoot: cfg.ProcRoot, Interval: cfg.Interval})
 	d.maps = mapwatch.New(mapwatch.Config{Every: cfg.MapsEvery, LeakWindow: cfg.MapsLeakWindow, WalkBudget: cfg.MapsWalkBudget, BPFFS: cfg.BPFFS, Logger: log},
-		scanner, db, d.bootID, d.boot, d.mapUsers)
+		scanner, db, d.bootID, d.boot, d.sampler.MapUsers)
 	d.metrics = metrics.New(metricsSource{d}, cfg.Web.MaxPrograms)
 	d.detector = regressions.New(cfg.Regressions, regressions.Deps{
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found,
+	})
+	d.api = httpapi.New(httpapi.Config{
+		Version: cfg.Version, Interval: cfg.Interval, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Logger: log, Now: cfg.Now,
+		Web: httpapi.Web{ListenAddress: cfg.Web.ListenAddress, ConfigFile: cfg.Web.ConfigFile, MaxRequests: cfg.Web.MaxRequests},
+	}, httpapi.Rooms{
+		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Maps: d.maps, Metrics: d.metrics,
+		BootID: d.bootID, Boot: d.boot, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
 	})
 	d.cost.sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
@@ -219,9 +228,9 @@ func (d *Daemon) serve() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: auditChanges(d.cfg.Logger, (&server{d: d}).routes()), ReadHeaderTimeout: 5 * time.Second, ConnContext: withPeerCred}
+	srv := &http.Server{Handler: auditChanges(d.cfg.Logger, d.api.Handler()), ReadHeaderTimeout: 5 * time.Second, ConnContext: withPeerCred}
 	go srv.Serve(ln)
-	stopWeb, err := d.startWeb()
+	stopWeb, err := d.api.StartWeb()
 	if err != nil {
 		srv.Close()
 		os.Remove(d.cfg.Socket)
@@ -242,7 +251,7 @@ func (d *Daemon) writeStart(duty *sampler.DutyCycle) error {
 	}
 	if duty != nil {
 		// History marks what this run stores as estimates (history.go).
-		events = append(events, store.Event{Time: d.started, Kind: eventStatsDuty, Detail: duty.Status()})
+		events = append(events, store.Event{Time: d.started, Kind: httpapi.EventStatsDuty, Detail: duty.Status()})
 	}
 	return d.store.WriteTick(store.Tick{Time: d.started, Events: events})
 }

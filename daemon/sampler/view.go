@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -174,4 +175,23 @@ func (p *Program) Own() bool { return collectors.LoadedHere(p.meta.ID) }
 // Counters are a sweep's cumulative counters as the API counts them.
 func Counters(s collectors.Sample) api.Counters {
 	return api.Counters{RunTimeNs: s.RunTimeNs, RunCnt: s.RunCnt, RecursionMisses: s.RecursionMisses}
+}
+
+// MapUsers indexes the loaded programs by the maps they use, and their
+// owners by program id: a map is charged to the owners of the programs
+// that use it too.
+func (s *Sampler) MapUsers() (users map[uint32][]uint32, owners map[uint32][]collectors.Owner) {
+	users, owners = map[uint32][]uint32{}, map[uint32][]collectors.Owner{}
+	s.Read(func(v View) {
+		for id, p := range v.Programs() {
+			for _, m := range p.Meta().MapIDs {
+				users[m] = append(users[m], id)
+			}
+			owners[id] = p.Meta().Owners
+		}
+	})
+	for _, ids := range users {
+		slices.Sort(ids)
+	}
+	return users, owners
 }

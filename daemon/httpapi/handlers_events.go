@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"net/http"

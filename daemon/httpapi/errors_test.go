@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -18,19 +19,19 @@ import (
 // wrapped, and anything else is a 500.
 func TestStatusOf(t *testing.T) {
 	for err, want := range map[error]int{
-		ErrBadRequest:                  http.StatusBadRequest,
+		errs.BadRequest:                http.StatusBadRequest,
 		profile.ErrBadDuration:         http.StatusBadRequest,
-		ErrUnknownProgram:              http.StatusNotFound,
-		ErrUnknownBenchRun:             http.StatusNotFound,
+		errs.UnknownProgram:            http.StatusNotFound,
+		errs.UnknownBenchRun:           http.StatusNotFound,
 		store.ErrNoProfile:             http.StatusNotFound,
 		profile.ErrNoProfiles:          http.StatusNotFound,
-		ErrAmbiguousProgram:            http.StatusConflict,
+		errs.AmbiguousProgram:          http.StatusConflict,
 		collectors.ErrTooManyTargets:   http.StatusConflict,
 		profile.ErrBusy:                http.StatusConflict,
-		ErrCountersUnavailable:         http.StatusServiceUnavailable,
-		ErrProfilingOff:                http.StatusServiceUnavailable,
-		ErrTooManyScrapes:              http.StatusServiceUnavailable,
-		ErrReadOnly:                    http.StatusMethodNotAllowed,
+		errs.CountersUnavailable:       http.StatusServiceUnavailable,
+		errs.ProfilingOff:              http.StatusServiceUnavailable,
+		errs.TooManyScrapes:            http.StatusServiceUnavailable,
+		errs.ReadOnly:                  http.StatusMethodNotAllowed,
 		errors.New("the disk is full"): http.StatusInternalServerError,
 		perfevent.NewOpenError(perfevent.Cycles, 0, unix.ENOENT):     http.StatusNotImplemented,
 		perfevent.NewOpenError(perfevent.Cycles, 0, unix.EOPNOTSUPP): http.StatusNotImplemented,

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -26,7 +27,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	var step time.Duration
 	if v := q.Get("step"); v != "" {
 		if step, err = time.ParseDuration(v); err != nil || step <= 0 {
-			reply(w, nil, fmt.Errorf("%w: step %q is not a positive duration", ErrBadRequest, v))
+			reply(w, nil, fmt.Errorf("%w: step %q is not a positive duration", errs.BadRequest, v))
 			return
 		}
 	}
@@ -37,12 +38,12 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 // history stitches the stored series of every instance PROG names, oldest
 // first. With step > 0 it keeps the last sample of each step-long bucket.
 // Rates are between consecutive kept points of the same instance.
-func (d *Daemon) history(ref string, since, until time.Time, step time.Duration) (api.History, error) {
+func (d *daemon) history(ref string, since, until time.Time, step time.Duration) (api.History, error) {
 	if !until.After(since) {
-		return api.History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return api.History{}, fmt.Errorf("%w: until (%s) must be after since (%s)", errs.BadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
 	if step > 0 && until.Sub(since)/step > maxHistoryPoints {
-		return api.History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", ErrBadRequest, step, until.Sub(since), maxHistoryPoints)
+		return api.History{}, fmt.Errorf("%w: step %v over %v gives more than %d points", errs.BadRequest, step, until.Sub(since), maxHistoryPoints)
 	}
 	insts, err := d.resolve(ref)
 	if err != nil {
@@ -69,7 +70,7 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 		h.Resolution = res.String()
 		points = downsample(points, since, step)
 		if len(h.Points)+len(points) > maxHistoryPoints {
-			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", ErrBadRequest, maxHistoryPoints)
+			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", errs.BadRequest, maxHistoryPoints)
 		}
 		for i, p := range points {
 			hp := api.HistoryPoint{Time: p.Time, ID: inst.rec.ID, Counters: pointCounters(p), Estimated: estimated(p.Time, spans)}
@@ -89,7 +90,7 @@ func (d *Daemon) history(ref string, since, until time.Time, step time.Duration)
 // still gives one point per step: raw below a minute, minute rollups below an
 // hour, hour rollups above. Rollups give each bucket's last sample; the
 // bucket still filling comes from the raw samples.
-func (d *Daemon) points(k store.InstanceKey, since, until time.Time, step time.Duration) ([]store.Point, store.Resolution, error) {
+func (d *daemon) points(k store.InstanceKey, since, until time.Time, step time.Duration) ([]store.Point, store.Resolution, error) {
 	res := store.Raw
 	switch {
 	case step >= time.Hour:

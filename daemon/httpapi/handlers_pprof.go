@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/profile"
 )
 
@@ -31,7 +32,7 @@ func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("seconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 || n > int64(limit/time.Second) {
-			reply(w, nil, fmt.Errorf("%w: seconds=%q: want a whole number of seconds from 1 to %d (the daemon's --profile.limit)", ErrBadRequest, v, limit/time.Second))
+			reply(w, nil, fmt.Errorf("%w: seconds=%q: want a whole number of seconds from 1 to %d (the daemon's --profile.limit)", errs.BadRequest, v, limit/time.Second))
 			return
 		}
 		dur = time.Duration(n) * time.Second

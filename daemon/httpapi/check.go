@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/store"
@@ -29,14 +30,14 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	limit, err := api.ParsePercent(q.Get("max"))
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: max: %w", ErrBadRequest, err))
+		reply(w, nil, fmt.Errorf("%w: max: %w", errs.BadRequest, err))
 		return
 	}
 	res, err := s.d.check(q.Get("prog"), q.Get("baseline"), limit, since, until)
 	reply(w, res, err)
 }
 
-func (d *Daemon) check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
+func (d *daemon) check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
 	res := api.Check{Program: name, Limit: limit, Baseline: baseline}
 	insts, err := d.versionsOf(name)
 	if err != nil {
@@ -67,7 +68,7 @@ func (d *Daemon) check(name, baseline string, limit float64, since, until time.T
 		if len(after) == 0 {
 			side = "current version"
 		}
-		return res, fmt.Errorf("%w: the %s of %s has no runs between %s and %s", ErrNoData, side, name, since.Format(time.RFC3339), until.Format(time.RFC3339))
+		return res, fmt.Errorf("%w: the %s of %s has no runs between %s and %s", errs.NoData, side, name, since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	cfg := d.cfg.Regressions
 	if err := regressions.Validate(&cfg); err != nil || cfg.Alpha == 0 {
@@ -90,13 +91,13 @@ func (d *Daemon) check(name, baseline string, limit float64, since, until time.T
 // versionsOf is every stored instance of the one program name names,
 // across its versions (one identity, never several programs that share a
 // name), oldest first.
-func (d *Daemon) versionsOf(name string) ([]store.Program, error) {
+func (d *daemon) versionsOf(name string) ([]store.Program, error) {
 	if name == "" {
-		return nil, fmt.Errorf("%w: name a program", ErrBadRequest)
+		return nil, fmt.Errorf("%w: name a program", errs.BadRequest)
 	}
 	found, err := d.resolve(name)
-	if errors.Is(err, ErrUnknownProgram) {
-		return nil, fmt.Errorf("%w: no program named %q was ever seen", ErrUnknownProgram, name)
+	if errors.Is(err, errs.UnknownProgram) {
+		return nil, fmt.Errorf("%w: no program named %q was ever seen", errs.UnknownProgram, name)
 	}
 	if err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func (d *Daemon) versionsOf(name string) ([]store.Program, error) {
 		return nil, err
 	}
 	if keys := identityKeys(found); len(keys) > 1 {
-		return nil, fmt.Errorf("%w %q: it names %d programs (identities %s); name one by its identity", ErrAmbiguousProgram, name, len(keys), strings.Join(keys, ", "))
+		return nil, fmt.Errorf("%w %q: it names %d programs (identities %s); name one by its identity", errs.AmbiguousProgram, name, len(keys), strings.Join(keys, ", "))
 	}
 	var insts []store.Program
 	for _, in := range found {
@@ -118,7 +119,7 @@ func (d *Daemon) versionsOf(name string) ([]store.Program, error) {
 // checkSides says which instances and times make each side of the check:
 // the baseline (res.Baseline: a tag, a time, or by default the version
 // before res.Current, which it then names) and the current version.
-func (d *Daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, isAfter func(store.Program, time.Time) bool, err error) {
+func (d *daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, isAfter func(store.Program, time.Time) bool, err error) {
 	name, baseline, current := res.Program, res.Baseline, res.Current
 	at, terr := api.ParseTime(baseline, d.now())
 	switch {
@@ -130,7 +131,7 @@ func (d *Daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, is
 			}
 		}
 		if prev == "" {
-			return nil, nil, fmt.Errorf("%w: %s has one version (%s) only: name a --baseline tag or time", ErrBadRequest, name, current)
+			return nil, nil, fmt.Errorf("%w: %s has one version (%s) only: name a --baseline tag or time", errs.BadRequest, name, current)
 		}
 		res.Baseline = prev
 		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == prev }
@@ -140,10 +141,10 @@ func (d *Daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, is
 		isAfter = func(p store.Program, t time.Time) bool { return p.Tag == current && !t.Before(at) }
 	default:
 		if !hasTag(insts, baseline) {
-			return nil, nil, fmt.Errorf("%w: baseline %q is neither a time nor a tag %s ever ran with", ErrBadRequest, baseline, name)
+			return nil, nil, fmt.Errorf("%w: baseline %q is neither a time nor a tag %s ever ran with", errs.BadRequest, baseline, name)
 		}
 		if baseline == current {
-			return nil, nil, fmt.Errorf("%w: baseline %s is the current version of %s", ErrBadRequest, baseline, name)
+			return nil, nil, fmt.Errorf("%w: baseline %s is the current version of %s", errs.BadRequest, baseline, name)
 		}
 		isBefore = func(p store.Program, _ time.Time) bool { return p.Tag == baseline }
 		isAfter = func(p store.Program, _ time.Time) bool { return p.Tag == current }

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/json"
@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
 // server answers the /v1 API from the sampler's view and the store.
 type server struct {
-	d *Daemon
+	d *daemon
 }
 
 // route is one endpoint: its pattern, the query parameters it takes, and
@@ -102,7 +103,7 @@ func boolParam(r *http.Request, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s=%q is not a boolean", ErrBadRequest, name, v)
+		return false, fmt.Errorf("%w: %s=%q is not a boolean", errs.BadRequest, name, v)
 	}
 	return b, nil
 }
@@ -119,13 +120,13 @@ func timeParam(v string, def, now time.Time) (time.Time, error) {
 // and now) and checks that they make a range.
 func queryRange(q url.Values, back time.Duration, now time.Time) (since, until time.Time, err error) {
 	if since, err = timeParam(q.Get("since"), now.Add(-back), now); err != nil {
-		return since, until, fmt.Errorf("%w: since: %w", ErrBadRequest, err)
+		return since, until, fmt.Errorf("%w: since: %w", errs.BadRequest, err)
 	}
 	if until, err = timeParam(q.Get("until"), now, now); err != nil {
-		return since, until, fmt.Errorf("%w: until: %w", ErrBadRequest, err)
+		return since, until, fmt.Errorf("%w: until: %w", errs.BadRequest, err)
 	}
 	if !until.After(since) {
-		return since, until, fmt.Errorf("%w: until must be after since", ErrBadRequest)
+		return since, until, fmt.Errorf("%w: until must be after since", errs.BadRequest)
 	}
 	return since, until, nil
 }
@@ -134,7 +135,7 @@ func queryRange(q url.Values, back time.Duration, now time.Time) (since, until t
 func progParam(q url.Values) (string, error) {
 	ref := q.Get("prog")
 	if ref == "" {
-		return "", fmt.Errorf("%w: prog is required", ErrBadRequest)
+		return "", fmt.Errorf("%w: prog is required", errs.BadRequest)
 	}
 	return ref, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/daemon/dashboard"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/profile/webui"
@@ -26,7 +27,7 @@ import (
 // flame graph, top and source views ask for the same one in turn.
 const pprofUIs = 8
 
-func (d *Daemon) dashboardRoutes(mux *http.ServeMux) {
+func (d *daemon) dashboardRoutes(mux *http.ServeMux) {
 	ui := &pprofCache{d: d}
 	mux.Handle("GET /", dashboard.Handler())
 	mux.HandleFunc("GET /ui/pprof/id/{id}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
@@ -42,7 +43,7 @@ func (d *Daemon) dashboardRoutes(mux *http.ServeMux) {
 			return nil, err
 		}
 		if !until.After(since) {
-			return nil, fmt.Errorf("%w: until must be after since", ErrBadRequest)
+			return nil, fmt.Errorf("%w: until must be after since", errs.BadRequest)
 		}
 		list, err := d.store.ListProfiles(since, until)
 		if err != nil {
@@ -74,7 +75,7 @@ func unixParam(r *http.Request, name string) (time.Time, error) {
 	v := r.PathValue(name)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s %q is not unix seconds", ErrBadRequest, name, v)
+		return time.Time{}, fmt.Errorf("%w: %s %q is not unix seconds", errs.BadRequest, name, v)
 	}
 	return time.Unix(n, 0), nil
 }
@@ -82,7 +83,7 @@ func unixParam(r *http.Request, name string) (time.Time, error) {
 // pprofCache keeps the pprof UIs of the last profiles asked for, by the
 // path that names them.
 type pprofCache struct {
-	d     *Daemon
+	d     *daemon
 	mu    sync.Mutex
 	uis   map[string]map[string]http.Handler
 	order []string // oldest first

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"net/http"
@@ -18,7 +18,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 
 // status is the daemon as it runs: its sampler, store and own cost, and
 // what profiling and perf counters do.
-func (d *Daemon) status() api.Status {
+func (d *daemon) status() api.Status {
 	s := d.sampler.Status()
 	st := api.Status{
 		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
@@ -41,11 +41,10 @@ func (d *Daemon) status() api.Status {
 		st.SweepBPFCPUPercent, _ = api.CPUPercent(float64(total), time.Duration(uint64(ts.Nano())-since))
 	}
 	st.ProgramsSeen, _ = d.store.CountPrograms()
-	st.CPUPercent, st.RSSBytes = d.cost.read()
-	st.HeapLiveBytes = heapLiveBytes()
+	st.CPUPercent, st.RSSBytes, st.HeapLiveBytes = d.self()
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
-	st.StatsCost = d.statsCostStatus()
+	st.StatsCost = d.statsCost()
 	st.Profiling = d.prof.Status()
 	st.Counters = d.ctr.Status()
 	return st

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/csv"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -38,7 +39,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	}
 	format := q.Get("format")
 	if format != "csv" && format != "jsonl" {
-		reply(w, nil, fmt.Errorf("%w: format %q: want csv or jsonl", ErrBadRequest, format))
+		reply(w, nil, fmt.Errorf("%w: format %q: want csv or jsonl", errs.BadRequest, format))
 		return
 	}
 	// An error after the first bytes cannot change the status: it goes in

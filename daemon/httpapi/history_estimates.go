@@ -1,11 +1,11 @@
-package daemon
+package httpapi
 
 import "time"
 
-// eventStatsDuty is stored at a daemon's start when it runs with
+// EventStatsDuty is stored at a daemon's start when it runs with
 // --stats.duty below 100%: what it stores until it stops is scaled from
 // part of each interval (sampler/duty.go), so history marks it as estimates.
-const eventStatsDuty = "stats_duty"
+const EventStatsDuty = "stats_duty"
 
 // span is a time range, start exclusive, end inclusive: the points a
 // daemon run stored after its start.
@@ -16,8 +16,8 @@ func (s span) holds(t time.Time) bool { return t.After(s.start) && !t.After(s.en
 // estimatedSpans returns the spans within since..until when a bpfperfd ran
 // with a stats duty cycle: from each stats_duty event to the next
 // daemon_start or daemon_stop (or until).
-func (d *Daemon) estimatedSpans(since, until time.Time) ([]span, error) {
-	prev, err := d.store.LastEventBefore(since, "daemon_start", "daemon_stop", eventStatsDuty)
+func (d *daemon) estimatedSpans(since, until time.Time) ([]span, error) {
+	prev, err := d.store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
 	if err != nil {
 		return nil, err
 	}
@@ -26,13 +26,13 @@ func (d *Daemon) estimatedSpans(since, until time.Time) ([]span, error) {
 		return nil, err
 	}
 	var spans []span
-	on, start := prev != nil && prev.Kind == eventStatsDuty, since
+	on, start := prev != nil && prev.Kind == EventStatsDuty, since
 	if on {
 		start = prev.Time
 	}
 	for _, e := range events {
 		switch e.Kind {
-		case eventStatsDuty:
+		case EventStatsDuty:
 			on, start = true, e.Time
 		case "daemon_start", "daemon_stop":
 			if on && !e.Time.Equal(start) { // a start written with its own duty event

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
@@ -45,7 +46,7 @@ func (s *server) owners(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if len(kept) == 0 {
-			reply(w, nil, fmt.Errorf("%w %q (bpfperf owners lists them)", ErrUnknownOwner, ref))
+			reply(w, nil, fmt.Errorf("%w %q (bpfperf owners lists them)", errs.UnknownOwner, ref))
 			return
 		}
 		out.Owners = kept
@@ -124,7 +125,7 @@ func (t ownerTally) sorted() []api.OwnerRow {
 // ownersLive charges every loaded program (its cumulative counters and
 // its rates over the last two sweeps) and every map of the last reading
 // to its owner.
-func (d *Daemon) ownersLive() []api.OwnerRow {
+func (d *daemon) ownersLive() []api.OwnerRow {
 	t := ownerTally{}
 	d.sampler.Read(func(v sampler.View) {
 		for _, p := range v.Programs() {
@@ -140,7 +141,7 @@ func (d *Daemon) ownersLive() []api.OwnerRow {
 			addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
 		}
 	})
-	users, progOwners := d.mapUsers()
+	users, progOwners := d.sampler.MapUsers()
 	for _, m := range d.maps.Last().Maps {
 		r := t.row(mapwatch.Owners(m.Owners, users[m.Info.ID], progOwners, m.Pin))
 		r.Present = true
@@ -156,7 +157,7 @@ func (d *Daemon) ownersLive() []api.OwnerRow {
 // from its load), and each map's last memory reading in the window. The
 // owners are those recorded when each program and map first appeared, so
 // an owner that has exited keeps its row.
-func (d *Daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
+func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 	t := ownerTally{}
 	progs, err := d.store.Programs()
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
@@ -26,13 +27,13 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 	case "":
 	case "counters":
 		if all {
-			reply(w, nil, fmt.Errorf("%w: fields=counters lists loaded programs only", ErrBadRequest))
+			reply(w, nil, fmt.Errorf("%w: fields=counters lists loaded programs only", errs.BadRequest))
 			return
 		}
 		reply(w, s.d.counters(), nil)
 		return
 	default:
-		reply(w, nil, fmt.Errorf("%w: fields=%q: want counters or nothing", ErrBadRequest, f))
+		reply(w, nil, fmt.Errorf("%w: fields=%q: want counters or nothing", errs.BadRequest, f))
 		return
 	}
 	rows, err := s.d.rows(all)
@@ -40,7 +41,7 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 }
 
 // counters lists the loaded programs' latest counters, by id.
-func (d *Daemon) counters() []api.ProgCounters {
+func (d *daemon) counters() []api.ProgCounters {
 	var out []api.ProgCounters
 	d.sampler.Read(func(v sampler.View) {
 		out = make([]api.ProgCounters, 0, v.Len())
@@ -66,7 +67,7 @@ func (s *server) show(w http.ResponseWriter, r *http.Request) {
 
 // rows lists loaded programs (and with all, every stored instance), by CPU %
 // then run time, highest first.
-func (d *Daemon) rows(all bool) ([]api.ProgRow, error) {
+func (d *daemon) rows(all bool) ([]api.ProgRow, error) {
 	var rows []api.ProgRow
 	live := map[store.InstanceKey]bool{}
 	d.sampler.Read(func(v sampler.View) {
@@ -113,7 +114,7 @@ func val(f *float64) float64 {
 }
 
 // liveRow builds the row of a live program, inside the sampler's Read.
-func (d *Daemon) liveRow(p *sampler.Program) api.ProgRow {
+func (d *daemon) liveRow(p *sampler.Program) api.ProgRow {
 	m, key := p.Meta(), p.IdentityKey()
 	smp, at := p.Latest()
 	cur := sampler.Counters(smp)
@@ -135,7 +136,7 @@ func (d *Daemon) liveRow(p *sampler.Program) api.ProgRow {
 
 // storedRow builds an api.ProgRow for an instance that is no longer loaded, from
 // its last stored sample.
-func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
+func (d *daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	var meta collectors.Meta
 	if len(rec.Meta) > 0 {
 		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
@@ -166,7 +167,7 @@ func (d *Daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	return row, nil
 }
 
-func (d *Daemon) detail(inst instance) (api.ProgDetail, error) {
+func (d *daemon) detail(inst instance) (api.ProgDetail, error) {
 	if inst.live != nil {
 		var detail api.ProgDetail
 		d.sampler.Read(func(sampler.View) {

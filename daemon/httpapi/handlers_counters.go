@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/counters"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -26,11 +27,11 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 		var window time.Duration
 		if v := q.Get("window"); v != "" {
 			if window, err = time.ParseDuration(v); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", ErrBadRequest, v))
+				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", errs.BadRequest, v))
 				return
 			}
 			if err := counters.CheckWindow(window); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %w", ErrBadRequest, err))
+				reply(w, nil, fmt.Errorf("%w: window %w", errs.BadRequest, err))
 				return
 			}
 		}
@@ -40,7 +41,7 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 			return
 		}
 		if inst.live == nil {
-			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", ErrBadRequest, ref, inst.rec.ID))
+			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.rec.ID))
 			return
 		}
 		t, err := s.d.ctr.Enable(r.Context(), enable, inst.rec.Key, inst.rec.Name, window)
@@ -62,9 +63,9 @@ func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
 // counterHistory lists the finished windows of every instance PROG names,
 // oldest first: for each pair of consecutive samples that counted runs,
 // the per-run figures of what happened between them.
-func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
+func (d *daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
 	if !until.After(since) {
-		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", ErrBadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
+		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", errs.BadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
 	}
 	insts, err := d.resolve(ref)
 	if err != nil {
@@ -94,7 +95,7 @@ func (d *Daemon) counterHistory(ref string, since, until time.Time) (api.Counter
 				h.Points = append(h.Points, api.CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
 			}
 			if len(h.Points) > maxHistoryPoints {
-				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", ErrBadRequest, maxHistoryPoints)
+				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", errs.BadRequest, maxHistoryPoints)
 			}
 		}
 	}

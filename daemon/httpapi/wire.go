@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"github.com/bpfperf/bpfperf/api"

@@ -1,18 +1,17 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
-	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -60,8 +59,8 @@ func (s *server) mapDetail(w http.ResponseWriter, r *http.Request) {
 }
 
 // mapsView is GET /v1/maps.
-func (d *Daemon) mapsView(all bool) (api.Maps, error) {
-	users, progOwners := d.mapUsers()
+func (d *daemon) mapsView(all bool) (api.Maps, error) {
+	users, progOwners := d.sampler.MapUsers()
 	last := d.maps.Last()
 	out := api.Maps{
 		ReadAt: last.At, EveryMs: d.cfg.MapsEvery.Milliseconds(), Counting: last.Counting, Maps: []api.Map{},
@@ -111,24 +110,6 @@ func (d *Daemon) mapsView(all bool) (api.Maps, error) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// mapUsers indexes the loaded programs by the maps they use, and their
-// owners by program id.
-func (d *Daemon) mapUsers() (users map[uint32][]uint32, owners map[uint32][]collectors.Owner) {
-	users, owners = map[uint32][]uint32{}, map[uint32][]collectors.Owner{}
-	d.sampler.Read(func(v sampler.View) {
-		for id, p := range v.Programs() {
-			for _, m := range p.Meta().MapIDs {
-				users[m] = append(users[m], id)
-			}
-			owners[id] = p.Meta().Owners
-		}
-	})
-	for _, ids := range users {
-		slices.Sort(ids)
-	}
-	return users, owners
-}
-
 // liveMap is the API row of a map of the last reading. Its owners are the
 // processes holding it and those holding a program that uses it.
 func liveMap(m mapwatch.Map, progs []uint32, progOwners map[uint32][]collectors.Owner) api.Map {
@@ -161,7 +142,7 @@ func storedMap(rec store.MapRecord) api.Map {
 
 // resolveMap finds a map by id or name: present maps first, then the
 // store's (the newest instance).
-func (d *Daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
+func (d *daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
 	maps, err := d.mapsView(true)
 	if err != nil {
 		return api.Map{}, store.InstanceKey{}, err
@@ -174,7 +155,7 @@ func (d *Daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
 		}
 	}
 	if len(found) == 0 {
-		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w %q (bpfperf maps --all lists them)", ErrUnknownMap, ref)
+		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w %q (bpfperf maps --all lists them)", errs.UnknownMap, ref)
 	}
 	// Present ones sort first; among gone ones take the newest.
 	best := found[0]
@@ -185,7 +166,7 @@ func (d *Daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
 			}
 		}
 	} else if idErr != nil && len(found) > 1 && found[1].Present {
-		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w: %d loaded maps are named %q: use an id", ErrAmbiguousMap, countPresent(found), ref)
+		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w: %d loaded maps are named %q: use an id", errs.AmbiguousMap, countPresent(found), ref)
 	}
 	key := store.InstanceKey{Boot: d.boot, ID: best.ID}
 	if !best.Present {

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
 // compareBenchRuns answers GET /v1/bench/compare?base=REF&new=REF: what
@@ -21,7 +22,7 @@ func (s *server) compareBenchRuns(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("min_delta"); v != "" {
 		var err error
 		if minPct, err = strconv.ParseFloat(v, 64); err != nil || minPct < 0 {
-			reply(w, nil, fmt.Errorf("%w: min_delta %q is not a percentage of 0 or more", ErrBadRequest, v))
+			reply(w, nil, fmt.Errorf("%w: min_delta %q is not a percentage of 0 or more", errs.BadRequest, v))
 			return
 		}
 	}
@@ -29,7 +30,7 @@ func (s *server) compareBenchRuns(w http.ResponseWriter, r *http.Request) {
 	for i, name := range []string{"base", "new"} {
 		ref := q.Get(name)
 		if ref == "" {
-			reply(w, nil, fmt.Errorf("%w: %s is required (a run id, last or last~N)", ErrBadRequest, name))
+			reply(w, nil, fmt.Errorf("%w: %s is required (a run id, last or last~N)", errs.BadRequest, name))
 			return
 		}
 		rep, err := s.d.benchReport(ref)
@@ -41,20 +42,20 @@ func (s *server) compareBenchRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	cmp := bench.CompareMin(samples[0], samples[1], minPct)
 	if len(cmp.Deltas) == 0 {
-		reply(w, nil, fmt.Errorf("%w: the runs have no test in common", ErrBadRequest))
+		reply(w, nil, fmt.Errorf("%w: the runs have no test in common", errs.BadRequest))
 		return
 	}
 	reply(w, cmp, nil)
 }
 
 // benchReport reads the stored report a run reference names.
-func (d *Daemon) benchReport(ref string) (*bench.Report, error) {
+func (d *daemon) benchReport(ref string) (*bench.Report, error) {
 	id, err := d.benchRunID(ref)
 	if err != nil {
 		return nil, err
 	}
 	_, data, err := d.store.GetBenchRun(id)
-	if errors.Is(err, ErrUnknownBenchRun) {
+	if errors.Is(err, errs.UnknownBenchRun) {
 		err = fmt.Errorf("%w (bpfperf bench runs lists the stored runs)", err)
 	}
 	if err != nil {

@@ -1,10 +1,12 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
 // strict answers what mux has no route for in the API's JSON error form
@@ -46,7 +48,7 @@ func strict(mux *http.ServeMux, params map[string][]string) http.Handler {
 
 func unknownParam(path, name string, takes []string) error {
 	if len(takes) == 0 {
-		return fmt.Errorf("%w: %s takes no query parameters, got %q", ErrBadRequest, path, name)
+		return fmt.Errorf("%w: %s takes no query parameters, got %q", errs.BadRequest, path, name)
 	}
-	return fmt.Errorf("%w: %s does not take %q; it takes %s", ErrBadRequest, path, name, strings.Join(takes, ", "))
+	return fmt.Errorf("%w: %s does not take %q; it takes %s", errs.BadRequest, path, name, strings.Join(takes, ", "))
 }

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
@@ -41,7 +42,7 @@ func instanceOf(v sampler.View, rec store.Program) instance {
 // resolve finds the instances a user's PROG names: a numeric id, a name
 // (full, or the kernel's cut name), name@tag, or an identity (its short id
 // or its key). Loaded instances come first, then the rest newest first.
-func (d *Daemon) resolve(ref string) ([]instance, error) {
+func (d *daemon) resolve(ref string) ([]instance, error) {
 	recs, err := d.store.Programs()
 	if err != nil && d.store.Damaged() == "" {
 		return nil, err
@@ -56,7 +57,7 @@ func (d *Daemon) resolve(ref string) ([]instance, error) {
 		out = matching(v, recs, ref, d.boot)
 	})
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w %q: no program with that id, name, name@tag or identity", ErrUnknownProgram, ref)
+		return nil, fmt.Errorf("%w %q: no program with that id, name, name@tag or identity", errs.UnknownProgram, ref)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if (out[i].live != nil) != (out[j].live != nil) {
@@ -95,7 +96,7 @@ func matching(v sampler.View, recs []store.Program, ref string, boot uint32) []i
 // resolveOne picks the single instance PROG means: the loaded one, or if
 // none is loaded the newest. Two loaded programs sharing a name are
 // ambiguous.
-func (d *Daemon) resolveOne(ref string) (instance, error) {
+func (d *daemon) resolveOne(ref string) (instance, error) {
 	insts, err := d.resolve(ref)
 	if err != nil {
 		return instance{}, err
@@ -118,14 +119,14 @@ func ambiguous(ref string, insts []instance) error {
 			ids = append(ids, fmt.Sprintf("%d (tag %s)", in.rec.ID, in.rec.Tag))
 		}
 	}
-	return fmt.Errorf("%w %q: loaded as ids %s; use an id or an identity", ErrAmbiguousProgram, ref, strings.Join(ids, ", "))
+	return fmt.Errorf("%w %q: loaded as ids %s; use an id or an identity", errs.AmbiguousProgram, ref, strings.Join(ids, ", "))
 }
 
 // sameProgram widens instances of one identity to every instance of it,
 // reloads and records from before identities were kept included: the
 // history of "this program". Instances of several identities (a name that
 // several programs share), or of none yet, are returned as they are.
-func (d *Daemon) sameProgram(insts []instance) ([]instance, error) {
+func (d *daemon) sameProgram(insts []instance) ([]instance, error) {
 	key := ""
 	for _, in := range insts {
 		if in.ident == "" || (key != "" && in.ident != key) {
@@ -175,7 +176,7 @@ func overlap(insts []instance) bool {
 }
 
 // liveRecords are the loaded programs as the store records them.
-func (d *Daemon) liveRecords() (recs []store.Program) {
+func (d *daemon) liveRecords() (recs []store.Program) {
 	d.sampler.Read(func(v sampler.View) { recs = v.Records() })
 	return recs
 }

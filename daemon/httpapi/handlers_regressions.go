@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/internal/regress"
 	"github.com/bpfperf/bpfperf/profile"
@@ -20,7 +21,7 @@ func isFinding(kind string) bool {
 
 // findings returns the stored findings in [since, until], of one program
 // name when prog is set.
-func (d *Daemon) findings(since, until time.Time, prog string) ([]api.Regression, error) {
+func (d *daemon) findings(since, until time.Time, prog string) ([]api.Regression, error) {
 	events, err := d.store.Events(since, until)
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func (s *server) listRegressions(w http.ResponseWriter, r *http.Request) {
 	// prog is a program name the store knows (404 otherwise, as history);
 	// a name many versions share is what findings are about.
 	if ref := q.Get("prog"); ref != "" {
-		if _, err := s.d.resolve(ref); errors.Is(err, ErrUnknownProgram) {
+		if _, err := s.d.resolve(ref); errors.Is(err, errs.UnknownProgram) {
 			reply(w, nil, err)
 			return
 		}
@@ -60,7 +61,7 @@ func (s *server) listRegressions(w http.ResponseWriter, r *http.Request) {
 }
 
 // regression finds a stored finding by id, over the whole history.
-func (d *Daemon) regression(id string) (api.Regression, error) {
+func (d *daemon) regression(id string) (api.Regression, error) {
 	list, err := d.findings(time.Unix(0, 0), d.now().Add(time.Hour), "")
 	if err != nil {
 		return api.Regression{}, err
@@ -70,7 +71,7 @@ func (d *Daemon) regression(id string) (api.Regression, error) {
 			return r, nil
 		}
 	}
-	return api.Regression{}, fmt.Errorf("%w: %q", ErrUnknownRegression, id)
+	return api.Regression{}, fmt.Errorf("%w: %q", errs.UnknownRegression, id)
 }
 
 func (s *server) getRegression(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -31,7 +32,7 @@ const (
 func benchReply(w http.ResponseWriter, v any, err error) {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		replyError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: report is larger than %d MiB", ErrBadRequest, api.MaxBenchReport>>20))
+		replyError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: report is larger than %d MiB", errs.BadRequest, api.MaxBenchReport>>20))
 		return
 	}
 	reply(w, v, err)
@@ -69,31 +70,31 @@ func benchRunOf(body []byte, label string, now time.Time) (store.BenchRun, error
 	var rep bench.Report
 	if err := dec.Decode(&rep); err != nil {
 		if where := typeMismatch(body, reflect.TypeFor[bench.Report]()); where != nil {
-			return run, fmt.Errorf("%w: bench report: %w", ErrBadRequest, where)
+			return run, fmt.Errorf("%w: bench report: %w", errs.BadRequest, where)
 		}
-		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json)", ErrBadRequest)
+		return run, fmt.Errorf("%w: not a bench report (the JSON of bpfperf bench -o json)", errs.BadRequest)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return run, fmt.Errorf("%w: not a bench report: data after the JSON document", ErrBadRequest)
+		return run, fmt.Errorf("%w: not a bench report: data after the JSON document", errs.BadRequest)
 	}
 	if len(rep.Results) == 0 {
-		return run, fmt.Errorf("%w: bench report has no results", ErrBadRequest)
+		return run, fmt.Errorf("%w: bench report has no results", errs.BadRequest)
 	}
 	for i, res := range rep.Results {
 		if res.Name == "" {
-			return run, fmt.Errorf("%w: bench report: result %d has no test name", ErrBadRequest, i)
+			return run, fmt.Errorf("%w: bench report: result %d has no test name", errs.BadRequest, i)
 		}
 	}
 	if rep.Time.IsZero() || rep.Time.Year() < 2000 || rep.Time.After(now.Add(time.Hour)) {
-		return run, fmt.Errorf("%w: bench report time %q is missing or out of range", ErrBadRequest, rep.Time.Format(time.RFC3339))
+		return run, fmt.Errorf("%w: bench report time %q is missing or out of range", errs.BadRequest, rep.Time.Format(time.RFC3339))
 	}
 	for i, res := range rep.Results {
 		if err := checkMeasurements(res); err != nil {
-			return run, fmt.Errorf("%w: bench report: results[%d] (%s): %w", ErrBadRequest, i, res.Name, err)
+			return run, fmt.Errorf("%w: bench report: results[%d] (%s): %w", errs.BadRequest, i, res.Name, err)
 		}
 	}
 	if len(label) > maxBenchLabel || strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return run, fmt.Errorf("%w: label must be printable and at most %d bytes", ErrBadRequest, maxBenchLabel)
+		return run, fmt.Errorf("%w: label must be printable and at most %d bytes", errs.BadRequest, maxBenchLabel)
 	}
 	if label == "" {
 		label = defaultBenchLabel(rep.Config)
@@ -175,7 +176,7 @@ func (s *server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, report, err := s.d.store.GetBenchRun(id)
-	if errors.Is(err, ErrUnknownBenchRun) {
+	if errors.Is(err, errs.UnknownBenchRun) {
 		err = fmt.Errorf("%w (bpfperf bench runs lists the stored runs)", err)
 	}
 	if err != nil {
@@ -188,7 +189,7 @@ func (s *server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // benchRunID resolves a run reference to an id.
-func (d *Daemon) benchRunID(ref string) (uint64, error) {
+func (d *daemon) benchRunID(ref string) (uint64, error) {
 	back, isLast, err := parseLast(ref)
 	if err != nil {
 		return 0, err
@@ -196,7 +197,7 @@ func (d *Daemon) benchRunID(ref string) (uint64, error) {
 	if !isLast {
 		id, err := strconv.ParseUint(ref, 10, 64)
 		if err != nil || id == 0 {
-			return 0, fmt.Errorf("%w %q: want a run id (bpfperf bench runs lists them), last or last~N", ErrBadRequest, ref)
+			return 0, fmt.Errorf("%w %q: want a run id (bpfperf bench runs lists them), last or last~N", errs.BadRequest, ref)
 		}
 		return id, nil
 	}
@@ -205,7 +206,7 @@ func (d *Daemon) benchRunID(ref string) (uint64, error) {
 		return 0, err
 	}
 	if back >= len(runs) {
-		return 0, fmt.Errorf("%w %q: %d runs are stored", ErrUnknownBenchRun, ref, len(runs))
+		return 0, fmt.Errorf("%w %q: %d runs are stored", errs.UnknownBenchRun, ref, len(runs))
 	}
 	return runs[len(runs)-1-back].ID, nil
 }
@@ -221,7 +222,7 @@ func parseLast(ref string) (back int, ok bool, err error) {
 	}
 	n, err := strconv.Atoi(strings.TrimPrefix(rest, "~"))
 	if !strings.HasPrefix(rest, "~") || err != nil || n < 0 {
-		return 0, true, fmt.Errorf("%w %q: want last or last~N", ErrBadRequest, ref)
+		return 0, true, fmt.Errorf("%w %q: want last or last~N", errs.BadRequest, ref)
 	}
 	return n, true, nil
 }

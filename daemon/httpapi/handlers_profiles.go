@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
@@ -33,7 +34,7 @@ func kindFilter(r *http.Request, def string) (func(store.ProfileInfo) bool, erro
 	case store.ProfileContinuous, store.ProfileOnDemand:
 		return func(p store.ProfileInfo) bool { return p.Kind == k }, nil
 	}
-	return nil, fmt.Errorf("%w: kind %q: want continuous, on-demand or all", ErrBadRequest, k)
+	return nil, fmt.Errorf("%w: kind %q: want continuous, on-demand or all", errs.BadRequest, k)
 }
 
 func (s *server) profilesIn(r *http.Request, defKind string) ([]store.ProfileInfo, time.Time, time.Time, error) {
@@ -108,12 +109,12 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	v := r.URL.Query().Get("duration")
 	if v == "" {
-		reply(w, nil, fmt.Errorf("%w: duration is required", ErrBadRequest))
+		reply(w, nil, fmt.Errorf("%w: duration is required", errs.BadRequest))
 		return
 	}
 	dur, err := time.ParseDuration(v)
 	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: duration %q is not a duration like 10s", ErrBadRequest, v))
+		reply(w, nil, fmt.Errorf("%w: duration %q is not a duration like 10s", errs.BadRequest, v))
 		return
 	}
 	if err := profile.CheckDuration(dur, prof.MaxDuration()); err != nil {
@@ -123,7 +124,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 	ev := prof.Event()
 	if v := r.URL.Query().Get("event"); v != "" {
 		if ev, err = perfevent.Parse(v); err != nil {
-			reply(w, nil, fmt.Errorf("%w: %w", ErrBadRequest, err))
+			reply(w, nil, fmt.Errorf("%w: %w", errs.BadRequest, err))
 			return
 		}
 	}
