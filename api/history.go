@@ -1,8 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/bpfperf/bpfperf/store"
 )
 
 // HistoryPoint is one point of GET /v1/history.
@@ -32,21 +33,10 @@ type History struct {
 	Points     []HistoryPoint `json:"points"`
 }
 
-// Event explains a change in the graphs.
-type Event struct {
-	Time time.Time `json:"time"`
-	Kind string    `json:"kind"` // "loaded", "unloaded", "new_version", "stats_mode", "daemon_start", "daemon_stop", "bench_run"
-	ID   uint32    `json:"id,omitempty"`
-	Name string    `json:"name,omitempty"`
-	Tag  string    `json:"tag,omitempty"`
-	// Identity is the program's identity key (see ProgRow.Identity), on
-	// events about a program whose identity is settled.
-	Identity string `json:"identity,omitempty"`
-	Detail   string `json:"detail,omitempty"`
-	MapID    uint32 `json:"map_id,omitempty"` // map events: "map_fill", "map_leak"
-	// Evidence of a finding (regression, improvement, shift): a Regression.
-	Evidence json.RawMessage `json:"evidence,omitempty"`
-}
+// Event explains a change in the graphs (store.Event): a program loaded,
+// unloaded or of a new version, the daemon started or stopped, a finding,
+// a map filling up.
+type Event = store.Event
 
 // Events is GET /v1/events.
 type Events struct {

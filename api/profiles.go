@@ -1,21 +1,10 @@
 package api
 
-import "time"
+import "github.com/bpfperf/bpfperf/store"
 
-// ProfileInfo describes one stored profile in GET /v1/profiles.
-type ProfileInfo struct {
-	ID       string    `json:"id"`
-	Start    time.Time `json:"start"`
-	Duration int64     `json:"duration_ns"`
-	Kind     string    `json:"kind"` // ProfileContinuous or ProfileOnDemand
-	Event    string    `json:"event"`
-	Hz       int       `json:"hz"`
-	// Samples counts the samples in the profile (with a BPF frame, unless
-	// the daemon keeps every kernel sample).
-	Samples int64 `json:"samples"`
-	// Bytes is the size of the stored, gzipped pprof profile.
-	Bytes int `json:"bytes"`
-}
+// ProfileInfo describes one stored profile in GET /v1/profiles
+// (store.ProfileInfo).
+type ProfileInfo = store.ProfileInfo
 
 // Kinds of stored profiles.
 const (

@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
 
 // ProgRow is one program in GET /v1/progs.
 type ProgRow struct {
@@ -71,50 +75,19 @@ type ProgDetail struct {
 }
 
 // Meta is everything about one program instance that does not change while
-// it is loaded. JSON names follow bpftool's `prog show -j` where bpftool
+// it is loaded, as the daemon reads and stores it (collectors.Meta: one
+// definition). JSON names follow bpftool's `prog show -j` where bpftool
 // has the field.
-type Meta struct {
-	ID            uint32        `json:"id"`
-	Type          string        `json:"type"` // bpftool's name, "type_N" if unknown
-	TypeID        uint32        `json:"type_id"`
-	Name          string        `json:"name"`
-	KernelName    string        `json:"kernel_name"`
-	Tag           string        `json:"tag"` // 16 hex chars
-	GPLCompatible bool          `json:"gpl_compatible"`
-	LoadedAt      time.Time     `json:"loaded_at"`
-	UID           uint32        `json:"uid"`
-	BytesXlated   uint32        `json:"bytes_xlated"`
-	BytesJited    uint32        `json:"bytes_jited"`
-	BytesMemlock  uint64        `json:"bytes_memlock"`
-	MapIDs        []uint32      `json:"map_ids"`
-	BTFID         uint32        `json:"btf_id"`
-	VerifiedInsns uint32        `json:"verified_insns"`
-	Attach        []AttachPoint `json:"attach,omitempty"`
-	Owners        []Owner       `json:"pids,omitempty"`
-}
+type Meta = collectors.Meta
 
 // Owner is a process holding a program or map, directly or through a
-// link, with its cgroup and the systemd unit and container that names.
-type Owner struct {
-	PID       int    `json:"pid"`
-	Comm      string `json:"comm"`
-	Cgroup    string `json:"cgroup,omitempty"`
-	Unit      string `json:"unit,omitempty"`
-	Container string `json:"container,omitempty"`
-	// Pin is the bpffs path of an object no process holds (PID 0).
-	Pin string `json:"pin,omitempty"`
-}
+// link, with its cgroup and the systemd unit and container that names
+// (collectors.Owner).
+type Owner = collectors.Owner
 
-// AttachPoint is one BPF link that attaches a program.
-type AttachPoint struct {
-	LinkID uint32 `json:"link_id"`
-	Type   string `json:"type"`   // bpftool's link type name, "type_N" if unknown
-	Target string `json:"target"` // e.g. "ifindex 1 (lo)", "sched_switch"; "" if the kernel does not tell
-	// Missed counts events a kprobe, kretprobe or kprobe_multi link never
-	// ran the program for (Linux 6.7 and later; absent otherwise), as of
-	// the last reading of links.
-	Missed *uint64 `json:"missed,omitempty"`
-}
+// AttachPoint is one place a program is attached: a BPF link, a netlink
+// attachment or a perf event (collectors.AttachPoint).
+type AttachPoint = collectors.AttachPoint
 
 // SumByName folds rows that share a type and a name (one object attached
 // to many devices or cgroups, a tool running twice) into one row each, in

@@ -1,35 +1,16 @@
 package api
 
-import "time"
+import (
+	"time"
 
-// StoreStats is GET /v1/store/stats: what the store holds.
-type StoreStats struct {
-	Path      string                `json:"path"`
-	FileBytes int64                 `json:"file_bytes"`
-	Schema    int                   `json:"schema"`
-	Programs  int                   `json:"programs"`
-	Events    int                   `json:"events"`
-	Groups    map[string]GroupStats `json:"resolutions"` // "raw", "1m0s", "1h0m0s", "counters"
-	Oldest    time.Time             `json:"oldest_sample,omitzero"`
-	Newest    time.Time             `json:"newest_sample,omitzero"`
-}
+	"github.com/bpfperf/bpfperf/store"
+)
 
-// GroupStats is one resolution's share of the store.
-type GroupStats struct {
-	Series  int   `json:"series"`
-	Chunks  int   `json:"chunks"`
-	Samples int64 `json:"samples"`
-	Bytes   int64 `json:"bytes"` // chunk payload, without bbolt's keys and pages
-}
+// StoreStats is GET /v1/store/stats: what the store holds (store.Stats).
+type StoreStats = store.Stats
 
-// BytesPerSample is chunk bytes per (series, counter, timestamp) sample,
-// for samples of columns counters; 0 without samples.
-func (g GroupStats) BytesPerSample(columns int) float64 {
-	if g.Samples == 0 || columns <= 0 {
-		return 0
-	}
-	return float64(g.Bytes) / float64(g.Samples*int64(columns))
-}
+// GroupStats is one resolution's share of the store (store.GroupStats).
+type GroupStats = store.GroupStats
 
 // StoreCheck is GET /v1/store/check.
 type StoreCheck struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/counters"
+	"github.com/bpfperf/bpfperf/daemon/httpapi"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
@@ -45,7 +46,7 @@ type Config struct {
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
-	Web         WebConfig // the opt-in TCP listener (web.go)
+	Web         WebConfig // the opt-in TCP listener (daemon/httpapi)
 	// Maps (daemon/mapwatch): how often every map is read, the window over which
 	// steady growth is a leak, and the keys one reading may walk.
 	MapsEvery      time.Duration
@@ -121,7 +122,7 @@ func (c *Config) validate() error {
 	if r := c.Retention; r.Raw < time.Hour || r.Minute < r.Raw || r.Rollup < r.Minute {
 		return fmt.Errorf("%w: retention must grow with coarseness: --retention.raw %v (at least 1h) <= --retention.minute %v <= --retention.rollup %v", ErrBadConfig, r.Raw, r.Minute, r.Rollup)
 	}
-	if err := c.Web.validate(); err != nil {
+	if err := c.Web.Validate(); err != nil {
 		return err
 	}
 	if err := c.validateMaps(); err != nil {
@@ -150,57 +151,37 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Defaults of the --regressions.* flags.
+// The rooms' configurations and flag defaults, as cmd/bpfperfd names them.
+type (
+	WebConfig      = httpapi.WebConfig // the opt-in TCP listener
+	CountersConfig = counters.Config   // which programs are counted and how
+	ProfileConfig  = profiling.Config  // continuous and on-demand profiling
+)
+
 const (
+	DefaultWebMaxPrograms      = httpapi.DefaultWebMaxPrograms
+	DefaultWebMaxRequests      = httpapi.DefaultWebMaxRequests
 	DefaultRegressionWindow    = regressions.DefaultWindow
 	DefaultRegressionMinChange = regressions.DefaultMinChange
 	DefaultRegressionAlpha     = regressions.DefaultAlpha
-)
-
-// CountersConfig configures which programs are counted and how.
-type CountersConfig = counters.Config
-
-// Counter defaults.
-const (
-	DefaultCountersWindow = counters.DefaultWindow
-	DefaultCountersEvery  = counters.DefaultEvery
-	DefaultCountersMax    = counters.DefaultMax
-)
-
-// ProfileConfig configures continuous and on-demand profiling.
-type ProfileConfig = profiling.Config
-
-// Defaults for the profiling flags.
-const (
-	DefaultProfileEvery      = profiling.DefaultEvery
-	DefaultProfileHz         = profiling.DefaultHz
-	DefaultProfileLimit      = profiling.DefaultLimit
-	DefaultRetentionProfiles = profiling.DefaultRetention
-)
-
-// Defaults of the map flags.
-const (
-	DefaultMapsEvery      = mapwatch.DefaultEvery
-	DefaultMapsLeakWindow = mapwatch.DefaultLeakWindow
+	DefaultCountersWindow      = counters.DefaultWindow
+	DefaultCountersEvery       = counters.DefaultEvery
+	DefaultCountersMax         = counters.DefaultMax
+	DefaultProfileEvery        = profiling.DefaultEvery
+	DefaultProfileHz           = profiling.DefaultHz
+	DefaultProfileLimit        = profiling.DefaultLimit
+	DefaultRetentionProfiles   = profiling.DefaultRetention
+	DefaultMapsEvery           = mapwatch.DefaultEvery
+	DefaultMapsLeakWindow      = mapwatch.DefaultLeakWindow
 )
 
 // validateMaps checks the map flags and fills their defaults.
 func (c *Config) validateMaps() error {
-	if c.MapsEvery == 0 {
-		c.MapsEvery = DefaultMapsEvery
+	m := mapwatch.Config{Every: c.MapsEvery, LeakWindow: c.MapsLeakWindow, WalkBudget: c.MapsWalkBudget}
+	if err := m.Validate(); err != nil {
+		return err
 	}
-	if c.MapsLeakWindow == 0 {
-		c.MapsLeakWindow = DefaultMapsLeakWindow
-	}
-	if c.MapsEvery < mapwatch.MinEvery || c.MapsEvery > maxInterval {
-		return fmt.Errorf("%w: --maps.every %v is outside %v..%v", ErrBadConfig, c.MapsEvery, mapwatch.MinEvery, maxInterval)
-	}
-	if c.MapsLeakWindow < 2*c.MapsEvery {
-		return fmt.Errorf("%w: --maps.leak-window %v must be at least two readings (2 x --maps.every %v)", ErrBadConfig, c.MapsLeakWindow, c.MapsEvery)
-	}
-	if c.MapsWalkBudget < 0 {
-		return fmt.Errorf("%w: --maps.walk-budget %d is negative", ErrBadConfig, c.MapsWalkBudget)
-	}
+	c.MapsEvery, c.MapsLeakWindow = m.Every, m.LeakWindow
 	return nil
 }
 

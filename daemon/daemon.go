@@ -23,6 +23,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
+	"github.com/bpfperf/bpfperf/daemon/selfcost"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -35,7 +36,7 @@ type Daemon struct {
 	bootID  string
 	boot    uint32
 	started time.Time
-	cost    selfCost
+	cost    selfcost.Cost
 	// lastLoop is when the sampling loop last finished a tick (unix ns).
 	lastLoop atomic.Int64
 	prof     *profiling.Profiling
@@ -211,12 +212,12 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	})
 	d.api = httpapi.New(httpapi.Config{
 		Version: cfg.Version, Interval: cfg.Interval, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Logger: log, Now: cfg.Now,
-		Web: httpapi.Web{ListenAddress: cfg.Web.ListenAddress, ConfigFile: cfg.Web.ConfigFile, MaxRequests: cfg.Web.MaxRequests},
+		Web: cfg.Web,
 	}, httpapi.Rooms{
 		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Maps: d.maps, Metrics: d.metrics,
 		BootID: d.bootID, Boot: d.boot, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
 	})
-	d.cost.sample(d.started)
+	d.cost.Sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 	return nil
 }
@@ -302,6 +303,17 @@ func (d *Daemon) runUntil(ctx context.Context) (err error) {
 	return err
 }
 
+// housekeepingEvery is how often the loop hands idle heap back and checks
+// the store file is still there.
+const housekeepingEvery = 10 * time.Second
+
+// self is the daemon's own CPU % (of one core, over the last minute),
+// resident and live heap bytes, for status.
+func (d *Daemon) self() (cpuPercent float64, rss, heapLive int64) {
+	cpuPercent, rss = d.cost.Read()
+	return cpuPercent, rss, selfcost.HeapLiveBytes()
+}
+
 // loop samples every interval until ctx is done. A failed tick is logged
 // and retried next tick; it does not stop the daemon (a restart would not
 // fix a full disk).
@@ -326,7 +338,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 		// Fold complete minutes into rollups here, after the tick, so they
 		// always see every sample written before them.
 		if now.Sub(lastHousekeeping) >= housekeepingEvery {
-			returnIdleMemory()
+			selfcost.ReturnIdleMemory()
 			// A store file removed under the daemon (its directory
 			// wiped, say) takes every later write with it when the
 			// daemon stops: say so once, loudly, rather than go on
@@ -345,7 +357,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			}
 		}
 		d.lastLoop.Store(time.Now().UnixNano())
-		d.cost.sample(now)
+		d.cost.Sample(now)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -16,9 +16,10 @@ type GroupStats struct {
 	Bytes   int64 `json:"bytes"` // chunk payload, without bbolt's keys and pages
 }
 
-// BytesPerSample is chunk bytes per (series, counter, timestamp) sample.
+// BytesPerSample is chunk bytes per (series, counter, timestamp) sample,
+// for samples of columns counters; 0 without samples.
 func (g GroupStats) BytesPerSample(columns int) float64 {
-	if g.Samples == 0 {
+	if g.Samples == 0 || columns <= 0 {
 		return 0
 	}
 	return float64(g.Bytes) / float64(g.Samples*int64(columns))
@@ -31,7 +32,7 @@ type Stats struct {
 	Schema    int                   `json:"schema"`
 	Programs  int                   `json:"programs"`
 	Events    int                   `json:"events"`
-	Groups    map[string]GroupStats `json:"resolutions"` // "raw", "1m0s", "1h0m0s"
+	Groups    map[string]GroupStats `json:"resolutions"` // "raw", "1m0s", "1h0m0s", "counters"
 	Oldest    time.Time             `json:"oldest_sample,omitzero"`
 	Newest    time.Time             `json:"newest_sample,omitzero"`
 }

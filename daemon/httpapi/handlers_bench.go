@@ -59,7 +59,7 @@ func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/v1/bench/runs/"+strconv.FormatUint(run.ID, 10))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(apiBenchRun(run))
+	json.NewEncoder(w).Encode(run)
 }
 
 // benchRunOf checks that body is one bench report with results and says
@@ -164,7 +164,7 @@ func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, err := s.d.store.ListBenchRuns(since, until)
-	reply(w, api.BenchRuns{Since: since, Until: until, Runs: apiBenchRuns(runs)}, err)
+	reply(w, api.BenchRuns{Since: since, Until: until, Runs: nonNil(runs)}, err)
 }
 
 // getBenchRun answers with the report as it was stored. {id} is a run id,

@@ -52,5 +52,5 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		events = kept
 	}
-	reply(w, api.Events{Since: since, Until: until, Events: apiEvents(events)}, err)
+	reply(w, api.Events{Since: since, Until: until, Events: nonNil(events)}, err)
 }

@@ -123,7 +123,7 @@ func liveMap(m mapwatch.Map, progs []uint32, progOwners map[uint32][]collectors.
 		n := i.Entries
 		row.Entries, row.FillPercent = &n, api.Fill(&n, i.MaxEntries)
 	}
-	row.Owners = apiOwners(mapwatch.Owners(m.Owners, progs, progOwners, m.Pin))
+	row.Owners = mapwatch.Owners(m.Owners, progs, progOwners, m.Pin)
 	return row
 }
 
@@ -135,7 +135,7 @@ func storedMap(rec store.MapRecord) api.Map {
 	}
 	var owners []collectors.Owner
 	if json.Unmarshal(rec.Owners, &owners) == nil {
-		row.Owners = apiOwners(owners)
+		row.Owners = owners
 	}
 	return row
 }

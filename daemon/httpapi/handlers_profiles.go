@@ -62,7 +62,7 @@ func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	reply(w, apiProfiles(list), nil)
+	reply(w, nonNil(list), nil)
 }
 
 func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -123,7 +124,7 @@ func (d *daemon) liveRow(p *sampler.Program) api.ProgRow {
 		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
 		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: m.LoadedAt, BootID: d.bootID, LastSample: at,
-		Owners: apiOwners(m.Owners), Attach: apiAttach(m.Attach),
+		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), // copied under the sampler's lock
 		SampledCPUPercent: d.prof.SampledCPU(m.ID),
 		MapBytes:          d.maps.BytesOf(m.MapIDs),
 	}
@@ -148,7 +149,7 @@ func (d *daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	row := api.ProgRow{
 		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
 		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Attach(meta.Attach),
-		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: apiOwners(meta.Owners), Attach: apiAttach(meta.Attach),
+		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach,
 	}
 	until := rec.UnloadedAt
 	if until.IsZero() {
@@ -171,7 +172,9 @@ func (d *daemon) detail(inst instance) (api.ProgDetail, error) {
 	if inst.live != nil {
 		var detail api.ProgDetail
 		d.sampler.Read(func(sampler.View) {
-			detail = api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: apiMeta(*inst.live.Meta())}
+			meta := *inst.live.Meta()
+			meta.Owners, meta.Attach = slices.Clone(meta.Owners), slices.Clone(meta.Attach)
+			detail = api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: meta}
 		})
 		return detail, nil
 	}
@@ -185,5 +188,5 @@ func (d *daemon) detail(inst instance) (api.ProgDetail, error) {
 			return api.ProgDetail{}, err
 		}
 	}
-	return api.ProgDetail{ProgRow: row, Meta: apiMeta(meta)}, nil
+	return api.ProgDetail{ProgRow: row, Meta: meta}, nil
 }

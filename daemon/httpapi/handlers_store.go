@@ -16,7 +16,7 @@ import (
 // storeStats answers GET /v1/store/stats.
 func (s *server) storeStats(w http.ResponseWriter, r *http.Request) {
 	st, err := s.d.store.Stats()
-	reply(w, apiStoreStats(st), err)
+	reply(w, st, err)
 }
 
 // storeCheck answers GET /v1/store/check: it reads the whole store.

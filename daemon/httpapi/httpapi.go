@@ -28,21 +28,11 @@ type Config struct {
 	Interval    time.Duration // sampling interval
 	MapsEvery   time.Duration // --maps.every
 	Regressions regress.Config
-	Web         Web
+	Web         WebConfig
 	Logger      *slog.Logger
 	// Now is the daemon's clock: the defaults of since and until, and how
 	// fresh a figure is.
 	Now func() time.Time
-}
-
-// Web is the opt-in TCP listener's configuration.
-type Web struct {
-	// ListenAddress is host:port; "" leaves the listener off.
-	ListenAddress string
-	// ConfigFile is exporter-toolkit's web config (TLS, basic auth).
-	ConfigFile string
-	// MaxRequests is how many requests are answered at once; more get 503.
-	MaxRequests int
 }
 
 // Rooms are the parts of the daemon the API reads.

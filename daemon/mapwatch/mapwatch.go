@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -25,6 +26,7 @@ const (
 	DefaultEvery      = time.Minute
 	DefaultLeakWindow = 30 * time.Minute
 	MinEvery          = 100 * time.Millisecond
+	MaxEvery          = time.Hour
 )
 
 // The fill thresholds that raise an event when a map crosses them upward,
@@ -68,6 +70,26 @@ type Config struct {
 	WalkBudget int           // keys one reading may walk (0: collectors' default)
 	BPFFS      string        // where pins are looked for
 	Logger     *slog.Logger
+}
+
+// Validate checks the map flags and fills their defaults.
+func (c *Config) Validate() error {
+	if c.Every == 0 {
+		c.Every = DefaultEvery
+	}
+	if c.LeakWindow == 0 {
+		c.LeakWindow = DefaultLeakWindow
+	}
+	if c.Every < MinEvery || c.Every > MaxEvery {
+		return fmt.Errorf("%w: --maps.every %v is outside %v..%v", errs.BadConfig, c.Every, MinEvery, MaxEvery)
+	}
+	if c.LeakWindow < 2*c.Every {
+		return fmt.Errorf("%w: --maps.leak-window %v must be at least two readings (2 x --maps.every %v)", errs.BadConfig, c.LeakWindow, c.Every)
+	}
+	if c.WalkBudget < 0 {
+		return fmt.Errorf("%w: --maps.walk-budget %d is negative", errs.BadConfig, c.WalkBudget)
+	}
+	return nil
 }
 
 // Users indexes the loaded programs by the maps they use, and their

@@ -1,4 +1,7 @@
-package daemon
+// Package selfcost is what the daemon itself costs the host: its CPU over
+// the last minute, its resident and live heap memory, and the freed heap it
+// hands back after a burst.
+package selfcost
 
 import (
 	"os"
@@ -11,9 +14,9 @@ import (
 	"github.com/bpfperf/bpfperf/api"
 )
 
-// selfCost tracks the daemon's own CPU time and memory, so it can report
-// what watching costs. CPU % is over the last minute, relative to one CPU.
-type selfCost struct {
+// Cost tracks the daemon's own CPU time and memory, so it can report what
+// watching costs. CPU % is over the last minute, relative to one CPU.
+type Cost struct {
 	mu      sync.Mutex
 	samples []costSample // ring of the last minute
 }
@@ -25,7 +28,8 @@ type costSample struct {
 
 const costWindow = time.Minute
 
-func (c *selfCost) sample(now time.Time) {
+// Sample reads the CPU time used so far; the loop calls it each tick.
+func (c *Cost) Sample(now time.Time) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return
@@ -39,8 +43,8 @@ func (c *selfCost) sample(now time.Time) {
 	}
 }
 
-// read returns CPU % over the window and the resident set size in bytes.
-func (c *selfCost) read() (cpuPercent float64, rss int64) {
+// Read returns CPU % over the window and the resident set size in bytes.
+func (c *Cost) Read() (cpuPercent float64, rss int64) {
 	c.mu.Lock()
 	if n := len(c.samples); n >= 2 {
 		first, last := c.samples[0], c.samples[n-1]
@@ -63,11 +67,4 @@ func residentBytes() int64 {
 		}
 	}
 	return 0
-}
-
-// self is the daemon's own CPU % (of one core, over the last minute),
-// resident and live heap bytes, for status.
-func (d *Daemon) self() (cpuPercent float64, rss, heapLive int64) {
-	cpuPercent, rss = d.cost.read()
-	return cpuPercent, rss, heapLiveBytes()
 }

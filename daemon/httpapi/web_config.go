@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -6,16 +6,11 @@ import (
 	"strings"
 
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
-// The opt-in TCP listener (issue 13): /metrics for Prometheus,
-// /debug/pprof/profile for Parca and Pyroscope, and the /v1 GETs, so a
-// fleet's engines read every host without a login. It only reads: any
-// other method answers 405 (ErrReadOnly), and what changes state or starts
-// work (captures, counters enable, bench runs) stays on the unix socket.
-// TLS and basic auth are exporter-toolkit's, from --web.config.file.
-
-// WebConfig configures the TCP listener.
+// WebConfig configures the opt-in TCP listener.
 type WebConfig struct {
 	// ListenAddress is host:port; "" leaves the listener off.
 	ListenAddress string
@@ -35,10 +30,10 @@ const (
 	DefaultWebMaxRequests = 4
 )
 
-// validate fills defaults and checks the flags, the web config file
+// Validate fills defaults and checks the flags, the web config file
 // included (its certificates are read), so a bad file stops the daemon at
 // start with one line.
-func (c *WebConfig) validate() error {
+func (c *WebConfig) Validate() error {
 	if c.MaxPrograms == 0 {
 		c.MaxPrograms = DefaultWebMaxPrograms
 	}
@@ -46,22 +41,22 @@ func (c *WebConfig) validate() error {
 		c.MaxRequests = DefaultWebMaxRequests
 	}
 	if c.MaxPrograms < 1 {
-		return fmt.Errorf("%w: --web.max-programs %d must be at least 1", ErrBadConfig, c.MaxPrograms)
+		return fmt.Errorf("%w: --web.max-programs %d must be at least 1", errs.BadConfig, c.MaxPrograms)
 	}
 	if c.MaxRequests < 1 {
-		return fmt.Errorf("%w: --web.max-requests %d must be at least 1", ErrBadConfig, c.MaxRequests)
+		return fmt.Errorf("%w: --web.max-requests %d must be at least 1", errs.BadConfig, c.MaxRequests)
 	}
 	if c.ListenAddress == "" {
 		if c.ConfigFile != "" {
-			return fmt.Errorf("%w: --web.config.file needs --web.listen-address", ErrBadConfig)
+			return fmt.Errorf("%w: --web.config.file needs --web.listen-address", errs.BadConfig)
 		}
 		return nil
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
-		return fmt.Errorf("%w: --web.listen-address %q: %w", ErrBadConfig, c.ListenAddress, err)
+		return fmt.Errorf("%w: --web.listen-address %q: %w", errs.BadConfig, c.ListenAddress, err)
 	}
 	if err := web.Validate(c.ConfigFile); err != nil {
-		return fmt.Errorf("%w: --web.config.file %s: %s", ErrBadConfig, c.ConfigFile, oneLine(err))
+		return fmt.Errorf("%w: --web.config.file %s: %s", errs.BadConfig, c.ConfigFile, oneLine(err))
 	}
 	return nil
 }
