@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkSampledCPUClockError measures how far the sampled cpu-clock
-// ns/run (counters_sampled.go) reads from bpf_stats' ns/run over the same
+// ns/run (daemon/counters/sampled.go) reads from bpf_stats' ns/run over the same
 // window, for programs of three lengths (a bounded loop of 200, 2,000 and
 // 20,000 turns) spun steadily, 50 runs per test-run call, with 2 s profile
 // windows at 1000 Hz. It waits for a window of at least 400 samples
