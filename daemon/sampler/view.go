@@ -8,7 +8,6 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -64,9 +63,6 @@ func (v View) Moved() []*Program { return v.s.moved }
 
 // IterID is the sweep iterator's own program's id, 0 without one.
 func (v View) IterID() uint32 { return v.s.sweeper.IterID() }
-
-// Record is p as the store records it.
-func (v View) Record(p *Program) (store.Program, error) { return v.s.makeRecord(p, p.firstSeen) }
 
 // Records are the loaded programs as the store records them.
 func (v View) Records() []store.Program {
@@ -163,9 +159,6 @@ func (p *Program) Previous() (s collectors.Sample, at time.Time, ok bool) {
 
 // IdentityKey is the program's identity key, "" until it is settled.
 func (p *Program) IdentityKey() string { return p.identKey }
-
-// Identity is the program's identity, the zero one until it is settled.
-func (p *Program) Identity() identity.Identity { return p.ident }
 
 // Own reports whether the daemon itself loaded the program. Holding it
 // does not count: a process that runs the daemon (a test) may hold
