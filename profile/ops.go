@@ -79,6 +79,18 @@ func Diff(base, new *profile.Profile) (*profile.Profile, error) {
 	return p, nil
 }
 
+// SampleCount is how many samples p holds: the first value of each of
+// its samples (their count), summed.
+func SampleCount(p *profile.Profile) int64 {
+	var n int64
+	for _, s := range p.Sample {
+		if len(s.Value) > 0 {
+			n += s.Value[0]
+		}
+	}
+	return n
+}
+
 // ProgramShares returns, for each program id in p's prog_id labels, the
 // CPU time its samples stand for as a percentage of one CPU over p's
 // duration (the bpftop convention: 200 means two CPUs busy). A sample

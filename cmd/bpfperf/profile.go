@@ -341,7 +341,7 @@ func summary(c *cli.Context, what string, p *pprof.Profile) error {
 	if c.String("output") == "-" {
 		w = os.Stderr
 	}
-	samples := sampleTotal(p)
+	samples := profile.SampleCount(p)
 	dur := time.Duration(p.DurationNanos).Round(time.Millisecond)
 	line := fmt.Sprintf("%s: %v, %d samples", what, dur, samples)
 	if out := c.String("output"); out != "" && out != "-" {
@@ -368,7 +368,7 @@ func diffSummary(c *cli.Context, base, new *pprof.Profile) error {
 	if c.String("output") == "-" {
 		w = os.Stderr
 	}
-	line := fmt.Sprintf("diff: base %d samples over %v, new %d samples over %v", sampleTotal(base), time.Duration(base.DurationNanos).Round(time.Millisecond), sampleTotal(new), time.Duration(new.DurationNanos).Round(time.Millisecond))
+	line := fmt.Sprintf("diff: base %d samples over %v, new %d samples over %v", profile.SampleCount(base), time.Duration(base.DurationNanos).Round(time.Millisecond), profile.SampleCount(new), time.Duration(new.DurationNanos).Round(time.Millisecond))
 	if out := c.String("output"); out != "-" {
 		line += fmt.Sprintf(", written to %s (go tool pprof -top %s: positive values grew)", out, out)
 	}
@@ -394,16 +394,6 @@ func diffSummary(c *cli.Context, base, new *pprof.Profile) error {
 		return nil
 	}
 	return renderTable(w, t)
-}
-
-func sampleTotal(p *pprof.Profile) int64 {
-	var n int64
-	for _, s := range p.Sample {
-		if len(s.Value) > 0 {
-			n += s.Value[0]
-		}
-	}
-	return n
 }
 
 // programNames maps program ids to names from the samples' labels.

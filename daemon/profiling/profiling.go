@@ -265,7 +265,7 @@ func (p *Profiling) Store(pp *pprof.Profile, kind string) (store.ProfileInfo, st
 	p.mu.Unlock()
 	info := store.ProfileInfo{
 		Start: time.Unix(0, pp.TimeNanos), Duration: pp.DurationNanos, Kind: kind,
-		Event: profileEvent(pp), Hz: hz, Samples: sampleCount(pp),
+		Event: profileEvent(pp), Hz: hz, Samples: profile.SampleCount(pp),
 	}
 	data, err := profile.Marshal(pp)
 	if err != nil {
@@ -283,16 +283,6 @@ func profileEvent(p *pprof.Profile) string {
 		return perfevent.CPUClock.String()
 	}
 	return p.DefaultSampleType
-}
-
-func sampleCount(p *pprof.Profile) int64 {
-	var n int64
-	for _, s := range p.Sample {
-		if len(s.Value) > 0 {
-			n += s.Value[0]
-		}
-	}
-	return n
 }
 
 func (p *Profiling) setError(err error) {
