@@ -50,7 +50,7 @@ func (d *daemon) check(name, baseline string, limit float64, since, until time.T
 	}
 	var before, after []regress.Sample
 	for _, p := range insts {
-		pts, err := d.store.Series(p.Key, since, until)
+		pts, err := d.Store.Series(p.Key, since, until)
 		if err != nil {
 			return res, err
 		}

@@ -51,7 +51,7 @@ func (s *server) putBenchRun(w http.ResponseWriter, r *http.Request) {
 		benchReply(w, nil, err)
 		return
 	}
-	run, err = s.d.store.PutBenchRun(run, body)
+	run, err = s.d.Store.PutBenchRun(run, body)
 	if err != nil {
 		benchReply(w, nil, err)
 		return
@@ -163,7 +163,7 @@ func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	runs, err := s.d.store.ListBenchRuns(since, until)
+	runs, err := s.d.Store.ListBenchRuns(since, until)
 	reply(w, api.BenchRuns{Since: since, Until: until, Runs: nonNil(runs)}, err)
 }
 
@@ -175,7 +175,7 @@ func (s *server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 		benchReply(w, nil, err)
 		return
 	}
-	run, report, err := s.d.store.GetBenchRun(id)
+	run, report, err := s.d.Store.GetBenchRun(id)
 	if errors.Is(err, errs.UnknownBenchRun) {
 		err = fmt.Errorf("%w (bpfperf bench runs lists the stored runs)", err)
 	}
@@ -201,7 +201,7 @@ func (d *daemon) benchRunID(ref string) (uint64, error) {
 		}
 		return id, nil
 	}
-	runs, err := d.store.ListBenchRuns(time.Time{}, time.Unix(0, math.MaxInt64))
+	runs, err := d.Store.ListBenchRuns(time.Time{}, time.Unix(0, math.MaxInt64))
 	if err != nil {
 		return 0, err
 	}

@@ -54,7 +54,7 @@ func (d *daemon) benchReport(ref string) (*bench.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, data, err := d.store.GetBenchRun(id)
+	_, data, err := d.Store.GetBenchRun(id)
 	if errors.Is(err, errs.UnknownBenchRun) {
 		err = fmt.Errorf("%w (bpfperf bench runs lists the stored runs)", err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
-	reply(w, s.d.ctr.List(), nil)
+	reply(w, s.d.Counters.List(), nil)
 }
 
 func (s *server) countersEnable(enable bool) http.HandlerFunc {
@@ -44,7 +44,7 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.rec.ID))
 			return
 		}
-		t, err := s.d.ctr.Enable(r.Context(), enable, inst.rec.Key, inst.rec.Name, window)
+		t, err := s.d.Counters.Enable(r.Context(), enable, inst.rec.Key, inst.rec.Name, window)
 		reply(w, t, err)
 	}
 }
@@ -73,7 +73,7 @@ func (d *daemon) counterHistory(ref string, since, until time.Time) (api.Counter
 	}
 	h := api.CounterHistory{Program: ref, Since: since, Until: until, Points: []api.CounterHistoryPoint{}}
 	for _, inst := range insts {
-		samples, err := d.store.CounterSeries(inst.rec.Key, since, until)
+		samples, err := d.Store.CounterSeries(inst.rec.Key, since, until)
 		if err != nil {
 			return api.CounterHistory{}, err
 		}

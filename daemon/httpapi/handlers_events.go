@@ -31,7 +31,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	events, err := s.d.store.Events(since, until)
+	events, err := s.d.Store.Events(since, until)
 	if ref := q.Get("prog"); ref != "" && err == nil {
 		name, tag, hasTag := strings.Cut(ref, "@")
 		_, idErr := strconv.ParseUint(ref, 10, 32)

@@ -99,14 +99,14 @@ func (d *daemon) points(k store.InstanceKey, since, until time.Time, step time.D
 		res = store.Minute
 	}
 	if res == store.Raw {
-		p, err := d.store.Series(k, since, until)
+		p, err := d.Store.Series(k, since, until)
 		return p, res, err
 	}
-	rolled, err := d.store.RolledUpTo(res)
+	rolled, err := d.Store.RolledUpTo(res)
 	if err != nil {
 		return nil, res, err
 	}
-	rollups, err := d.store.Rollups(k, res, since.Add(-time.Duration(res)), until)
+	rollups, err := d.Store.Rollups(k, res, since.Add(-time.Duration(res)), until)
 	if err != nil {
 		return nil, res, err
 	}
@@ -117,7 +117,7 @@ func (d *daemon) points(k store.InstanceKey, since, until time.Time, step time.D
 		}
 	}
 	if rolled.Before(until) {
-		recent, err := d.store.Series(k, maxTime(since, rolled), until)
+		recent, err := d.Store.Series(k, maxTime(since, rolled), until)
 		if err != nil {
 			return nil, res, err
 		}

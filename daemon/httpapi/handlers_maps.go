@@ -41,7 +41,7 @@ func (s *server) mapDetail(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	points, err := s.d.store.MapSeries(key, since, until)
+	points, err := s.d.Store.MapSeries(key, since, until)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -60,8 +60,8 @@ func (s *server) mapDetail(w http.ResponseWriter, r *http.Request) {
 
 // mapsView is GET /v1/maps.
 func (d *daemon) mapsView(all bool) (api.Maps, error) {
-	users, progOwners := d.sampler.MapUsers()
-	last := d.maps.Last()
+	users, progOwners := d.Sampler.MapUsers()
+	last := d.Maps.Last()
 	out := api.Maps{
 		ReadAt: last.At, EveryMs: d.cfg.MapsEvery.Milliseconds(), Counting: last.Counting, Maps: []api.Map{},
 		Cost: api.MapsCost{
@@ -74,7 +74,7 @@ func (d *daemon) mapsView(all bool) (api.Maps, error) {
 		out.Maps = append(out.Maps, liveMap(m, users[m.Info.ID], progOwners))
 		present[m.Key] = true
 	}
-	recs, err := d.store.Maps()
+	recs, err := d.Store.Maps()
 	if err != nil {
 		return out, err
 	}
@@ -92,7 +92,7 @@ func (d *daemon) mapsView(all bool) (api.Maps, error) {
 	}
 	for i := range out.Maps {
 		if out.Maps[i].Present {
-			out.Maps[i].FirstSeen = firstSeen[store.InstanceKey{Boot: d.boot, ID: out.Maps[i].ID}]
+			out.Maps[i].FirstSeen = firstSeen[store.InstanceKey{Boot: d.Boot, ID: out.Maps[i].ID}]
 		}
 	}
 	sort.SliceStable(out.Maps, func(i, j int) bool {
@@ -168,9 +168,9 @@ func (d *daemon) resolveMap(ref string) (api.Map, store.InstanceKey, error) {
 	} else if idErr != nil && len(found) > 1 && found[1].Present {
 		return api.Map{}, store.InstanceKey{}, fmt.Errorf("%w: %d loaded maps are named %q: use an id", errs.AmbiguousMap, countPresent(found), ref)
 	}
-	key := store.InstanceKey{Boot: d.boot, ID: best.ID}
+	key := store.InstanceKey{Boot: d.Boot, ID: best.ID}
 	if !best.Present {
-		boot, err := d.store.Boot(best.BootID)
+		boot, err := d.Store.Boot(best.BootID)
 		if err != nil {
 			return api.Map{}, store.InstanceKey{}, err
 		}

@@ -22,7 +22,7 @@ import (
 // otherwise). The profile is not stored: the scraper keeps it, and the
 // continuous windows cover the same time.
 func (s *server) pprofProfile(w http.ResponseWriter, r *http.Request) {
-	prof, err := s.d.prof.Profiler()
+	prof, err := s.d.Profiling.Profiler()
 	if err != nil {
 		reply(w, nil, err)
 		return

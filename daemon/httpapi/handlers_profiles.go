@@ -46,7 +46,7 @@ func (s *server) profilesIn(r *http.Request, defKind string) ([]store.ProfileInf
 	if err != nil {
 		return nil, since, until, err
 	}
-	list, err := s.d.store.ListProfiles(since, until)
+	list, err := s.d.Store.ListProfiles(since, until)
 	kept := []store.ProfileInfo{}
 	for _, p := range list {
 		if keep(p) {
@@ -66,7 +66,7 @@ func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {
-	info, data, err := s.d.store.GetProfile(r.PathValue("id"))
+	info, data, err := s.d.Store.GetProfile(r.PathValue("id"))
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -84,7 +84,7 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	merged, err := profiling.MergeStored(s.d.store, list, since, until)
+	merged, err := profiling.MergeStored(s.d.Store, list, since, until)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -102,7 +102,7 @@ func (s *server) mergeProfiles(w http.ResponseWriter, r *http.Request) {
 // stores it and answers it. If the client goes away the capture stops and
 // nothing is stored.
 func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
-	prof, err := s.d.prof.Profiler()
+	prof, err := s.d.Profiling.Profiler()
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -128,7 +128,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p, err := s.d.prof.Capture(r.Context(), prof, ev, dur)
+	p, err := s.d.Profiling.Capture(r.Context(), prof, ev, dur)
 	if errors.Is(err, profile.ErrBusy) {
 		reply(w, nil, fmt.Errorf("%w: one on-demand capture at a time; try again when it ends", profile.ErrBusy))
 		return
@@ -137,7 +137,7 @@ func (s *server) captureProfile(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	_, id, err := s.d.prof.Store(p, store.ProfileOnDemand)
+	_, id, err := s.d.Profiling.Store(p, store.ProfileOnDemand)
 	if err != nil {
 		s.d.cfg.Logger.Warn("store on-demand profile", "err", err)
 		w.Header().Set(api.HeaderStoreError, err.Error())

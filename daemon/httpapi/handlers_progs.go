@@ -44,7 +44,7 @@ func (s *server) progs(w http.ResponseWriter, r *http.Request) {
 // counters lists the loaded programs' latest counters, by id.
 func (d *daemon) counters() []api.ProgCounters {
 	var out []api.ProgCounters
-	d.sampler.Read(func(v sampler.View) {
+	d.Sampler.Read(func(v sampler.View) {
 		out = make([]api.ProgCounters, 0, v.Len())
 		for _, p := range v.Programs() {
 			cur, at := p.Latest()
@@ -71,7 +71,7 @@ func (s *server) show(w http.ResponseWriter, r *http.Request) {
 func (d *daemon) rows(all bool) ([]api.ProgRow, error) {
 	var rows []api.ProgRow
 	live := map[store.InstanceKey]bool{}
-	d.sampler.Read(func(v sampler.View) {
+	d.Sampler.Read(func(v sampler.View) {
 		rows = make([]api.ProgRow, 0, v.Len())
 		for _, p := range v.Programs() {
 			rows = append(rows, d.liveRow(p))
@@ -79,7 +79,7 @@ func (d *daemon) rows(all bool) ([]api.ProgRow, error) {
 		}
 	})
 	if all {
-		recs, err := d.store.Programs()
+		recs, err := d.Store.Programs()
 		if err != nil {
 			return nil, err
 		}
@@ -123,12 +123,12 @@ func (d *daemon) liveRow(p *sampler.Program) api.ProgRow {
 		ID: m.ID, Type: m.Type, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, Loaded: true,
 		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
 		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
-		LoadedAt: m.LoadedAt, BootID: d.bootID, LastSample: at,
+		LoadedAt: m.LoadedAt, BootID: d.BootID, LastSample: at,
 		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), // copied under the sampler's lock
-		SampledCPUPercent: d.prof.SampledCPU(m.ID),
-		MapBytes:          d.maps.BytesOf(m.MapIDs),
+		SampledCPUPercent: d.Profiling.SampledCPU(m.ID),
+		MapBytes:          d.Maps.BytesOf(m.MapIDs),
 	}
-	d.ctr.Fill(&row)
+	d.Counters.Fill(&row)
 	if prev, prevAt, ok := p.Previous(); ok {
 		row.Rates = api.RatesBetween(sampler.Counters(prev), cur, at.Sub(prevAt))
 	}
@@ -155,7 +155,7 @@ func (d *daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 	if until.IsZero() {
 		until = d.now()
 	}
-	points, err := d.store.Series(rec.Key, rec.FirstSeen, until)
+	points, err := d.Store.Series(rec.Key, rec.FirstSeen, until)
 	if err != nil {
 		return api.ProgRow{}, err
 	}
@@ -171,7 +171,7 @@ func (d *daemon) storedRow(rec store.Program) (api.ProgRow, error) {
 func (d *daemon) detail(inst instance) (api.ProgDetail, error) {
 	if inst.live != nil {
 		var detail api.ProgDetail
-		d.sampler.Read(func(sampler.View) {
+		d.Sampler.Read(func(sampler.View) {
 			meta := *inst.live.Meta()
 			meta.Owners, meta.Attach = slices.Clone(meta.Owners), slices.Clone(meta.Attach)
 			detail = api.ProgDetail{ProgRow: d.liveRow(inst.live), Meta: meta}

@@ -22,7 +22,7 @@ func isFinding(kind string) bool {
 // findings returns the stored findings in [since, until], of one program
 // name when prog is set.
 func (d *daemon) findings(since, until time.Time, prog string) ([]api.Regression, error) {
-	events, err := d.store.Events(since, until)
+	events, err := d.Store.Events(since, until)
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +87,12 @@ func (s *server) regressionDiff(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	before, _, err := profiling.MergeWindows(s.d.store, reg.BeforeFrom, reg.BeforeTo)
+	before, _, err := profiling.MergeWindows(s.d.Store, reg.BeforeFrom, reg.BeforeTo)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("before window: %w", err))
 		return
 	}
-	after, _, err := profiling.MergeWindows(s.d.store, reg.AfterFrom, reg.AfterTo)
+	after, _, err := profiling.MergeWindows(s.d.Store, reg.AfterFrom, reg.AfterTo)
 	if err != nil {
 		reply(w, nil, fmt.Errorf("after window: %w", err))
 		return

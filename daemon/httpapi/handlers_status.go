@@ -19,13 +19,13 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 // status is the daemon as it runs: its sampler, store and own cost, and
 // what profiling and perf counters do.
 func (d *daemon) status() api.Status {
-	s := d.sampler.Status()
+	s := d.Sampler.Status()
 	st := api.Status{
-		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.started,
-		UptimeSeconds: d.now().Sub(d.started).Seconds(), BootID: d.bootID,
-		StatsMode: string(d.stats.Mode()), StatsDetail: d.stats.Detail(),
+		Version: d.cfg.Version, PID: os.Getpid(), StartedAt: d.Started,
+		UptimeSeconds: d.now().Sub(d.Started).Seconds(), BootID: d.BootID,
+		StatsMode: string(d.Stats.Mode()), StatsDetail: d.Stats.Detail(),
 		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: s.Programs,
-		StorePath: d.store.Path(), StoreBytes: d.store.Size(), LastSample: s.LastTick,
+		StorePath: d.Store.Path(), StoreBytes: d.Store.Size(), LastSample: s.LastTick,
 		LastSweepMs: float64(s.LastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.LastWrite.Microseconds()) / 1000,
 		StatsDuty: s.Duty, SkippedPrograms: s.Skipped, SkipReason: s.SkipReason,
 		Sweep: s.Sweep, SweepDetail: s.SweepDetail, Holders: s.Holders,
@@ -33,20 +33,20 @@ func (d *daemon) status() api.Status {
 	if s.LastErr != nil {
 		st.LastError = s.LastErr.Error()
 	}
-	st.StoreDamaged = d.store.Damaged()
-	st.StoreGone = d.store.Gone()
+	st.StoreDamaged = d.Store.Damaged()
+	st.StoreGone = d.Store.Gone()
 	st.SweepBPFMs = float64(s.IterLastNs) / 1e6
 	var ts unix.Timespec
 	if total, since := s.IterTotalNs, s.IterSince; total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {
 		st.SweepBPFCPUPercent, _ = api.CPUPercent(float64(total), time.Duration(uint64(ts.Nano())-since))
 	}
-	st.ProgramsSeen, _ = d.store.CountPrograms()
-	st.CPUPercent, st.RSSBytes, st.HeapLiveBytes = d.self()
+	st.ProgramsSeen, _ = d.Store.CountPrograms()
+	st.CPUPercent, st.RSSBytes, st.HeapLiveBytes = d.Self()
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
-	st.StatsCost = d.statsCost()
-	st.Profiling = d.prof.Status()
-	st.Counters = d.ctr.Status()
+	st.StatsCost = d.StatsCost()
+	st.Profiling = d.Profiling.Status()
+	st.Counters = d.Counters.Status()
 	return st
 }
 

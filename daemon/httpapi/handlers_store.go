@@ -15,13 +15,13 @@ import (
 
 // storeStats answers GET /v1/store/stats.
 func (s *server) storeStats(w http.ResponseWriter, r *http.Request) {
-	st, err := s.d.store.Stats()
+	st, err := s.d.Store.Stats()
 	reply(w, st, err)
 }
 
 // storeCheck answers GET /v1/store/check: it reads the whole store.
 func (s *server) storeCheck(w http.ResponseWriter, r *http.Request) {
-	problems, err := s.d.store.Check()
+	problems, err := s.d.Store.Check()
 	if problems == nil {
 		problems = []string{}
 	}
@@ -56,7 +56,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/csv")
 		cw := csv.NewWriter(w)
 		cw.Write(api.ExportFields)
-		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
+		err = s.d.Store.Export(since, until, func(row store.ExportRow) error {
 			p, c := row.Program, pointCounters(row.Point)
 			cw.Write([]string{row.Point.Time.UTC().Format(time.RFC3339Nano), p.BootID, strconv.FormatUint(uint64(p.ID), 10), p.Name, p.Type, p.Tag,
 				strconv.FormatUint(c.RunCnt, 10), strconv.FormatUint(c.RunTimeNs, 10), strconv.FormatUint(c.RecursionMisses, 10)})
@@ -67,7 +67,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set("Content-Type", "application/jsonl")
 		enc := json.NewEncoder(w)
-		err = s.d.store.Export(since, until, func(row store.ExportRow) error {
+		err = s.d.Store.Export(since, until, func(row store.ExportRow) error {
 			p := row.Program
 			flush()
 			return enc.Encode(api.ExportRecord{Time: row.Point.Time, BootID: p.BootID, ID: p.ID, Name: p.Name, Type: p.Type, Tag: p.Tag,

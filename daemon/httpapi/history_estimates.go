@@ -17,11 +17,11 @@ func (s span) holds(t time.Time) bool { return t.After(s.start) && !t.After(s.en
 // with a stats duty cycle: from each stats_duty event to the next
 // daemon_start or daemon_stop (or until).
 func (d *daemon) estimatedSpans(since, until time.Time) ([]span, error) {
-	prev, err := d.store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
+	prev, err := d.Store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
 	if err != nil {
 		return nil, err
 	}
-	events, err := d.store.Events(since, until)
+	events, err := d.Store.Events(since, until)
 	if err != nil {
 		return nil, err
 	}

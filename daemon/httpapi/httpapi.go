@@ -58,19 +58,8 @@ type Rooms struct {
 
 // daemon is what the handlers read: the rooms and the configuration.
 type daemon struct {
-	cfg       Config
-	store     *store.DB
-	stats     *collectors.Stats
-	sampler   *sampler.Sampler
-	prof      *profiling.Profiling
-	ctr       *counters.Counters
-	maps      *mapwatch.Watcher
-	metrics   *metrics.Metrics
-	bootID    string
-	boot      uint32
-	started   time.Time
-	self      func() (cpuPercent float64, rss, heapLive int64)
-	statsCost func() *api.StatsCost
+	cfg Config
+	Rooms
 }
 
 // now reads the daemon's clock.
@@ -80,12 +69,7 @@ func (d *daemon) now() time.Time { return d.cfg.Now() }
 type API struct{ d *daemon }
 
 // New builds the API over the rooms.
-func New(cfg Config, r Rooms) *API {
-	return &API{&daemon{
-		cfg: cfg, store: r.Store, stats: r.Stats, sampler: r.Sampler, prof: r.Profiling, ctr: r.Counters, maps: r.Maps,
-		metrics: r.Metrics, bootID: r.BootID, boot: r.Boot, started: r.Started, self: r.Self, statsCost: r.StatsCost,
-	}}
-}
+func New(cfg Config, r Rooms) *API { return &API{&daemon{cfg: cfg, Rooms: r}} }
 
 // Handler answers /v1 on the unix socket.
 func (a *API) Handler() http.Handler { return (&server{d: a.d}).routes() }

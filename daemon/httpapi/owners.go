@@ -127,7 +127,7 @@ func (t ownerTally) sorted() []api.OwnerRow {
 // to its owner.
 func (d *daemon) ownersLive() []api.OwnerRow {
 	t := ownerTally{}
-	d.sampler.Read(func(v sampler.View) {
+	d.Sampler.Read(func(v sampler.View) {
 		for _, p := range v.Programs() {
 			row := d.liveRow(p)
 			r := t.row(p.Meta().Owners)
@@ -141,8 +141,8 @@ func (d *daemon) ownersLive() []api.OwnerRow {
 			addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
 		}
 	})
-	users, progOwners := d.sampler.MapUsers()
-	for _, m := range d.maps.Last().Maps {
+	users, progOwners := d.Sampler.MapUsers()
+	for _, m := range d.Maps.Last().Maps {
 		r := t.row(mapwatch.Owners(m.Owners, users[m.Info.ID], progOwners, m.Pin))
 		r.Present = true
 		r.Maps++
@@ -159,7 +159,7 @@ func (d *daemon) ownersLive() []api.OwnerRow {
 // an owner that has exited keeps its row.
 func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 	t := ownerTally{}
-	progs, err := d.store.Programs()
+	progs, err := d.Store.Programs()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 				return nil, fmt.Errorf("program %d metadata: %w", rec.ID, err)
 			}
 		}
-		points, err := d.store.Series(rec.Key, since, until)
+		points, err := d.Store.Series(rec.Key, since, until)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +196,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 		r.RunsPerSec = api.Optional(api.PerSecond(float64(r.RunCnt), window))
 		r.CPUPercent = api.Optional(api.CPUPercent(float64(r.RunTimeNs), window))
 	}
-	maps, err := d.store.Maps()
+	maps, err := d.Store.Maps()
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 		r := t.row(owners)
 		r.Maps++
 		r.Present = r.Present || rec.GoneAt.IsZero()
-		points, err := d.store.MapSeries(rec.Key, since, until)
+		points, err := d.Store.MapSeries(rec.Key, since, until)
 		if err != nil {
 			return nil, err
 		}

@@ -43,8 +43,8 @@ func instanceOf(v sampler.View, rec store.Program) instance {
 // (full, or the kernel's cut name), name@tag, or an identity (its short id
 // or its key). Loaded instances come first, then the rest newest first.
 func (d *daemon) resolve(ref string) ([]instance, error) {
-	recs, err := d.store.Programs()
-	if err != nil && d.store.Damaged() == "" {
+	recs, err := d.Store.Programs()
+	if err != nil && d.Store.Damaged() == "" {
 		return nil, err
 	}
 	if err != nil {
@@ -53,8 +53,8 @@ func (d *daemon) resolve(ref string) ([]instance, error) {
 		recs = d.liveRecords()
 	}
 	var out []instance
-	d.sampler.Read(func(v sampler.View) {
-		out = matching(v, recs, ref, d.boot)
+	d.Sampler.Read(func(v sampler.View) {
+		out = matching(v, recs, ref, d.Boot)
 	})
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w %q: no program with that id, name, name@tag or identity", errs.UnknownProgram, ref)
@@ -138,12 +138,12 @@ func (d *daemon) sameProgram(insts []instance) ([]instance, error) {
 	if !ok {
 		return insts, nil
 	}
-	recs, err := d.store.Programs()
+	recs, err := d.Store.Programs()
 	if err != nil {
 		return insts, nil // a damaged store: what resolve found
 	}
 	var out []instance
-	d.sampler.Read(func(v sampler.View) {
+	d.Sampler.Read(func(v sampler.View) {
 		for _, rec := range recs {
 			in := instanceOf(v, rec)
 			match := in.ident == key
@@ -177,7 +177,7 @@ func overlap(insts []instance) bool {
 
 // liveRecords are the loaded programs as the store records them.
 func (d *daemon) liveRecords() (recs []store.Program) {
-	d.sampler.Read(func(v sampler.View) { recs = v.Records() })
+	d.Sampler.Read(func(v sampler.View) { recs = v.Records() })
 	return recs
 }
 

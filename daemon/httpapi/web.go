@@ -51,7 +51,7 @@ func (d *daemon) startWeb() (stop func(), err error) {
 // MaxRequests at a time.
 func (d *daemon) webRoutes() http.Handler {
 	mux := http.NewServeMux()
-	metrics := promhttp.HandlerForTransactional(d.metrics, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerForTransactional(d.Metrics, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{d}, ErrorHandling: promhttp.ContinueOnError,
 	})
 	params := register(mux, []route{

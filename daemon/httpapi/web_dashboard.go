@@ -31,7 +31,7 @@ func (d *daemon) dashboardRoutes(mux *http.ServeMux) {
 	ui := &pprofCache{d: d}
 	mux.Handle("GET /", dashboard.Handler())
 	mux.HandleFunc("GET /ui/pprof/id/{id}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
-		return profiling.Stored(d.store, r.PathValue("id"))
+		return profiling.Stored(d.Store, r.PathValue("id"))
 	}))
 	mux.HandleFunc("GET /ui/pprof/merge/{since}/{until}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
 		since, err := unixParam(r, "since")
@@ -45,7 +45,7 @@ func (d *daemon) dashboardRoutes(mux *http.ServeMux) {
 		if !until.After(since) {
 			return nil, fmt.Errorf("%w: until must be after since", errs.BadRequest)
 		}
-		list, err := d.store.ListProfiles(since, until)
+		list, err := d.Store.ListProfiles(since, until)
 		if err != nil {
 			return nil, err
 		}
@@ -55,14 +55,14 @@ func (d *daemon) dashboardRoutes(mux *http.ServeMux) {
 				continuous = append(continuous, p)
 			}
 		}
-		return profiling.MergeStored(d.store, continuous, since, until)
+		return profiling.MergeStored(d.Store, continuous, since, until)
 	}))
 	mux.HandleFunc("GET /ui/pprof/diff/{base}/{id}/{view...}", ui.serve(func(r *http.Request) (*pprof.Profile, error) {
-		base, err := profiling.Stored(d.store, r.PathValue("base"))
+		base, err := profiling.Stored(d.Store, r.PathValue("base"))
 		if err != nil {
 			return nil, err
 		}
-		p, err := profiling.Stored(d.store, r.PathValue("id"))
+		p, err := profiling.Stored(d.Store, r.PathValue("id"))
 		if err != nil {
 			return nil, err
 		}

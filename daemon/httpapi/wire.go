@@ -16,9 +16,6 @@ func pointCounters(p store.Point) api.Counters {
 	return api.Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}
 }
 
-// ptr is f as an optional API number.
-func ptr(f float64) *float64 { return &f }
-
 // nonNil is s, or an empty list for none: the API answers [], not null.
 func nonNil[T any](s []T) []T {
 	if s == nil {
