@@ -104,8 +104,8 @@ func Once(src Source, o OnceOptions) (Report, error) {
 	total, any := 0.0, false
 	for i, r := range rows {
 		out := ReportRow{ProgRow: r.ProgRow, PeriodMs: float64(r.Period().Microseconds()) / 1000}
-		out.Rates = api.Rates{RunsPerSec: ptr(r.RunsPerSec()), AvgNsPerRun: ptr(r.AvgNs()), CPUPercent: ptr(r.CPUPercent())}
-		out.AvgNsSinceLoad = ptr(r.AvgNsSinceLoad())
+		out.Rates = api.Rates{RunsPerSec: api.Optional(r.RunsPerSec()), AvgNsPerRun: api.Optional(r.AvgNs()), CPUPercent: api.Optional(r.CPUPercent())}
+		out.AvgNsSinceLoad = api.Optional(r.AvgNsSinceLoad())
 		if v, ok := r.CPUPercent(); ok {
 			total, any = total+v, true
 		}
@@ -134,13 +134,6 @@ func newer(progs, first []api.ProgRow) bool {
 		}
 	}
 	return false
-}
-
-func ptr(v float64, ok bool) *float64 {
-	if !ok {
-		return nil
-	}
-	return &v
 }
 
 // Table renders the report for -o table and csv: the columns the view
