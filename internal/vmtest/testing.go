@@ -60,6 +60,11 @@ func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result
 		tb.Logf("VM: %d boot(s) hung before the test binary started, killed and tried again", res.Hung)
 	}
 	if res != nil {
+		for _, c := range res.Lockups {
+			tb.Logf("VM: the guest kernel reported a soft lockup and the run was tried again; its console ended with:\n%s", c)
+		}
+	}
+	if res != nil {
 		tb.Logf("VM: boot %s, total %s; test output:\n%s", res.Boot.Round(1e6), res.Total.Round(1e6), res.Output)
 	}
 	if err != nil {

@@ -123,6 +123,41 @@ func TestBootHungIsRetried(t *testing.T) {
 	}
 }
 
+// TestLockupIsTriedOnce: a run the guest kernel ends with a soft lockup
+// is tried once more, the first run's console is kept for the log, and a
+// second lockup is the error. The guest test below fakes the watchdog's
+// line and crashes the kernel, as softlockup_panic=1 does.
+func TestLockupIsTriedOnce(t *testing.T) {
+	skipUnlessHost(t)
+	bin := filepath.Join(t.TempDir(), "pkg.test")
+	if err := BuildTestBinary(".", bin); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Config{}, bin, "-test.run", "^TestVMFakeLockup$")
+	if !errors.Is(err, errLockup) || !strings.Contains(err.Error(), "stuck for 26s") {
+		t.Fatalf("err %v, want a soft lockup naming the stuck CPU", err)
+	}
+	if res == nil || len(res.Lockups) != lockupTries-1 || !strings.Contains(res.Lockups[0], "BUG: soft lockup") {
+		t.Fatalf("result %+v, want %d lockup(s) kept before the last", res, lockupTries-1)
+	}
+}
+
+// TestVMFakeLockup, inside the VM, prints the soft-lockup watchdog's line
+// and crashes the kernel.
+func TestVMFakeLockup(t *testing.T) {
+	if !InVM() {
+		t.Skip("runs inside the VM (TestLockupIsTriedOnce)")
+	}
+	if err := os.WriteFile("/dev/kmsg", []byte("<0>watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [fake:1]\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Minute)
+	t.Fatal("the kernel did not crash")
+}
+
 // TestVMEnvironment checks, inside the VM, what BPF tests rely on.
 func TestVMEnvironment(t *testing.T) {
 	if !InVM() {
