@@ -21,6 +21,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/selfcost"
@@ -43,6 +44,7 @@ type Daemon struct {
 	ctr      *counters.Counters
 	metrics  *metrics.Metrics
 	api      *httpapi.API
+	query    *query.Query
 	maps     *mapwatch.Watcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
 	statsCost statsCost
@@ -210,12 +212,15 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	d.detector = regressions.New(cfg.Regressions, regressions.Deps{
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found,
 	})
+	d.query = &query.Query{
+		Store: db, Sampler: smp, Profiling: d.prof, Maps: d.maps, Counters: d.ctr,
+		BootID: d.bootID, Boot: d.boot, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Now: cfg.Now,
+	}
 	d.api = httpapi.New(httpapi.Config{
-		Version: cfg.Version, Interval: cfg.Interval, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Logger: log, Now: cfg.Now,
-		Web: cfg.Web,
+		Version: cfg.Version, Interval: cfg.Interval, Logger: log, Now: cfg.Now, Web: cfg.Web,
 	}, httpapi.Rooms{
-		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Maps: d.maps, Metrics: d.metrics,
-		BootID: d.bootID, Boot: d.boot, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
+		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Metrics: d.metrics, Query: d.query,
+		BootID: d.bootID, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
 	})
 	d.cost.Sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
@@ -251,8 +256,8 @@ func (d *Daemon) writeStart(duty *sampler.DutyCycle) error {
 		{Time: d.started, Kind: "stats_mode", Detail: d.stats.Detail()},
 	}
 	if duty != nil {
-		// History marks what this run stores as estimates (history.go).
-		events = append(events, store.Event{Time: d.started, Kind: httpapi.EventStatsDuty, Detail: duty.Status()})
+		// History marks what this run stores as estimates (query/estimates.go).
+		events = append(events, store.Event{Time: d.started, Kind: query.EventStatsDuty, Detail: duty.Status()})
 	}
 	return d.store.WriteTick(store.Tick{Time: d.started, Events: events})
 }

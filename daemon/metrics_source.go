@@ -47,4 +47,4 @@ func (s metricsSource) State() metrics.State {
 	return st
 }
 
-func (s metricsSource) Owners() []api.OwnerRow { return s.d.api.OwnersLive() }
+func (s metricsSource) Owners() []api.OwnerRow { return s.d.query.OwnersLive() }

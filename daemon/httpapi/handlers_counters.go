@@ -3,13 +3,10 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"time"
 
-	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/errs"
-	"github.com/bpfperf/bpfperf/store"
 )
 
 func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
@@ -35,16 +32,16 @@ func (s *server) countersEnable(enable bool) http.HandlerFunc {
 				return
 			}
 		}
-		inst, err := s.d.resolveOne(ref)
+		inst, err := s.d.Query.ResolveOne(ref)
 		if err != nil {
 			reply(w, nil, err)
 			return
 		}
-		if inst.live == nil {
-			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.rec.ID))
+		if inst.Live == nil {
+			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.Rec.ID))
 			return
 		}
-		t, err := s.d.Counters.Enable(r.Context(), enable, inst.rec.Key, inst.rec.Name, window)
+		t, err := s.d.Counters.Enable(r.Context(), enable, inst.Rec.Key, inst.Rec.Name, window)
 		reply(w, t, err)
 	}
 }
@@ -56,49 +53,6 @@ func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	h, err := s.d.counterHistory(ref, since, until)
+	h, err := s.d.Query.CounterHistory(ref, since, until)
 	reply(w, h, err)
-}
-
-// counterHistory lists the finished windows of every instance PROG names,
-// oldest first: for each pair of consecutive samples that counted runs,
-// the per-run figures of what happened between them.
-func (d *daemon) counterHistory(ref string, since, until time.Time) (api.CounterHistory, error) {
-	if !until.After(since) {
-		return api.CounterHistory{}, fmt.Errorf("%w: until (%s) must be after since (%s)", errs.BadRequest, until.Format(time.RFC3339), since.Format(time.RFC3339))
-	}
-	insts, err := d.resolve(ref)
-	if err != nil {
-		return api.CounterHistory{}, err
-	}
-	h := api.CounterHistory{Program: ref, Since: since, Until: until, Points: []api.CounterHistoryPoint{}}
-	for _, inst := range insts {
-		samples, err := d.Store.CounterSeries(inst.rec.Key, since, until)
-		if err != nil {
-			return api.CounterHistory{}, err
-		}
-		// Exact windows lie between consecutive exact samples; a sampled
-		// sample is a window of its own.
-		var prevExact *store.CounterSample
-		for i := range samples {
-			var p *api.PerfCounters
-			switch s := samples[i]; s.Mechanism {
-			case store.CounterSampled:
-				p = counters.SampledFromStore(s)
-			case store.CounterExact:
-				if prevExact != nil {
-					p = counters.WindowBetween(*prevExact, s)
-				}
-				prevExact = &samples[i]
-			}
-			if p != nil {
-				h.Points = append(h.Points, api.CounterHistoryPoint{ID: inst.rec.ID, PerfCounters: *p})
-			}
-			if len(h.Points) > maxHistoryPoints {
-				return api.CounterHistory{}, fmt.Errorf("%w: more than %d windows; use a shorter range", errs.BadRequest, maxHistoryPoints)
-			}
-		}
-	}
-	sort.SliceStable(h.Points, func(i, j int) bool { return h.Points[i].WindowEnd.Before(h.Points[j].WindowEnd) })
-	return h, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -57,7 +58,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 		cw := csv.NewWriter(w)
 		cw.Write(api.ExportFields)
 		err = s.d.Store.Export(since, until, func(row store.ExportRow) error {
-			p, c := row.Program, pointCounters(row.Point)
+			p, c := row.Program, query.PointCounters(row.Point)
 			cw.Write([]string{row.Point.Time.UTC().Format(time.RFC3339Nano), p.BootID, strconv.FormatUint(uint64(p.ID), 10), p.Name, p.Type, p.Tag,
 				strconv.FormatUint(c.RunCnt, 10), strconv.FormatUint(c.RunTimeNs, 10), strconv.FormatUint(c.RecursionMisses, 10)})
 			flush()
@@ -71,7 +72,7 @@ func (s *server) export(w http.ResponseWriter, r *http.Request) {
 			p := row.Program
 			flush()
 			return enc.Encode(api.ExportRecord{Time: row.Point.Time, BootID: p.BootID, ID: p.ID, Name: p.Name, Type: p.Type, Tag: p.Tag,
-				Counters: pointCounters(row.Point)})
+				Counters: query.PointCounters(row.Point)})
 		})
 	}
 	if err != nil {

@@ -1,52 +1,58 @@
 // Package httpapi is the daemon's API room: the /v1 routes in one table
-// (server.go), each handler, and the documents they answer, built from
-// what the daemon's other rooms hold and from the store; the opt-in TCP
-// listener (web.go) and the dashboard's routes. It reads the rooms, never
-// the daemon's root, which builds it with New.
+// (server.go: pattern, parameters, handler), each handler, the errors'
+// status codes, the opt-in TCP listener (web.go) and the dashboard's
+// routes. A handler parses its request, asks a room or the documents
+// (daemon/query) and writes the answer; it reads each room through an
+// interface defined here (Rooms), never the daemon's root, which builds
+// it with New.
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
+	pprof "github.com/google/pprof/profile"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
-	"github.com/bpfperf/bpfperf/daemon/counters"
-	"github.com/bpfperf/bpfperf/daemon/mapwatch"
-	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
-	"github.com/bpfperf/bpfperf/internal/regress"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
 )
 
 // Config is what the answers say of the daemon's configuration, and how
 // the TCP listener runs.
 type Config struct {
-	Version     string
-	Interval    time.Duration // sampling interval
-	MapsEvery   time.Duration // --maps.every
-	Regressions regress.Config
-	Web         WebConfig
-	Logger      *slog.Logger
+	Version  string
+	Interval time.Duration // sampling interval
+	Web      WebConfig
+	Logger   *slog.Logger
 	// Now is the daemon's clock: the defaults of since and until, and how
 	// fresh a figure is.
 	Now func() time.Time
 }
 
-// Rooms are the parts of the daemon the API reads.
+// Rooms are the parts of the daemon the API reads, each through an
+// interface defined here with only what the handlers call, so that a
+// handler can be read, and tested, without the room behind it.
 type Rooms struct {
-	Store     *store.DB
-	Stats     *collectors.Stats
-	Sampler   *sampler.Sampler
-	Profiling *profiling.Profiling
-	Counters  *counters.Counters
-	Maps      *mapwatch.Watcher
-	Metrics   *metrics.Metrics
-	// This boot: its id and its number in the store.
+	Store     Store
+	Stats     Stats
+	Sampler   SamplerStatus
+	Profiling Profiling
+	Counters  Counters
+	Metrics   prometheus.TransactionalGatherer // /metrics on the TCP listener
+	// Query builds the documents: programs, history, maps, owners,
+	// events, findings, checks.
+	Query *query.Query
+	// This boot's id.
 	BootID string
-	Boot   uint32
 	// Started is when the daemon started (its clock).
 	Started time.Time
 	// Self is the daemon's own CPU % (of one core, over the last minute),
@@ -54,6 +60,52 @@ type Rooms struct {
 	Self func() (cpuPercent float64, rss, heapLive int64)
 	// StatsCost is what bpf_stats costs this host now.
 	StatsCost func() *api.StatsCost
+}
+
+// Store is what the handlers read and write of the store themselves: its
+// health and size, exports, profiles and bench runs. The documents read
+// the rest (query.Store).
+type Store interface {
+	profiling.StoredProfiles
+	Path() string
+	Size() int64
+	Damaged() string
+	Gone() string
+	Stats() (store.Stats, error)
+	Check() ([]string, error)
+	CountPrograms() (int, error)
+	Export(from, to time.Time, fn func(store.ExportRow) error) error
+	PutBenchRun(run store.BenchRun, report []byte) (store.BenchRun, error)
+	ListBenchRuns(from, to time.Time) ([]store.BenchRun, error)
+	GetBenchRun(id uint64) (store.BenchRun, []byte, error)
+}
+
+// Stats is how bpf_stats is on.
+type Stats interface {
+	Mode() collectors.StatsMode
+	Detail() string
+}
+
+// SamplerStatus is the sampler's figures for /v1/status.
+type SamplerStatus interface {
+	Status() sampler.Status
+}
+
+// Profiling is the profiler's status and its on-demand captures.
+type Profiling interface {
+	Status() *api.ProfilingStatus
+	// Profiler is the running sampler (errs.ProfilingUnavailable when
+	// profiling is off or refused).
+	Profiler() (*profile.Profiler, error)
+	Capture(ctx context.Context, prof *profile.Profiler, ev perfevent.Event, dur time.Duration) (*pprof.Profile, error)
+	Store(p *pprof.Profile, kind string) (store.ProfileInfo, string, error)
+}
+
+// Counters is the perf counters' status, targets, and enable/disable.
+type Counters interface {
+	Status() *api.CountersStatus
+	List() api.CountersList
+	Enable(ctx context.Context, enable bool, key store.InstanceKey, name string, window time.Duration) (api.CounterTarget, error)
 }
 
 // daemon is what the handlers read: the rooms and the configuration.
@@ -77,7 +129,3 @@ func (a *API) Handler() http.Handler { return (&server{d: a.d}).routes() }
 // StartWeb opens the TCP listener, if configured, and serves it until the
 // returned stop is called.
 func (a *API) StartWeb() (stop func(), err error) { return a.d.startWeb() }
-
-// OwnersLive is every owner with what is charged to it now, as GET
-// /v1/owners answers (the per-owner series of /metrics).
-func (a *API) OwnersLive() []api.OwnerRow { return a.d.ownersLive() }

@@ -15,8 +15,15 @@ import (
 // its memory stays that of the merged profile plus a batch.
 const mergeBatch = 32
 
+// StoredProfiles is what reading stored profiles needs of the store.
+type StoredProfiles interface {
+	ListProfiles(from, to time.Time) ([]store.ProfileInfo, error)
+	GetProfile(id string) (store.ProfileInfo, []byte, error)
+	ProfileData(infos []store.ProfileInfo) ([][]byte, error)
+}
+
 // Stored is the stored profile id, parsed.
-func Stored(db *store.DB, id string) (*pprof.Profile, error) {
+func Stored(db StoredProfiles, id string) (*pprof.Profile, error) {
 	_, data, err := db.GetProfile(id)
 	if err != nil {
 		return nil, err
@@ -30,7 +37,7 @@ func Stored(db *store.DB, id string) (*pprof.Profile, error) {
 
 // MergeStored merges the stored profiles in list (those between since and
 // until), a batch at a time.
-func MergeStored(db *store.DB, list []store.ProfileInfo, since, until time.Time) (*pprof.Profile, error) {
+func MergeStored(db StoredProfiles, list []store.ProfileInfo, since, until time.Time) (*pprof.Profile, error) {
 	if len(list) == 0 {
 		return nil, fmt.Errorf("%w between %s and %s", profile.ErrNoProfiles, since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
@@ -64,7 +71,7 @@ func MergeStored(db *store.DB, list []store.ProfileInfo, since, until time.Time)
 // MergeWindows merges the continuous windows that lie wholly in
 // [from, to] (one that straddles a reload would blur the two sides), the
 // newest MaxMerge of them, and says how many.
-func MergeWindows(db *store.DB, from, to time.Time) (*pprof.Profile, int, error) {
+func MergeWindows(db StoredProfiles, from, to time.Time) (*pprof.Profile, int, error) {
 	list, err := db.ListProfiles(from, to)
 	if err != nil {
 		return nil, 0, err

@@ -1,4 +1,4 @@
-package httpapi
+package query
 
 import "time"
 
@@ -16,12 +16,12 @@ func (s span) holds(t time.Time) bool { return t.After(s.start) && !t.After(s.en
 // estimatedSpans returns the spans within since..until when a bpfperfd ran
 // with a stats duty cycle: from each stats_duty event to the next
 // daemon_start or daemon_stop (or until).
-func (d *daemon) estimatedSpans(since, until time.Time) ([]span, error) {
-	prev, err := d.Store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
+func (q *Query) estimatedSpans(since, until time.Time) ([]span, error) {
+	prev, err := q.Store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
 	if err != nil {
 		return nil, err
 	}
-	events, err := d.Store.Events(since, until)
+	events, err := q.Store.Events(since, until)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,8 @@
-package httpapi
+package query
 
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"time"
@@ -19,39 +18,19 @@ import (
 // noHolder is the owner of programs and maps no process holds.
 const noHolder = "(no holder)"
 
-// owners answers GET /v1/owners: what each owner costs now, or with since
-// (and until) over that window.
-func (s *server) owners(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var out api.Owners
-	if q.Get("since") == "" && q.Get("until") == "" {
-		out.Owners = s.d.ownersLive()
-	} else {
-		since, until, err := queryRange(q, time.Hour, s.d.now())
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		out.Since, out.Until = since, until
-		if out.Owners, err = s.d.ownersOver(since, until); err != nil {
-			reply(w, nil, err)
-			return
+// OnlyOwner keeps the rows ref names (ownerMatches), and fails with
+// errs.UnknownOwner when none is.
+func OnlyOwner(rows []api.OwnerRow, ref string) ([]api.OwnerRow, error) {
+	kept := rows[:0]
+	for _, o := range rows {
+		if ownerMatches(o, ref) {
+			kept = append(kept, o)
 		}
 	}
-	if ref := q.Get("owner"); ref != "" {
-		kept := out.Owners[:0]
-		for _, o := range out.Owners {
-			if ownerMatches(o, ref) {
-				kept = append(kept, o)
-			}
-		}
-		if len(kept) == 0 {
-			reply(w, nil, fmt.Errorf("%w %q (bpfperf owners lists them)", errs.UnknownOwner, ref))
-			return
-		}
-		out.Owners = kept
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("%w %q (bpfperf owners lists them)", errs.UnknownOwner, ref)
 	}
-	reply(w, out, nil)
+	return kept, nil
 }
 
 // ownerMatches says whether ref names o: its name (comm[pid] or pin
@@ -122,14 +101,14 @@ func (t ownerTally) sorted() []api.OwnerRow {
 	return out
 }
 
-// ownersLive charges every loaded program (its cumulative counters and
+// OwnersLive charges every loaded program (its cumulative counters and
 // its rates over the last two sweeps) and every map of the last reading
 // to its owner.
-func (d *daemon) ownersLive() []api.OwnerRow {
+func (q *Query) OwnersLive() []api.OwnerRow {
 	t := ownerTally{}
-	d.Sampler.Read(func(v sampler.View) {
+	q.Sampler.Read(func(v sampler.View) {
 		for _, p := range v.Programs() {
-			row := d.liveRow(p)
+			row := q.liveRow(p)
 			r := t.row(p.Meta().Owners)
 			r.Present = true
 			r.Programs++
@@ -141,8 +120,8 @@ func (d *daemon) ownersLive() []api.OwnerRow {
 			addTo(&r.SampledCPUPercent, row.SampledCPUPercent)
 		}
 	})
-	users, progOwners := d.Sampler.MapUsers()
-	for _, m := range d.Maps.Last().Maps {
+	users, progOwners := q.Sampler.MapUsers()
+	for _, m := range q.Maps.Last().Maps {
 		r := t.row(mapwatch.Owners(m.Owners, users[m.Info.ID], progOwners, m.Pin))
 		r.Present = true
 		r.Maps++
@@ -151,15 +130,15 @@ func (d *daemon) ownersLive() []api.OwnerRow {
 	return t.sorted()
 }
 
-// ownersOver charges what happened in [since, until] to owners: each
+// OwnersOver charges what happened in [since, until] to owners: each
 // program instance's runs and run time over the window (from its first
 // stored sample when it loaded inside the window, whose counters count
 // from its load), and each map's last memory reading in the window. The
 // owners are those recorded when each program and map first appeared, so
 // an owner that has exited keeps its row.
-func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
+func (q *Query) OwnersOver(since, until time.Time) ([]api.OwnerRow, error) {
 	t := ownerTally{}
-	progs, err := d.Store.Programs()
+	progs, err := q.Store.Programs()
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +153,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 				return nil, fmt.Errorf("program %d metadata: %w", rec.ID, err)
 			}
 		}
-		points, err := d.Store.Series(rec.Key, since, until)
+		points, err := q.Store.Series(rec.Key, since, until)
 		if err != nil {
 			return nil, err
 		}
@@ -196,7 +175,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 		r.RunsPerSec = api.Optional(api.PerSecond(float64(r.RunCnt), window))
 		r.CPUPercent = api.Optional(api.CPUPercent(float64(r.RunTimeNs), window))
 	}
-	maps, err := d.Store.Maps()
+	maps, err := q.Store.Maps()
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +192,7 @@ func (d *daemon) ownersOver(since, until time.Time) ([]api.OwnerRow, error) {
 		r := t.row(owners)
 		r.Maps++
 		r.Present = r.Present || rec.GoneAt.IsZero()
-		points, err := d.Store.MapSeries(rec.Key, since, until)
+		points, err := q.Store.MapSeries(rec.Key, since, until)
 		if err != nil {
 			return nil, err
 		}

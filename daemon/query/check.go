@@ -1,9 +1,8 @@
-package httpapi
+package query
 
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -15,42 +14,26 @@ import (
 	"github.com/bpfperf/bpfperf/store"
 )
 
-// check answers GET /v1/check?prog=NAME&max=10%&baseline=TAG|TIME&since=D:
-// is the program's current version slower than the baseline by more than
-// max? The baseline is a tag (its intervals in the range), a time (every
-// interval before it, against the current version's after it), or by
-// default the version before the current one.
-func (s *server) check(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	now := s.d.now()
-	since, until, err := queryRange(q, 7*24*time.Hour, now)
-	if err != nil {
-		reply(w, nil, err)
-		return
-	}
-	limit, err := api.ParsePercent(q.Get("max"))
-	if err != nil {
-		reply(w, nil, fmt.Errorf("%w: max: %w", errs.BadRequest, err))
-		return
-	}
-	res, err := s.d.check(q.Get("prog"), q.Get("baseline"), limit, since, until)
-	reply(w, res, err)
-}
-
-func (d *daemon) check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
+// Check answers whether the current version of the program name names is
+// slower than the baseline by more than limit (a fraction), over the
+// intervals stored in [since, until]. The baseline is a tag (its
+// intervals in the range), a time (every interval before it, against the
+// current version's after it), or by default ("") the version before the
+// current one.
+func (q *Query) Check(name, baseline string, limit float64, since, until time.Time) (api.Check, error) {
 	res := api.Check{Program: name, Limit: limit, Baseline: baseline}
-	insts, err := d.versionsOf(name)
+	insts, err := q.versionsOf(name)
 	if err != nil {
 		return res, err
 	}
 	res.Current = insts[len(insts)-1].Tag
-	isBefore, isAfter, err := d.checkSides(&res, insts)
+	isBefore, isAfter, err := q.checkSides(&res, insts)
 	if err != nil {
 		return res, err
 	}
 	var before, after []regress.Sample
 	for _, p := range insts {
-		pts, err := d.Store.Series(p.Key, since, until)
+		pts, err := q.Store.Series(p.Key, since, until)
 		if err != nil {
 			return res, err
 		}
@@ -70,7 +53,7 @@ func (d *daemon) check(name, baseline string, limit float64, since, until time.T
 		}
 		return res, fmt.Errorf("%w: the %s of %s has no runs between %s and %s", errs.NoData, side, name, since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
-	cfg := d.cfg.Regressions
+	cfg := q.Regressions
 	if err := regressions.Validate(&cfg); err != nil || cfg.Alpha == 0 {
 		cfg = regress.DefaultConfig()
 	}
@@ -91,18 +74,18 @@ func (d *daemon) check(name, baseline string, limit float64, since, until time.T
 // versionsOf is every stored instance of the one program name names,
 // across its versions (one identity, never several programs that share a
 // name), oldest first.
-func (d *daemon) versionsOf(name string) ([]store.Program, error) {
+func (q *Query) versionsOf(name string) ([]store.Program, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: name a program", errs.BadRequest)
 	}
-	found, err := d.resolve(name)
+	found, err := q.Resolve(name)
 	if errors.Is(err, errs.UnknownProgram) {
 		return nil, fmt.Errorf("%w: no program named %q was ever seen", errs.UnknownProgram, name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if found, err = d.sameProgram(found); err != nil {
+	if found, err = q.SameProgram(found); err != nil {
 		return nil, err
 	}
 	if keys := identityKeys(found); len(keys) > 1 {
@@ -110,7 +93,7 @@ func (d *daemon) versionsOf(name string) ([]store.Program, error) {
 	}
 	var insts []store.Program
 	for _, in := range found {
-		insts = append(insts, in.rec)
+		insts = append(insts, in.Rec)
 	}
 	sort.Slice(insts, func(i, j int) bool { return insts[i].FirstSeen.Before(insts[j].FirstSeen) })
 	return insts, nil
@@ -119,9 +102,9 @@ func (d *daemon) versionsOf(name string) ([]store.Program, error) {
 // checkSides says which instances and times make each side of the check:
 // the baseline (res.Baseline: a tag, a time, or by default the version
 // before res.Current, which it then names) and the current version.
-func (d *daemon) checkSides(res *api.Check, insts []store.Program) (isBefore, isAfter func(store.Program, time.Time) bool, err error) {
+func (q *Query) checkSides(res *api.Check, insts []store.Program) (isBefore, isAfter func(store.Program, time.Time) bool, err error) {
 	name, baseline, current := res.Program, res.Baseline, res.Current
-	at, terr := api.ParseTime(baseline, d.now())
+	at, terr := api.ParseTime(baseline, q.Now())
 	switch {
 	case baseline == "":
 		prev := ""

@@ -1,0 +1,155 @@
+package query
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
+	"github.com/bpfperf/bpfperf/internal/identity"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// ProgCounters lists the loaded programs' latest counters, by id.
+func (q *Query) ProgCounters() []api.ProgCounters {
+	var out []api.ProgCounters
+	q.Sampler.Read(func(v sampler.View) {
+		out = make([]api.ProgCounters, 0, v.Len())
+		for _, p := range v.Programs() {
+			cur, at := p.Latest()
+			out = append(out, api.ProgCounters{ID: p.Meta().ID, Tag: p.Meta().Tag, LastSampleMs: at.UnixMilli(), Counters: sampler.Counters(cur)})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Rows lists loaded programs (and with all, every stored instance), by CPU %
+// then run time, highest first.
+func (q *Query) Rows(all bool) ([]api.ProgRow, error) {
+	var rows []api.ProgRow
+	live := map[store.InstanceKey]bool{}
+	q.Sampler.Read(func(v sampler.View) {
+		rows = make([]api.ProgRow, 0, v.Len())
+		for _, p := range v.Programs() {
+			rows = append(rows, q.liveRow(p))
+			live[p.Key()] = true
+		}
+	})
+	if all {
+		recs, err := q.Store.Programs()
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if live[rec.Key] {
+				continue
+			}
+			row, err := q.storedRow(rec)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		ci, cj := val(rows[i].CPUPercent), val(rows[j].CPUPercent)
+		if ci != cj {
+			return ci > cj
+		}
+		if rows[i].RunTimeNs != rows[j].RunTimeNs {
+			return rows[i].RunTimeNs > rows[j].RunTimeNs
+		}
+		return rows[i].ID < rows[j].ID
+	})
+	return rows, nil
+}
+
+func val(f *float64) float64 {
+	if f == nil {
+		return -1
+	}
+	return *f
+}
+
+// liveRow builds the row of a live program, inside the sampler's Read.
+func (q *Query) liveRow(p *sampler.Program) api.ProgRow {
+	m, key := p.Meta(), p.IdentityKey()
+	smp, at := p.Latest()
+	cur := sampler.Counters(smp)
+	row := api.ProgRow{
+		ID: m.ID, Type: m.Type, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, Loaded: true,
+		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
+		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
+		LoadedAt: m.LoadedAt, BootID: q.BootID, LastSample: at,
+		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), // copied under the sampler's lock
+		SampledCPUPercent: q.Profiling.SampledCPU(m.ID),
+		MapBytes:          q.Maps.BytesOf(m.MapIDs),
+	}
+	q.Counters.Fill(&row)
+	if prev, prevAt, ok := p.Previous(); ok {
+		row.Rates = api.RatesBetween(sampler.Counters(prev), cur, at.Sub(prevAt))
+	}
+	return row
+}
+
+// storedRow builds an api.ProgRow for an instance that is no longer loaded, from
+// its last stored sample.
+func (q *Query) storedRow(rec store.Program) (api.ProgRow, error) {
+	var meta collectors.Meta
+	if len(rec.Meta) > 0 {
+		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
+			return api.ProgRow{}, fmt.Errorf("program %d metadata: %w", rec.ID, err)
+		}
+	}
+	// A record from before full names were kept has the kernel's name only.
+	kernelName := cmp.Or(rec.KernelName, rec.Name)
+	row := api.ProgRow{
+		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
+		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Attach(meta.Attach),
+		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach,
+	}
+	until := rec.UnloadedAt
+	if until.IsZero() {
+		until = q.Now()
+	}
+	points, err := q.Store.Series(rec.Key, rec.FirstSeen, until)
+	if err != nil {
+		return api.ProgRow{}, err
+	}
+	if n := len(points); n > 0 {
+		last := points[n-1]
+		row.Counters = pointCounters(last)
+		row.LastSample = last.Time
+		row.AvgNsSinceLoad = api.Optional(row.Counters.AvgNsSinceLoad())
+	}
+	return row, nil
+}
+
+// Detail is one program's row and its metadata, live or as stored.
+func (q *Query) Detail(inst Instance) (api.ProgDetail, error) {
+	if inst.Live != nil {
+		var detail api.ProgDetail
+		q.Sampler.Read(func(sampler.View) {
+			meta := *inst.Live.Meta()
+			meta.Owners, meta.Attach = slices.Clone(meta.Owners), slices.Clone(meta.Attach)
+			detail = api.ProgDetail{ProgRow: q.liveRow(inst.Live), Meta: meta}
+		})
+		return detail, nil
+	}
+	row, err := q.storedRow(inst.Rec)
+	if err != nil {
+		return api.ProgDetail{}, err
+	}
+	var meta collectors.Meta
+	if len(inst.Rec.Meta) > 0 {
+		if err := json.Unmarshal(inst.Rec.Meta, &meta); err != nil {
+			return api.ProgDetail{}, err
+		}
+	}
+	return api.ProgDetail{ProgRow: row, Meta: meta}, nil
+}
