@@ -24,7 +24,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps docs install uninstall test test-vm bench fuzz soak generate check-generate demo run clean
+.PHONY: all build deb deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
 
 all: build
 
@@ -108,6 +108,16 @@ soak:
 	BPFPERF_CHURN_PROGRAMS=10000 $(GO) test -count=1 -run '^TestChurn$$' -v -timeout 30m ./daemon/
 	BPFPERF_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 3h ./daemon/
 
+
+# A refactor leaves the API's documents byte-identical: build OLD (a git
+# revision) and this tree, and compare what each answers from copies of
+# one recorded store (tools/compare-api.sh).
+OLD ?= HEAD
+compare-api: build
+	@d=$$(mktemp -d) && git worktree add -q --detach $$d/src $(OLD) && \
+		(cd $$d/src && $(GO) build -o $$d/old-bpfperfd ./cmd/bpfperfd) && \
+		git worktree remove --force $$d/src && \
+		tools/compare-api.sh $$d/old-bpfperfd bin/bpfperfd $$d/work
 
 # Regenerate the BPF objects and their Go loaders (needs clang and libbpf-dev).
 generate:
