@@ -353,7 +353,9 @@ func (w *CounterWindow) Target() uint32 { return w.target }
 // process fd, link or pin when the window started.
 func (w *CounterWindow) Tracked() bool { return w.tracked }
 
-// Done is closed when the window stops counting.
+// Done is closed when the window stops counting, whatever stopped it (its
+// time, its owner letting go, Stop or Close): a caller waits on it rather
+// than polling Stopped, which then says why.
 func (w *CounterWindow) Done() <-chan struct{} { return w.done }
 
 // Stopped returns why the window stopped, or StopNone while it counts.

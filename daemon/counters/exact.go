@@ -5,7 +5,10 @@
 // and held by nothing in between. One goroutine (the counter loop) owns
 // every window; API calls and the sampler hand it work. Each window's
 // totals are stored as a counter series (store.CounterSample): a sample
-// when the window opens and one when it closes.
+// when the window opens and one when it closes. The loop wakes only when
+// something is to be done: a request, a matched program, a window that
+// stopped, a window due, or a sampler tick that saw programs come or go
+// while a target holds no window.
 //
 // The sampled mechanism (sampled.go) estimates the same per-run figures
 // from the continuous profile windows; a program's row shows the newer of
@@ -64,7 +67,7 @@ type Counters struct {
 	cfg     Config
 	started bool
 	support collectors.CounterSupport
-	exact   *collectors.ExactCounters // nil when exact counting cannot run
+	exact   exactCounter // nil when exact counting cannot run
 	events  []perfevent.Event
 	targets map[uint32]*counterTarget
 	// pending are programs the sampler matched, for the loop to pick up.
@@ -87,6 +90,34 @@ func New(flags Config, deps Deps) *Counters {
 // stored what its open windows counted.
 func (c *Counters) Wait() { c.loop.Wait() }
 
+// exactCounter is collectors.ExactCounters as the loop uses it, so that
+// a test can count with windows it stops by hand.
+type exactCounter interface {
+	Start(target uint32, window time.Duration) (counterWindow, error)
+}
+
+// counterWindow is a collectors.CounterWindow as the loop uses it.
+type counterWindow interface {
+	Done() <-chan struct{}
+	Stopped() collectors.StopReason
+	Stop()
+	Read() (collectors.CounterReading, error)
+	Close() error
+}
+
+var _ counterWindow = (*collectors.CounterWindow)(nil)
+
+// exactCounters is the real exact mechanism.
+type exactCounters struct{ *collectors.ExactCounters }
+
+func (e exactCounters) Start(target uint32, window time.Duration) (counterWindow, error) {
+	w, err := e.ExactCounters.Start(target, window)
+	if err != nil {
+		return nil, err // not a nil *CounterWindow in a non-nil interface
+	}
+	return w, nil
+}
+
 // counterTarget is the loop's state of one target. Only the loop changes
 // it, under counting.mu; others read under counting.mu.
 type counterTarget struct {
@@ -97,7 +128,7 @@ type counterTarget struct {
 	waiting bool
 	failed  string // reason; a failed target is not retried
 	next    time.Time
-	w       *collectors.CounterWindow
+	w       counterWindow
 	wStart  time.Time
 	cum     *store.CounterSample // cumulative over windows; nil until loaded from the store
 	last    *api.PerfCounters
@@ -139,21 +170,15 @@ func (c *Counters) Start(ctx context.Context) error {
 	if len(events) == 0 {
 		events = []perfevent.Event{perfevent.CPUClock}
 	}
-	var exact *collectors.ExactCounters
+	var exact exactCounter
 	if support.Exact == nil {
-		var err error
-		exact, err = collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: c.procRoot})
+		ec, err := collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: c.procRoot})
 		if err != nil {
 			support.Exact = err
+		} else {
+			exact = exactCounters{ec}
 		}
 	}
-	c.mu.Lock()
-	c.cfg, c.support, c.exact, c.events, c.started = cfg, support, exact, events, true
-	c.reqs = make(chan counterRequest)
-	if c.wake == nil {
-		c.wake = make(chan struct{}, 1)
-	}
-	c.mu.Unlock()
 	log := c.log
 	if support.Exact != nil {
 		log.Info("exact perf counters unavailable", "reason", counterReason(support.Exact), "err", support.Exact)
@@ -161,8 +186,21 @@ func (c *Counters) Start(ctx context.Context) error {
 	if support.PMU != nil {
 		log.Info("no hardware PMU: cycles, instructions and LLC misses are absent", "err", support.PMU)
 	}
-	c.loop.Go(func() { c.counterLoop(ctx) })
+	c.run(ctx, cfg, support, exact, events)
 	return nil
+}
+
+// run takes what Start probed and starts the counter loop until ctx is
+// done. Tests start it with a fake exact mechanism.
+func (c *Counters) run(ctx context.Context, cfg Config, support collectors.CounterSupport, exact exactCounter, events []perfevent.Event) {
+	c.mu.Lock()
+	c.cfg, c.support, c.exact, c.events, c.started = cfg, support, exact, events, true
+	c.reqs = make(chan counterRequest)
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	c.mu.Unlock()
+	c.loop.Go(func() { c.counterLoop(ctx) })
 }
 
 // Appeared lets counting match a new program against --counters.programs.
@@ -195,20 +233,31 @@ func (c *Counters) poke() {
 // counterLoop owns every counting window: it opens due ones, stores and
 // closes finished ones, and serves enable/disable. When ctx ends it stops
 // every window and stores what they counted.
+//
+// It polls nothing: it sleeps until a request, a poke (a matched program,
+// a dropped target, a window that stopped: openWindow's watch), the
+// earliest due window, or, while a target holds no window, a sampler tick
+// that saw programs come or go. An idle daemon with no targets sleeps
+// until a request or a matched program wakes it.
 func (c *Counters) counterLoop(ctx context.Context) {
-	t := time.NewTicker(counterPoll)
-	defer t.Stop()
+	due := time.NewTimer(0)
+	due.Stop()
+	defer due.Stop()
+	var unloads unloadWatch
+	defer unloads.stop()
 	for {
-		c.counterPass(c.now())
-		// Poll only while there are targets: with none, nothing is due
-		// until a request or a matched program wakes the loop, and an idle
-		// daemon should not wake five times a second for nothing.
-		var poll <-chan time.Time
-		if c.hasTargets() {
-			t.Reset(counterPoll)
-			poll = t.C
+		w := c.counterPass(ctx, c.now())
+		var dueC <-chan time.Time
+		if !w.due.IsZero() {
+			due.Reset(w.due.Sub(c.now()))
+			dueC = due.C
 		} else {
-			t.Stop()
+			due.Stop()
+		}
+		if w.idle {
+			unloads.start(ctx, c, w.seen)
+		} else {
+			unloads.stop()
 		}
 		select {
 		case <-ctx.Done():
@@ -226,27 +275,84 @@ func (c *Counters) counterLoop(ctx context.Context) {
 			}
 			return
 		case req := <-c.reqs:
-			req.reply <- c.counterRequest(req)
+			req.reply <- c.counterRequest(ctx, req)
 		case <-c.wake:
-		case <-poll:
+		case <-dueC:
+		case <-unloads.moved:
+			unloads.stop()
 		}
 	}
 }
 
-// counterPoll is how often the counter loop looks for finished and due
-// windows while it has targets.
-const counterPoll = 200 * time.Millisecond
+// passWait is what the loop waits for after a pass, besides requests and
+// pokes.
+type passWait struct {
+	due  time.Time // the earliest next window of a target that can open one; zero for none
+	idle bool      // some target holds no window: its program's unload is the loop's to see
+	seen sweepMark // the sampler as the pass saw it
+}
 
-// hasTargets says whether the loop has targets or matched programs to take.
-func (c *Counters) hasTargets() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.targets) > 0 || len(c.pending) > 0
+// sweepMark is the sampler's state at one Read: its last tick and
+// generation, which moves when a program comes or goes.
+type sweepMark struct {
+	tick time.Time
+	gen  uint64
+}
+
+// unloadWatch is the loop's watch for programs going away: a goroutine
+// (watchUnloads) that closes moved after the first sampler tick that saw
+// programs come or go. Only the loop uses it.
+type unloadWatch struct {
+	moved  chan struct{} // nil while none runs
+	cancel context.CancelFunc
+}
+
+// start starts a watch from seen, unless one runs: one started at an
+// earlier pass saw the sampler no later, so it fires no later.
+func (u *unloadWatch) start(ctx context.Context, c *Counters, seen sweepMark) {
+	if u.moved != nil {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	u.moved, u.cancel = make(chan struct{}), cancel
+	go c.watchUnloads(wctx, seen, u.moved)
+}
+
+// stop ends the watch, if one runs.
+func (u *unloadWatch) stop() {
+	if u.moved != nil {
+		u.cancel()
+		u.moved, u.cancel = nil, nil
+	}
+}
+
+// watchUnloads closes moved after the first sampler tick whose programs
+// differ from seen's (the generation moved): an idle target's program may
+// be gone. It returns without closing moved when ctx ends.
+func (c *Counters) watchUnloads(ctx context.Context, seen sweepMark, moved chan<- struct{}) {
+	for {
+		// WaitTick wants a bound; past it, there is nothing to do but
+		// wait again.
+		if !c.sampler.WaitTick(ctx, seen.tick, time.Hour) {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		var now sweepMark
+		c.sampler.Read(func(v sampler.View) { now = sweepMark{v.LastTick(), v.Generation()} })
+		if now.gen != seen.gen {
+			close(moved)
+			return
+		}
+		seen.tick = now.tick
+	}
 }
 
 // counterPass takes in matched programs, closes finished windows, drops
-// targets whose program went away and opens due windows.
-func (c *Counters) counterPass(now time.Time) {
+// targets whose program went away and opens due windows. It returns what
+// the loop waits for next.
+func (c *Counters) counterPass(ctx context.Context, now time.Time) passWait {
 	c.mu.Lock()
 	if c.targets == nil {
 		c.targets = map[uint32]*counterTarget{}
@@ -259,13 +365,10 @@ func (c *Counters) counterPass(now time.Time) {
 		}
 	}
 	c.pending = nil
-	var finished, idle []*counterTarget
+	var finished []*counterTarget
 	for _, tg := range c.targets {
-		switch {
-		case tg.w != nil && tg.w.Stopped() != collectors.StopNone:
+		if tg.w != nil && tg.w.Stopped() != collectors.StopNone {
 			finished = append(finished, tg)
-		case tg.w == nil:
-			idle = append(idle, tg)
 		}
 	}
 	c.mu.Unlock()
@@ -273,8 +376,19 @@ func (c *Counters) counterPass(now time.Time) {
 	for _, tg := range finished {
 		c.finishWindow(tg, now)
 	}
+	// Idle targets are taken after the finished windows, so that each
+	// target holding no window after this pass was seen loaded at seen:
+	// the unload watch starts from there.
+	c.mu.Lock()
+	var idle []*counterTarget
+	for _, tg := range c.targets {
+		if tg.w == nil {
+			idle = append(idle, tg)
+		}
+	}
+	c.mu.Unlock()
 	// Targets whose program went away are dropped, never reopened.
-	alive := c.loadedInstances(idle)
+	alive, seen := c.loadedInstances(idle)
 	for _, tg := range idle {
 		if !alive[tg.key] {
 			c.dropTarget(tg, "unloaded")
@@ -287,9 +401,25 @@ func (c *Counters) counterPass(now time.Time) {
 		due := !tg.waiting && tg.failed == "" && !tg.next.After(now) && c.targets[tg.key.ID] == tg
 		c.mu.Unlock()
 		if due {
-			c.openWindow(tg, now)
+			c.openWindow(ctx, tg, now)
 		}
 	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := passWait{seen: seen}
+	for _, tg := range c.targets {
+		if tg.w != nil {
+			continue
+		}
+		w.idle = true
+		// A waiting target waits for a slot, which frees with a poke
+		// (dropTarget, a disable, a failure), not at a time.
+		if !tg.waiting && tg.failed == "" && (w.due.IsZero() || tg.next.Before(w.due)) {
+			w.due = tg.next
+		}
+	}
+	return w
 }
 
 // inSlots counts targets holding one of --counters.max slots: all but the
@@ -305,30 +435,31 @@ func (c *Counters) inSlots() int {
 }
 
 // loadedInstances reports which of the targets' instances the sampler
-// sees loaded now.
-func (c *Counters) loadedInstances(tgs []*counterTarget) map[store.InstanceKey]bool {
+// sees loaded now, and the sampler's mark then (zero for no targets).
+func (c *Counters) loadedInstances(tgs []*counterTarget) (map[store.InstanceKey]bool, sweepMark) {
 	out := make(map[store.InstanceKey]bool, len(tgs))
+	var seen sweepMark
 	if len(tgs) == 0 {
-		return out
+		return out, seen
 	}
 	c.sampler.Read(func(v sampler.View) {
+		seen = sweepMark{v.LastTick(), v.Generation()}
 		for _, tg := range tgs {
 			if v.Live(tg.key) != nil {
 				out[tg.key] = true
 			}
 		}
 	})
-	return out
+	return out, seen
 }
 
 // openWindow starts counting tg, or marks it failed with the reason. A
-// target gone from the kernel is dropped.
-func (c *Counters) openWindow(tg *counterTarget, now time.Time) error {
+// target gone from the kernel is dropped. The window pokes the loop when
+// it stops, until ctx ends.
+func (c *Counters) openWindow(ctx context.Context, tg *counterTarget, now time.Time) error {
 	if c.exact == nil {
 		err := fmt.Errorf("%w: %s", errs.CountersUnavailable, counterReasonDetail(c.support.Exact))
-		c.mu.Lock()
-		tg.failed = counterReason(c.support.Exact)
-		c.mu.Unlock()
+		c.fail(tg, counterReason(c.support.Exact))
 		return err
 	}
 	if tg.cum == nil {
@@ -347,10 +478,9 @@ func (c *Counters) openWindow(tg *counterTarget, now time.Time) error {
 			c.dropTarget(tg, "unloaded")
 			return err
 		}
-		c.mu.Lock()
-		tg.failed = counterReason(err)
-		c.mu.Unlock()
-		c.log.Warn("perf counters: cannot count program", "id", tg.key.ID, "name", tg.name, "reason", tg.failed, "err", err)
+		reason := counterReason(err)
+		c.fail(tg, reason)
+		c.log.Warn("perf counters: cannot count program", "id", tg.key.ID, "name", tg.name, "reason", reason, "err", err)
 		return err
 	}
 	// The open sample marks every event the window counts as present:
@@ -366,7 +496,25 @@ func (c *Counters) openWindow(tg *counterTarget, now time.Time) error {
 	c.mu.Lock()
 	tg.w, tg.wStart, tg.next = w, now, now.Add(c.cfg.Every)
 	c.mu.Unlock()
+	// The loop stores a window when it stops (its time is up, its owner
+	// let the target go), not when it next happens to look.
+	go func() {
+		select {
+		case <-w.Done():
+			c.poke()
+		case <-ctx.Done():
+		}
+	}()
 	return nil
+}
+
+// fail marks tg failed: it is not retried, and holds no slot, so a
+// waiting target may take it.
+func (c *Counters) fail(tg *counterTarget, reason string) {
+	c.mu.Lock()
+	tg.failed = reason
+	c.mu.Unlock()
+	c.poke()
 }
 
 // finishWindow reads a stopped (or stopping) window, stores its totals,
@@ -421,7 +569,7 @@ func (c *Counters) dropTarget(tg *counterTarget, why string) {
 }
 
 // counterRequest serves enable and disable in the loop.
-func (c *Counters) counterRequest(req counterRequest) counterReply {
+func (c *Counters) counterRequest(ctx context.Context, req counterRequest) counterReply {
 	id := req.key.ID
 	c.mu.Lock()
 	tg := c.targets[id]
@@ -472,7 +620,7 @@ func (c *Counters) counterRequest(req counterRequest) counterReply {
 	tg.waiting, tg.failed = false, ""
 	c.targets[id] = tg
 	c.mu.Unlock()
-	if err := c.openWindow(tg, c.now()); err != nil {
+	if err := c.openWindow(ctx, tg, c.now()); err != nil {
 		c.mu.Lock()
 		if c.targets[id] == tg {
 			delete(c.targets, id)

@@ -47,3 +47,12 @@ func (f *Fixture) Remove(id uint32) {
 	delete(f.progs, id)
 	f.gen++
 }
+
+// Tick ends a tick at now, as a sweep does: WaitTick returns for it.
+func (f *Fixture) Tick(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastTick = now
+	close(f.tickDone)
+	f.tickDone = make(chan struct{})
+}
