@@ -61,7 +61,7 @@ func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result
 	}
 	if res != nil {
 		for _, c := range res.Lockups {
-			tb.Logf("VM: the guest kernel reported a soft lockup and the run was tried again; its console ended with:\n%s", c)
+			tb.Logf("VM: the guest kernel reported a soft lockup and the run was tried again; its console from there:\n%s", c)
 		}
 	}
 	if res != nil {

@@ -166,7 +166,7 @@ func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Resul
 		case errors.Is(err, errBootHung) && hung+1 < bootTries:
 			hung++
 		case errors.Is(err, errLockup) && len(lockups)+1 < lockupTries:
-			lockups = append(lockups, tail(res.Console, 40))
+			lockups = append(lockups, fromLockup(res.Console, 40))
 		default:
 			return res, err
 		}
@@ -210,7 +210,7 @@ func boot(ctx context.Context, cfg Config, kernel, initrd string) (*Result, erro
 	case hung.Load():
 		return res, fmt.Errorf("%w: the test binary had not started after %s; console ends with:\n%s", errBootHung, cfg.BootTimeout, tail(res.Console, 40))
 	case strings.Contains(res.Console, "soft lockup"):
-		return res, fmt.Errorf("%w; console ends with:\n%s", errLockup, tail(res.Console, 40))
+		return res, fmt.Errorf("%w; console from it:\n%s", errLockup, fromLockup(res.Console, 40))
 	case ctx.Err() == context.DeadlineExceeded:
 		return res, fmt.Errorf("%w after %s; console ends with:\n%s", ErrTimeout, cfg.Timeout, tail(res.Console, 40))
 	case runErr != nil:
@@ -269,6 +269,18 @@ func (c *consoleBuffer) output() (string, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return s, c.started
+}
+
+// fromLockup is the console from its first soft-lockup line on, n lines
+// at most: the stuck task and its stack, which a panic's own stack would
+// push out of the tail.
+func fromLockup(s string, n int) string {
+	if i := strings.Index(s, "soft lockup"); i >= 0 {
+		s = s[strings.LastIndex(s[:i], "\n")+1:]
+		lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+		return strings.Join(lines[:min(n, len(lines))], "\n")
+	}
+	return tail(s, n)
 }
 
 func tail(s string, n int) string {
