@@ -108,4 +108,16 @@ type StatsCost struct {
 	// CPUPercent is RunsPerSec × NsPerRun as a share of one CPU.
 	RunsPerSec float64  `json:"runs_per_sec"`
 	CPUPercent *float64 `json:"cpu_percent,omitempty"`
+	// DutyPercent is the share of each interval stats are on now: 100
+	// keeps every figure exact; below, runs and run time are scaled from
+	// that share (estimates). BudgetPercent is --stats.budget, the % of
+	// one CPU stats may cost the programs (absent without a budget), and
+	// Budget says in words how it is kept, or why it is off.
+	DutyPercent   int      `json:"duty_percent"`
+	BudgetPercent *float64 `json:"budget_percent,omitempty"`
+	Budget        string   `json:"budget"`
+	// PaidCPUSecondsPerSec is what stats cost the programs now, at the
+	// share in force: RunsPerSec × NsPerRun × DutyPercent/100, in CPU
+	// seconds per second.
+	PaidCPUSecondsPerSec *float64 `json:"paid_cpu_seconds_per_sec,omitempty"`
 }

@@ -32,11 +32,16 @@ type Config struct {
 	HostLock  string
 	Interval  time.Duration // sampling interval
 	StatsMode string        // "auto", "fd" or "sysctl"
-	// StatsDuty is the percent of each interval stats are on (sampler/duty.go);
-	// 0 is 100.
+	// StatsDuty is a fixed percent of each interval stats are on
+	// (sampler/duty.go); 100 keeps them on all the time, 0 leaves the share
+	// to StatsBudget.
 	StatsDuty int
-	Sweep     string // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
-	ProcRoot  string // usually /proc
+	// StatsBudget is the % of one CPU that stats may cost the host's
+	// programs (sampler/budget.go): stats stay on all the time within it
+	// and for the share that keeps within it when not; 0 turns it off.
+	StatsBudget float64
+	Sweep       string // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
+	ProcRoot    string // usually /proc
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
 	BPFFS       string
@@ -97,11 +102,11 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("%w: --stats-mode %q is not one of auto, fd, sysctl", ErrBadConfig, c.StatsMode)
 	}
-	if c.StatsDuty == 0 {
-		c.StatsDuty = 100
-	}
-	if c.StatsDuty < 1 || c.StatsDuty > 100 {
+	if c.StatsDuty < 0 || c.StatsDuty > 100 {
 		return fmt.Errorf("%w: --stats.duty %d%% is outside 1%%..100%%", ErrBadConfig, c.StatsDuty)
+	}
+	if c.StatsBudget < 0 || c.StatsBudget > 100 {
+		return fmt.Errorf("%w: --stats.budget %g%% is outside 0%%..100%% of one CPU", ErrBadConfig, c.StatsBudget)
 	}
 	switch c.Sweep {
 	case "":
@@ -184,6 +189,10 @@ func (c *Config) validateMaps() error {
 	c.MapsEvery, c.MapsLeakWindow = m.Every, m.LeakWindow
 	return nil
 }
+
+// ParseBudget reads --stats.budget: "N%" or "N", a percent of one CPU in
+// 0..100 ("0" or "off": no budget).
+func ParseBudget(s string) (float64, error) { return sampler.ParseBudget(s) }
 
 // ParseDuty reads --stats.duty: "N%" or "N", a whole percent in 1..100.
 func ParseDuty(s string) (int, error) { return sampler.ParseDuty(s) }

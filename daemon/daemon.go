@@ -14,6 +14,7 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
@@ -25,6 +26,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/regressions"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/selfcost"
+	"github.com/bpfperf/bpfperf/daemon/statscost"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -47,7 +49,7 @@ type Daemon struct {
 	query    *query.Query
 	maps     *mapwatch.Watcher
 	// statsCost is bpf_stats' cost per run, measured before stats went on.
-	statsCost statsCost
+	statsCost statscost.Measured
 
 	// detector is regression detection (daemon/regressions), fed by the
 	// sampling loop only.
@@ -93,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer sw.Close()
 
-	cost := measureStatsCost(cfg.Now(), log)
+	cost := statscost.Measure(cfg.Now(), log)
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: cfg.ProcRoot, Mode: cfg.StatsMode})
 	if err != nil {
 		return fmt.Errorf("enable BPF run-time stats: %w", err)
@@ -109,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}()
 	log.Info("BPF run-time stats on", "mode", stats.Mode(), "detail", stats.Detail())
-	duty, err := startDuty(cfg, stats)
+	duty, err := startDuty(cfg, stats, cost)
 	if err != nil {
 		return err
 	}
@@ -174,17 +176,16 @@ func openStore(ctx context.Context, cfg Config) (*store.DB, error) {
 	return db, nil
 }
 
-// startDuty starts the stats duty cycle at --stats.duty below 100%, nil
-// at 100%.
-func startDuty(cfg Config, stats *collectors.Stats) (*sampler.DutyCycle, error) {
-	if cfg.StatsDuty >= 100 {
-		return nil, nil
+// startDuty starts the stats duty cycle: a fixed --stats.duty below
+// 100%, or the --stats.budget (nil with stats on all the time).
+func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*sampler.DutyCycle, error) {
+	duty, err := sampler.StartDuty(sampler.DutyConfig{
+		Percent: cfg.StatsDuty, Budget: cfg.StatsBudget, NsPerRun: cost.NsPerRun(), NotMeasured: cost.Err,
+		Interval: cfg.Interval, Stats: stats, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if stats.Mode() != collectors.StatsFD {
-		return nil, fmt.Errorf("%w: --stats.duty %d%% needs the stats fd (BPF_ENABLE_STATS, Linux 5.8+), but stats are on through the sysctl: %s", ErrBadConfig, cfg.StatsDuty, stats.Detail())
-	}
-	duty := sampler.NewDutyCycle(stats, cfg.StatsDuty, cfg.Interval, cfg.Logger)
-	cfg.Logger.Info("stats duty cycle", "detail", duty.Status())
 	return duty, nil
 }
 
@@ -227,6 +228,13 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	return nil
 }
 
+// statsCostStatus is what stats cost the programs now (statscost).
+func (d *Daemon) statsCostStatus() *api.StatsCost {
+	var runs float64
+	d.sampler.Read(func(v sampler.View) { runs = v.HostRunsPerSec() })
+	return d.statsCost.Status(runs, d.sampler.Status(), statscost.Flags{Duty: d.cfg.StatsDuty, Budget: d.cfg.StatsBudget, Mode: d.stats.Mode()})
+}
+
 // serve answers the API on the unix socket, and on the TCP listener if
 // one is configured, until stop is called.
 func (d *Daemon) serve() (stop func(), err error) {
@@ -255,7 +263,7 @@ func (d *Daemon) writeStart(duty *sampler.DutyCycle) error {
 		{Time: d.started, Kind: "daemon_start", Detail: d.cfg.Version},
 		{Time: d.started, Kind: "stats_mode", Detail: d.stats.Detail()},
 	}
-	if duty != nil {
+	if duty != nil && duty.Fixed() {
 		// History marks what this run stores as estimates (query/estimates.go).
 		events = append(events, store.Event{Time: d.started, Kind: query.EventStatsDuty, Detail: duty.Status()})
 	}

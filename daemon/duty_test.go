@@ -193,7 +193,7 @@ func TestStatsDuty(t *testing.T) {
 		t.Fatal(err)
 	}
 	restart := time.Now()
-	d = startDaemon(t, state, "--interval", "1s", "--profile.every", "0")
+	d = startDaemon(t, state, "--interval", "1s", "--stats.duty", "100%", "--profile.every", "0")
 	time.Sleep(3 * time.Second)
 	d.json(t, &pts, "history", name, "--since", "30s")
 	var before, after int

@@ -91,8 +91,11 @@ func TestGoldenAPI(t *testing.T) {
 	reloadName, twinName := uniqueName("gold_rld"), uniqueName("gold_twin")
 	// Continuous profiling in 1 s windows fills sampled_cpu_percent and
 	// the sampled perf counters; the counters glob gives /v1/counters a
-	// target (refused here, counted where fentry works).
-	d := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--counters.programs", ctrName)
+	// target (refused here, counted where fentry works). Stats stay on
+	// all the time (no budget): the hot program would take them past the
+	// default budget, and the runs of the programs run a few times beside
+	// it are asserted exactly. The bare daemon below runs at the default.
+	d := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--counters.programs", ctrName, "--stats.budget", "0")
 	api := newAPIClient(t, d.socket)
 
 	hotID, _ := hotProgram(t, hotName)

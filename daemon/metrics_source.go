@@ -41,8 +41,12 @@ func (s metricsSource) Profiler() metrics.Profiler {
 func (s metricsSource) State() metrics.State {
 	d := s.d
 	st := metrics.State{StoreBytes: d.store.Size(), StatsMode: string(d.stats.Mode()), Version: d.cfg.Version}
-	if sc := d.statsCost; sc.err == nil {
-		st.StatsCostNsPerRun = sc.cost.NsPerRun()
+	st.StatsCostNsPerRun = d.statsCost.NsPerRun()
+	// Called outside the sampler's Read (collectDaemon).
+	sc := d.statsCostStatus()
+	st.StatsDuty, st.StatsPaid = float64(sc.DutyPercent)/100, sc.PaidCPUSecondsPerSec
+	if sc.BudgetPercent != nil {
+		st.StatsBudget = *sc.BudgetPercent / 100
 	}
 	return st
 }

@@ -55,7 +55,7 @@ func statusFields(s api.Status) [][2]string {
 		{"daemon rss", fmtBytes(s.RSSBytes)},
 		{"daemon heap", fmtBytes(s.HeapLiveBytes) + " live"},
 	}
-	if s.StatsDuty != "" {
+	if s.StatsDuty != "" && (s.StatsCost == nil || s.StatsCost.Budget != s.StatsDuty) {
 		kv = append(kv, [2]string{"stats duty", s.StatsDuty})
 	}
 	if s.Sweep != "" {
@@ -72,6 +72,9 @@ func statusFields(s api.Status) [][2]string {
 	}
 	if sc := s.StatsCost; sc != nil {
 		kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
+		if sc.Budget != "" {
+			kv = append(kv, [2]string{"stats budget", sc.Budget})
+		}
 	}
 	kv = append(kv, countersStatusKV(s.Counters)...)
 	if s.SkippedPrograms > 0 {
@@ -126,6 +129,11 @@ func statsCostText(sc *api.StatsCost) string {
 	if !sc.Measured {
 		return fmt.Sprintf("%s; %s runs/s on the host", sc.Detail, fmtRate(&sc.RunsPerSec))
 	}
-	return fmt.Sprintf("%.0f ns per run (%.0f -> %.0f ns for an empty program), x %s runs/s = %s of one CPU",
+	line := fmt.Sprintf("%.0f ns per run (%.0f -> %.0f ns for an empty program), x %s runs/s = %s of one CPU",
 		sc.NsPerRun, sc.OffNsPerRun, sc.OnNsPerRun, fmtRate(&sc.RunsPerSec), fmtPercent(sc.CPUPercent))
+	if sc.DutyPercent < 100 && sc.PaidCPUSecondsPerSec != nil {
+		paid := *sc.PaidCPUSecondsPerSec * 100
+		line += fmt.Sprintf(" at full time; %s paid now, on %d%% of each interval", fmtPercent(&paid), sc.DutyPercent)
+	}
+	return line
 }

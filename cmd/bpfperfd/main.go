@@ -49,7 +49,8 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "socket-group", Value: daemon.DefaultGroup, Usage: "group that may use the socket, if it exists"},
 			&cli.DurationFlag{Name: "interval", Value: daemon.DefaultInterval, Usage: "sampling interval (100ms to 1h)"},
 			&cli.StringFlag{Name: "stats-mode", Value: "auto", Usage: "how to turn BPF run-time stats on: auto (fd, else sysctl), fd, sysctl"},
-			&cli.StringFlag{Name: "stats.duty", Value: "100%", Usage: "keep BPF run-time stats on for this share of each interval (1%..100%); below 100% runs and run time are scaled from that share and marked as estimates, and every program on the host runs without the stats' cost the rest of the time"},
+			&cli.StringFlag{Name: "stats.budget", Value: "1%", Usage: "what BPF run-time stats may cost the host's programs, in % of one CPU (their runs/s times the cost per run measured at start): stats stay on all the time within it, and on for the share of each interval that keeps within it when not, with runs and run time scaled from that share and marked as estimates; 0 keeps them on all the time"},
+			&cli.StringFlag{Name: "stats.duty", Usage: "a fixed share of each interval to keep BPF run-time stats on (1%..100%) in place of --stats.budget; below 100% runs and run time are scaled from that share and marked as estimates, and every program on the host runs without the stats' cost the rest of the time; 100% keeps them on all the time"},
 			&cli.StringFlag{Name: "sweep", Value: "auto", Usage: "how programs are read each tick: auto (iter, else fd), iter (one BPF iterator read; needs Linux 5.19 and BTF), fd (open, describe, close each program)"},
 			&cli.StringFlag{Name: "retention.raw", Value: "7d", Usage: "how long raw samples are kept"},
 			&cli.StringFlag{Name: "retention.minute", Value: "35d", Usage: "how long minute rollups are kept"},
@@ -148,7 +149,16 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 	if err != nil {
 		return daemon.Config{}, fmt.Errorf("--regressions.min-change: %w", err)
 	}
-	duty, err := daemon.ParseDuty(c.String("stats.duty"))
+	var duty int
+	if v := c.String("stats.duty"); v != "" {
+		if c.IsSet("stats.budget") {
+			return daemon.Config{}, fmt.Errorf("%w: --stats.duty and --stats.budget: set one (a fixed share, or a budget)", daemon.ErrBadConfig)
+		}
+		if duty, err = daemon.ParseDuty(v); err != nil {
+			return daemon.Config{}, err
+		}
+	}
+	budget, err := daemon.ParseBudget(c.String("stats.budget"))
 	if err != nil {
 		return daemon.Config{}, err
 	}
@@ -163,6 +173,7 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 		Interval:    c.Duration("interval"),
 		StatsMode:   c.String("stats-mode"),
 		StatsDuty:   duty,
+		StatsBudget: budget,
 		Sweep:       c.String("sweep"),
 		ProcRoot:    "/proc",
 		Retention:   keep,

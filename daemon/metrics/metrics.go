@@ -81,7 +81,12 @@ type State struct {
 	// StatsCostNsPerRun is bpf_stats' cost per run measured at start, 0
 	// when not measured.
 	StatsCostNsPerRun float64
-	Version           string
+	// The stats' share of each interval now (1 on all the time), the
+	// budget (0 without one), and what they cost the programs now at that
+	// share: CPU seconds per second (nil when their cost is not measured).
+	StatsDuty, StatsBudget float64
+	StatsPaid              *float64
+	Version                string
 }
 
 // Metrics is the daemon's Prometheus registry, the programs' families
@@ -159,6 +164,12 @@ var (
 		"How BPF run-time stats are on: mode fd (BPF_ENABLE_STATS) or sysctl (kernel.bpf_stats_enabled).", []string{"mode"}, nil)
 	descStatsCost = prometheus.NewDesc("bpfperf_bpf_stats_cost_seconds_per_run",
 		"What bpf_stats adds to every program run: measured on this host at the daemon's start where nothing else kept stats on, else 45 ns (kernel 6.18, 10 -> 55 ns for an empty program); rate(bpfperf_program_runs_total) times this is the CPU monitoring costs the programs.", nil, nil)
+	descStatsDuty = prometheus.NewDesc("bpfperf_bpf_stats_duty_ratio",
+		"Share of each interval bpf_stats are on (1: all the time, every figure exact; below, runs and run time are scaled from that share): --stats.duty, or what --stats.budget allows.", nil, nil)
+	descStatsBudget = prometheus.NewDesc("bpfperf_bpf_stats_budget_cpu_seconds_per_second",
+		"--stats.budget: the CPU seconds per second bpf_stats may cost the host's programs; absent without a budget.", nil, nil)
+	descStatsPaid = prometheus.NewDesc("bpfperf_bpf_stats_cost_cpu_seconds_per_second",
+		"What bpf_stats cost the host's programs over the last interval, at the share in force: runs/s times the measured cost per run times the duty.", nil, nil)
 	descLinkMissed = prometheus.NewDesc("bpfperf_link_missed_total",
 		"Events a kprobe, kretprobe or kprobe_multi link fired for but never ran its program on (the kernel's missed count, Linux 6.7 and later), as of the last reading of links; id is the program's.", []string{"id", "link_id"}, nil)
 	descBuild = prometheus.NewDesc("bpfperf_build_info",
@@ -172,7 +183,7 @@ type daemonCollector struct{ src Source }
 var _ prometheus.Collector = (*daemonCollector)(nil)
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLost, descWindows, descStoreBytes, descStats, descStatsCost, descLinkMissed, descBuild} {
+	for _, d := range []*prometheus.Desc{descLost, descWindows, descStoreBytes, descStats, descStatsCost, descStatsDuty, descStatsBudget, descStatsPaid, descLinkMissed, descBuild} {
 		ch <- d
 	}
 }
@@ -197,6 +208,13 @@ func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
 		cost = st.StatsCostNsPerRun / 1e9 // measured on this host at start
 	}
 	ch <- prometheus.MustNewConstMetric(descStatsCost, prometheus.GaugeValue, cost)
+	ch <- prometheus.MustNewConstMetric(descStatsDuty, prometheus.GaugeValue, st.StatsDuty)
+	if st.StatsBudget > 0 {
+		ch <- prometheus.MustNewConstMetric(descStatsBudget, prometheus.GaugeValue, st.StatsBudget)
+	}
+	if st.StatsPaid != nil {
+		ch <- prometheus.MustNewConstMetric(descStatsPaid, prometheus.GaugeValue, *st.StatsPaid)
+	}
 	for _, m := range c.linkMissed() {
 		ch <- m
 	}

@@ -1,11 +1,17 @@
 package query
 
-import "time"
+import (
+	"time"
 
-// EventStatsDuty is stored at a daemon's start when it runs with
-// --stats.duty below 100%: what it stores until it stops is scaled from
-// part of each interval (sampler/duty.go), so history marks it as estimates.
-const EventStatsDuty = "stats_duty"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
+)
+
+// EventStatsDuty is stored when stats go on for only part of each
+// interval: at a daemon's start with --stats.duty below 100%, or when the
+// stats budget cuts the share (sampler/duty.go). What is stored from there
+// to the next stats_full, daemon_start or daemon_stop is scaled from part
+// of each interval, so history marks it as estimates.
+const EventStatsDuty = sampler.EventStatsDuty
 
 // span is a time range, start exclusive, end inclusive: the points a
 // daemon run stored after its start.
@@ -15,9 +21,9 @@ func (s span) holds(t time.Time) bool { return t.After(s.start) && !t.After(s.en
 
 // estimatedSpans returns the spans within since..until when a bpfperfd ran
 // with a stats duty cycle: from each stats_duty event to the next
-// daemon_start or daemon_stop (or until).
+// stats_full, daemon_start or daemon_stop (or until).
 func (q *Query) estimatedSpans(since, until time.Time) ([]span, error) {
-	prev, err := q.Store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty)
+	prev, err := q.Store.LastEventBefore(since, "daemon_start", "daemon_stop", EventStatsDuty, sampler.EventStatsFull)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +40,7 @@ func (q *Query) estimatedSpans(since, until time.Time) ([]span, error) {
 		switch e.Kind {
 		case EventStatsDuty:
 			on, start = true, e.Time
-		case "daemon_start", "daemon_stop":
+		case "daemon_start", "daemon_stop", sampler.EventStatsFull:
 			if on && !e.Time.Equal(start) { // a start written with its own duty event
 				spans = append(spans, span{start, e.Time})
 				on = false

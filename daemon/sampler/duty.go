@@ -3,6 +3,7 @@ package sampler
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,19 @@ import (
 
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// The events a duty cycle leaves in the store. History marks the points
+// stored from a stats_duty event to the next stats_full, daemon_start or
+// daemon_stop as estimates (query/estimates.go).
+const (
+	// EventStatsDuty: from here stats are on for only part of each
+	// interval (at a fixed --stats.duty, stored at start).
+	EventStatsDuty = "stats_duty"
+	// EventStatsFull: from here stats are on all the time again (the
+	// budget's share back at 100%).
+	EventStatsFull = "stats_full"
 )
 
 // ParseDuty reads --stats.duty: "N%" or "N", a whole percent in 1..100.
@@ -21,8 +35,25 @@ func ParseDuty(s string) (int, error) {
 	return n, nil
 }
 
-// DutyCycle keeps run-time stats on for only part of each interval
-// (--stats.duty below 100%): after each tick it closes the stats fd, and
+// ParseBudget reads --stats.budget: "N%" or "N", a percent of one CPU in
+// 0..100; "0" or "off" is no budget.
+func ParseBudget(s string) (float64, error) {
+	v := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+	if v == "off" {
+		return 0, nil
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(n) || n < 0 || n > 100 {
+		return 0, fmt.Errorf("%w: --stats.budget %q: want a percent of one CPU from 0%% (off) to 100%%", errs.BadConfig, s)
+	}
+	return n, nil
+}
+
+// DutyCycle keeps run-time stats on for only part of each interval: a
+// fixed share (--stats.duty below 100%), or under a budget (--stats.budget,
+// the default) the share that keeps what stats cost the host's programs
+// within it, all of each interval while that is possible (budget.go).
+// Below 100% it closes the stats fd after each tick, and
 // opens it again so that stats run for the last duty share of the
 // interval, up to the next tick's reading. bpf_stats costs every run of
 // every program on the host while on (status: stats cost); off, it costs
@@ -43,11 +74,12 @@ func ParseDuty(s string) (int, error) {
 // once and the interval counts as wholly on (scale 1). held says so.
 type DutyCycle struct {
 	stats    *collectors.Stats
-	percent  int
 	interval time.Duration
 	log      *slog.Logger
 
 	mu       sync.Mutex
+	percent  int     // the share in force, 100 for all of each interval
+	budget   *budget // nil for a fixed duty
 	resume   *time.Timer
 	stopped  bool
 	held     string // why the cycle is suspended now, "" while it runs
@@ -69,6 +101,17 @@ func NewDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, 
 	return &DutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}}
 }
 
+// NewBudgetCycle keeps stats, which must be on through the stats fd, on
+// all of each interval while what they cost the programs (their runs/s
+// times nsPerRun, the cost of one run measured at start) stays within
+// budgetPercent of one CPU, and for the share that keeps it within when
+// not.
+func NewBudgetCycle(stats *collectors.Stats, budgetPercent, nsPerRun float64, interval time.Duration, log *slog.Logger) *DutyCycle {
+	c := NewDutyCycle(stats, 100, interval, log)
+	c.budget = &budget{percent: budgetPercent, nsPerRun: nsPerRun}
+	return c
+}
+
 // onPart is how long stats run before each reading.
 func (c *DutyCycle) onPart() time.Duration {
 	return c.interval * time.Duration(c.percent) / 100
@@ -87,15 +130,22 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 			factor = float64(wall) / float64(onPart)
 		}
 	}
+	wall := readAt.Sub(c.lastRead)
+	first := c.lastRead.IsZero()
 	c.lastRead, c.lastOn = readAt, on
 	seen := make(map[uint32]dutyCounters, len(samples))
+	var runs uint64 // this interval's, scaled: the programs' runs at full time
 	for i := range samples {
 		smp := &samples[i]
 		prev, ok := c.progs[smp.ID]
 		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt}
 		if ok && prev.tag == smp.Tag && smp.RunCnt >= prev.rawCnt && smp.RunTimeNs >= prev.rawTime {
-			next.scaledTime = prev.scaledTime + uint64(float64(smp.RunTimeNs-prev.rawTime)*factor)
-			next.scaledCnt = prev.scaledCnt + uint64(float64(smp.RunCnt-prev.rawCnt)*factor)
+			dTime, dCnt := smp.RunTimeNs-prev.rawTime, smp.RunCnt-prev.rawCnt
+			if factor != 1 { // stats on all the interval: exact, no float
+				dTime, dCnt = uint64(float64(dTime)*factor), uint64(float64(dCnt)*factor)
+			}
+			next.scaledTime, next.scaledCnt = prev.scaledTime+dTime, prev.scaledCnt+dCnt
+			runs += dCnt
 		} else {
 			// First seen (or the id reused): start from the kernel's.
 			next.scaledTime, next.scaledCnt = smp.RunTimeNs, smp.RunCnt
@@ -104,6 +154,9 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 		smp.RunTimeNs, smp.RunCnt = next.scaledTime, next.scaledCnt
 	}
 	c.progs = seen
+	if c.budget != nil && !first && wall > 0 {
+		c.percent = c.budget.next(c.percent, float64(runs)/wall.Seconds())
+	}
 }
 
 // afterTick turns stats off until the on part before the next tick, read
@@ -112,6 +165,10 @@ func (c *DutyCycle) afterTick(tickAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
+		return
+	}
+	if c.percent >= 100 {
+		c.resumeNow() // back from a share: on all the time
 		return
 	}
 	offFor := time.Until(tickAt.Add(c.interval - c.onPart()))
@@ -168,9 +225,52 @@ func (c *DutyCycle) Stop() {
 func (c *DutyCycle) Status() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, c.onPart(), c.interval)
-	if c.held != "" {
+	return c.status()
+}
+
+// status is Status; the caller holds mu.
+func (c *DutyCycle) status() string {
+	var s string
+	switch {
+	case c.held != "":
 		s = fmt.Sprintf("%d%%, suspended: %s", c.percent, c.held)
+	case c.percent >= 100:
+		s = "100%: stats on all the time; runs and run time exact"
+	default:
+		s = fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, c.onPart(), c.interval)
+	}
+	if c.budget != nil {
+		s = c.budget.describe() + "; " + s
 	}
 	return s
+}
+
+// Figures is the cycle as numbers: the share in force (100: stats on all
+// the time), the budget (0 for a fixed duty) and, under a budget, what
+// full-time stats would cost the programs now, both in % of one CPU.
+func (c *DutyCycle) Figures() (percent int, budgetPercent, fullCostPercent float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget == nil {
+		return c.percent, 0, 0
+	}
+	return c.percent, c.budget.percent, c.budget.fullCost
+}
+
+// Transitions returns, once each, the events of the budget's changes
+// since the last call, for the tick to store with its own time: a
+// stats_duty event when the share drops below 100% (history marks what
+// follows as estimates), stats_full when it is back at 100%.
+func (c *DutyCycle) Transitions() []store.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget == nil || c.budget.announced == (c.percent < 100) {
+		return nil
+	}
+	c.budget.announced = c.percent < 100
+	kind := EventStatsFull
+	if c.budget.announced {
+		kind = EventStatsDuty
+	}
+	return []store.Event{{Kind: kind, Detail: c.status()}}
 }

@@ -80,8 +80,9 @@ type Config struct {
 	// holds to its pin.
 	BPFFS  string
 	Logger *slog.Logger
-	// Duty, at --stats.duty below 100%, scales each sweep's counters to
-	// the whole interval (duty.go); nil otherwise.
+	// Duty, at --stats.duty below 100% or under --stats.budget, scales
+	// each sweep's counters to the whole interval while stats are on for
+	// part of it (duty.go); nil otherwise.
 	Duty *DutyCycle
 }
 
@@ -289,6 +290,12 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	}
 
 	t := store.Tick{Time: now}
+	if s.cfg.Duty != nil {
+		for _, e := range s.cfg.Duty.Transitions() {
+			e.Time = now
+			t.Events = append(t.Events, e)
+		}
+	}
 	s.mu.Lock()
 	err = s.update(samples, now, &t)
 	s.mu.Unlock()

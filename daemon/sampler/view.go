@@ -96,8 +96,14 @@ type Status struct {
 	Skipped    int
 	SkipReason string
 	// How programs and holders are read, in words; the duty cycle's
-	// state, "" at 100%.
+	// state, "" with no cycle (stats on all the time).
 	Sweep, SweepDetail, Holders, Duty string
+	// DutyPercent is the share of each interval stats are on (100 with no
+	// cycle); under a budget, BudgetPercent and what full-time stats cost
+	// the programs over the last interval (FullCostPercent), in % of one
+	// CPU, else 0.
+	DutyPercent                    int
+	BudgetPercent, FullCostPercent float64
 	// The sweep iterator's own run time: the last sweep's, in all, and
 	// its load time (ns since boot).
 	IterLastNs, IterTotalNs, IterSince uint64
@@ -113,8 +119,10 @@ func (s *Sampler) Status() Status {
 	s.mu.RUnlock()
 	st.Sweep, st.SweepDetail, st.IterLastNs, st.IterTotalNs, st.IterSince = s.sweeper.State()
 	st.Holders = s.holders.State()
+	st.DutyPercent = 100
 	if s.cfg.Duty != nil {
 		st.Duty = s.cfg.Duty.Status()
+		st.DutyPercent, st.BudgetPercent, st.FullCostPercent = s.cfg.Duty.Figures()
 	}
 	return st
 }

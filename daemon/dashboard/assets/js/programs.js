@@ -9,8 +9,10 @@ const chart = el('div', { class: 'chart', id: 'busiest' });
 const filter = el('input', { type: 'search', placeholder: 'filter: name, where, type, tag or id', id: 'filter', size: 32 });
 const all = el('input', { type: 'checkbox', id: 'all' });
 const table = el('div', { id: 'programs' });
+const stats = el('p', { id: 'stats-cost', class: 'note' });
 main.replaceChildren(
   el('h1', {}, 'Programs'),
+  stats,
   el('h2', {}, 'Busiest programs, CPU % of one CPU, last hour'), chart,
   el('h2', {}, 'Loaded programs'),
   el('div', { class: 'controls' }, filter, el('label', {}, all, ' show unloaded programs')),
@@ -45,6 +47,27 @@ async function refresh() {
   } catch (e) {
     showError(table, e);
   }
+  try {
+    stats.textContent = statsCost((await getJSON('/v1/status')).stats_cost);
+  } catch (e) {
+    showError(stats, e);
+  }
+}
+
+// What watching costs the programs (bpf_stats), as `bpfperf status` says
+// it: the share of each interval stats are on, what they cost at that
+// share and at full time, and the budget.
+function statsCost(sc) {
+  if (!sc) return '';
+  let s = `bpf_stats on ${sc.duty_percent}% of each interval`;
+  if (sc.duty_percent < 100) s += ' (runs and run time scaled: estimates)';
+  if (sc.paid_cpu_seconds_per_sec != null) {
+    s += `; they cost the programs ${fmt.pct(sc.paid_cpu_seconds_per_sec * 100)} of one CPU now`;
+    if (sc.duty_percent < 100) s += `, ${fmt.pct(sc.cpu_percent)} at full time`;
+  }
+  if (sc.budget_percent != null) s += `; budget ${fmt.pct(sc.budget_percent)}`;
+  else if (sc.budget) s += `; budget ${sc.budget}`;
+  return s + '.';
 }
 
 // The busiest five loaded programs by CPU % now, each one's last hour.
