@@ -50,6 +50,13 @@ func BenchmarkStatsDuty(b *testing.B) {
 				d := startDaemon(b, b.TempDir(), args...)
 				time.Sleep(time.Second)
 				times[duty] = append(times[duty], workload())
+				if duty == "default" {
+					// The first run starts from idle: the budget lowers
+					// the share only at the tick after the load began, so
+					// that first second is paid in full. A second run,
+					// the load already steady, pays the share alone.
+					times["settled"] = append(times["settled"], workload())
+				}
 				d.stop(b, syscall.SIGTERM)
 			}
 		}
@@ -64,7 +71,8 @@ func BenchmarkStatsDuty(b *testing.B) {
 		b.ReportMetric(tenth-none, "stats-ns/run-at-10%")
 		// At the defaults the workload (flat out, millions of runs a
 		// second) is far over the budget: stats on for the least share.
-		b.ReportMetric(def-none, "stats-ns/run-at-default-budget")
+		b.ReportMetric(def-none, "stats-ns/run-at-default-from-idle")
+		b.ReportMetric(med("settled")-none, "stats-ns/run-at-default-settled")
 		b.ReportMetric((1-(tenth-none)/(full-none))*100, "%-of-slowdown-removed")
 
 		rateErr, nsDiff := dutyAccuracy(b, prog)
