@@ -35,7 +35,7 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 	defer it.Close()
 	bare := loadBareIter(b)
 	defer bare.Close()
-	reads, err := loadProgIter(progIterOptions{noOutput: true})
+	reads, err := NewFloor()
 	if err != nil {
 		b.Fatalf("load iterator that writes nothing: %v", err)
 	}
@@ -60,7 +60,11 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 					time.Sleep(time.Second)
 					walks = append(walks, threadCPU(b, func() { readAll(b, bare) }))
 					time.Sleep(time.Second)
-					readOnly = append(readOnly, threadCPU(b, func() { readAll(b, reads.link) }))
+					readOnly = append(readOnly, threadCPU(b, func() {
+						if err := reads.Walk(); err != nil {
+							b.Fatal(err)
+						}
+					}))
 				}
 			}
 			sweep, walk, read := median(sweeps), median(walks), median(readOnly)

@@ -1,0 +1,42 @@
+package collectors
+
+import (
+	"fmt"
+	"io"
+)
+
+// Floor is the least a sweep that reads every program's counters can
+// cost: the sweep's own iterator program set to walk every program and
+// read the fields and per-CPU counters the sweep reads, writing nothing.
+// It is what the daemon's CPU is measured against (make bench); nothing
+// in the daemon runs it.
+type Floor struct{ it *ProgIter }
+
+// NewFloor loads the floor's iterator (Linux 5.19 and BTF, as NewProgIter).
+func NewFloor() (*Floor, error) {
+	it, err := loadProgIter(progIterOptions{noOutput: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Floor{it}, nil
+}
+
+// Walk runs the iterator once over every program.
+func (f *Floor) Walk() error {
+	r, err := f.it.link.Open()
+	if err != nil {
+		return fmt.Errorf("open floor iterator: %w", err)
+	}
+	defer r.Close()
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return fmt.Errorf("read floor iterator: %w", err)
+	}
+	if n != 0 {
+		return fmt.Errorf("the floor iterator wrote %d bytes; it writes nothing", n)
+	}
+	return nil
+}
+
+// Close unloads the iterator.
+func (f *Floor) Close() error { return f.it.Close() }
