@@ -85,7 +85,11 @@ type DutyCycle struct {
 	held     string // why the cycle is suspended now, "" while it runs
 	lastRead time.Time
 	lastOn   time.Duration
-	progs    map[uint32]dutyCounters
+	// progs is each program's counters, updated in place each tick (no
+	// map made per tick: under the budget, the default, every daemon
+	// scales every tick); sweeps counts ticks, to drop programs gone.
+	progs  map[uint32]dutyCounters
+	sweeps uint64
 }
 
 // dutyCounters is one program's last raw counters and its scaled ones.
@@ -93,6 +97,7 @@ type dutyCounters struct {
 	tag                   [8]byte
 	rawTime, rawCnt       uint64
 	scaledTime, scaledCnt uint64
+	sweep                 uint64 // the last sweep that read it
 }
 
 // NewDutyCycle keeps stats, which must be on through the stats fd, on for
@@ -133,12 +138,12 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 	wall := readAt.Sub(c.lastRead)
 	first := c.lastRead.IsZero()
 	c.lastRead, c.lastOn = readAt, on
-	seen := make(map[uint32]dutyCounters, len(samples))
+	c.sweeps++
 	var runs uint64 // this interval's, scaled: the programs' runs at full time
 	for i := range samples {
 		smp := &samples[i]
 		prev, ok := c.progs[smp.ID]
-		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt}
+		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt, sweep: c.sweeps}
 		if ok && prev.tag == smp.Tag && smp.RunCnt >= prev.rawCnt && smp.RunTimeNs >= prev.rawTime {
 			dTime, dCnt := smp.RunTimeNs-prev.rawTime, smp.RunCnt-prev.rawCnt
 			if factor != 1 { // stats on all the interval: exact, no float
@@ -150,10 +155,16 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 			// First seen (or the id reused): start from the kernel's.
 			next.scaledTime, next.scaledCnt = smp.RunTimeNs, smp.RunCnt
 		}
-		seen[smp.ID] = next
+		c.progs[smp.ID] = next
 		smp.RunTimeNs, smp.RunCnt = next.scaledTime, next.scaledCnt
 	}
-	c.progs = seen
+	if len(c.progs) > len(samples) { // some went away
+		for id, p := range c.progs {
+			if p.sweep != c.sweeps {
+				delete(c.progs, id)
+			}
+		}
+	}
 	if c.budget != nil && !first && wall > 0 {
 		c.percent = c.budget.next(c.percent, float64(runs)/wall.Seconds())
 	}
