@@ -175,15 +175,25 @@ func TestStatsDuty(t *testing.T) {
 	want = load.rate(6 * time.Second)
 	full1, _ := prog.Stats()
 	fullAfter := float64(full1.Runtime-full0.Runtime) / float64(full1.RunCount-full0.RunCount)
-	fullNs := (fullBefore + fullAfter) / 2
-	t.Logf("ns/run: daemon at 10%% duty %.1f, the kernel with stats on all the time %.1f (%+.1f%%; %.1f before, %.1f after)", dutyNs, fullNs, (dutyNs/fullNs-1)*100, fullBefore, fullAfter)
-	if math.Abs(dutyNs/fullNs-1) > 0.10 {
-		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel at 100%% %.1f (off by %.0f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
-	}
 	got, _ = historyRate(t, d, name, 6*time.Second)
 	t.Logf("another stats fd held: daemon %.0f runs/s, load %.0f runs/s", got, want)
 	if math.Abs(got/want-1) > 0.05 {
 		t.Errorf("runs/s with stats held elsewhere: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
+	}
+	fullNs := (fullBefore + fullAfter) / 2
+	if math.Abs(fullBefore/fullAfter-1) > 0.08 {
+		// The host's speed moved between the two windows (this VM once gave
+		// 75.8 then 63.7): a third, and the median of the three.
+		s0, _ := prog.Stats()
+		load.rate(6 * time.Second)
+		s1, _ := prog.Stats()
+		third := float64(s1.Runtime-s0.Runtime) / float64(s1.RunCount-s0.RunCount)
+		t.Logf("full-time ns/run moved %.1f -> %.1f; a third window: %.1f", fullBefore, fullAfter, third)
+		fullNs = median([]float64{fullBefore, fullAfter, third})
+	}
+	t.Logf("ns/run: daemon at 10%% duty %.1f, the kernel with stats on all the time %.1f (%+.1f%%; %.1f before, %.1f after)", dutyNs, fullNs, (dutyNs/fullNs-1)*100, fullBefore, fullAfter)
+	if math.Abs(dutyNs/fullNs-1) > 0.10 {
+		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel at 100%% %.1f (off by %.0f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
 	}
 	fd.Close()
 

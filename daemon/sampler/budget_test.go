@@ -1,6 +1,12 @@
 package sampler
 
-import "testing"
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
 
 // TestBudgetShare: within the budget stats stay on all the time; above
 // it the share is the budget over the full-time cost, rounded down so the
@@ -45,5 +51,37 @@ func TestParseBudget(t *testing.T) {
 		if _, err := ParseBudget(in); err == nil {
 			t.Errorf("ParseBudget(%q): no error", in)
 		}
+	}
+}
+
+// TestBudgetTracksNothingWhileExact: under a budget, with stats on all
+// the time, the duty cycle keeps nothing per program and leaves the
+// kernel's counters as they are, so an idle host pays no walk over its
+// programs for it; a share below 100% starts tracking every program from
+// the tick that chose it, and back at 100% with nothing scaled it lets
+// them all go.
+func TestBudgetTracksNothingWhileExact(t *testing.T) {
+	// A zero Stats reads no on-time: every interval counts as wholly on.
+	c := NewBudgetCycle(&collectors.Stats{}, 1, 70, time.Second, slog.New(slog.DiscardHandler))
+	samples := make([]collectors.Sample, 1000)
+	for i := range samples {
+		samples[i] = collectors.Sample{ID: uint32(i + 1), RunCnt: uint64(i), RunTimeNs: uint64(100 * i)}
+	}
+	at := time.Unix(1000, 0)
+	for tick := range 3 {
+		c.scale(samples, at.Add(time.Duration(tick)*time.Second))
+		c.observe(samples, 1000) // 0.007% of one CPU: within
+	}
+	if len(c.progs) != 0 || c.tracking || samples[999].RunCnt != 999 {
+		t.Fatalf("exact under the budget: %d programs tracked (tracking %v), counters %+v", len(c.progs), c.tracking, samples[999])
+	}
+	c.observe(samples, 1_000_000) // 7%: over
+	if c.percent >= 100 || !c.tracking || len(c.progs) != len(samples) {
+		t.Fatalf("over the budget: share %d%%, tracking %v, %d of %d programs", c.percent, c.tracking, len(c.progs), len(samples))
+	}
+	c.scale(samples, at.Add(4*time.Second))
+	c.observe(samples, 1000)
+	if c.percent != 100 || c.tracking || len(c.progs) != 0 {
+		t.Errorf("back within, nothing scaled: share %d%%, tracking %v, %d programs kept", c.percent, c.tracking, len(c.progs))
 	}
 }

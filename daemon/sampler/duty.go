@@ -85,11 +85,18 @@ type DutyCycle struct {
 	held     string // why the cycle is suspended now, "" while it runs
 	lastRead time.Time
 	lastOn   time.Duration
-	// progs is each program's counters, updated in place each tick (no
-	// map made per tick: under the budget, the default, every daemon
-	// scales every tick); sweeps counts ticks, to drop programs gone.
-	progs  map[uint32]dutyCounters
-	sweeps uint64
+	// progs is each program's counters, updated in place each tick,
+	// while tracking: at a share below 100%, and after one for the
+	// programs whose scaled counters still differ from the kernel's.
+	// Under a budget with stats on all the time and nothing scaled, the
+	// kernel's counters are the figures and nothing is tracked: an idle
+	// host pays no walk over its programs for the budget. sweeps counts
+	// ticks, to drop programs gone.
+	progs    map[uint32]dutyCounters
+	tracking bool
+	sweeps   uint64
+	// lastFactor is the last interval's scale (1: stats on all of it).
+	lastFactor float64
 }
 
 // dutyCounters is one program's last raw counters and its scaled ones.
@@ -103,7 +110,7 @@ type dutyCounters struct {
 // NewDutyCycle keeps stats, which must be on through the stats fd, on for
 // percent of each interval.
 func NewDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, log *slog.Logger) *DutyCycle {
-	return &DutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}}
+	return &DutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}, tracking: percent < 100, lastFactor: 1}
 }
 
 // NewBudgetCycle keeps stats, which must be on through the stats fd, on
@@ -135,14 +142,21 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 			factor = float64(wall) / float64(onPart)
 		}
 	}
-	wall := readAt.Sub(c.lastRead)
-	first := c.lastRead.IsZero()
-	c.lastRead, c.lastOn = readAt, on
+	c.lastRead, c.lastOn, c.lastFactor = readAt, on, factor
+	if !c.tracking {
+		return // stats on all the interval, nothing scaled before: exact
+	}
 	c.sweeps++
-	var runs uint64 // this interval's, scaled: the programs' runs at full time
+	// Under a budget, an interval with stats on all of it changes only
+	// the programs that carry an offset from before; the rest are the
+	// kernel's as they are, and not tracked.
+	offsetsOnly := factor == 1 && c.budget != nil
 	for i := range samples {
 		smp := &samples[i]
 		prev, ok := c.progs[smp.ID]
+		if !ok && offsetsOnly {
+			continue
+		}
 		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt, sweep: c.sweeps}
 		if ok && prev.tag == smp.Tag && smp.RunCnt >= prev.rawCnt && smp.RunTimeNs >= prev.rawTime {
 			dTime, dCnt := smp.RunTimeNs-prev.rawTime, smp.RunCnt-prev.rawCnt
@@ -150,7 +164,6 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 				dTime, dCnt = uint64(float64(dTime)*factor), uint64(float64(dCnt)*factor)
 			}
 			next.scaledTime, next.scaledCnt = prev.scaledTime+dTime, prev.scaledCnt+dCnt
-			runs += dCnt
 		} else {
 			// First seen (or the id reused): start from the kernel's.
 			next.scaledTime, next.scaledCnt = smp.RunTimeNs, smp.RunCnt
@@ -158,15 +171,45 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 		c.progs[smp.ID] = next
 		smp.RunTimeNs, smp.RunCnt = next.scaledTime, next.scaledCnt
 	}
-	if len(c.progs) > len(samples) { // some went away
+	if offsetsOnly || len(c.progs) > len(samples) { // some went away
 		for id, p := range c.progs {
 			if p.sweep != c.sweeps {
 				delete(c.progs, id)
 			}
 		}
 	}
-	if c.budget != nil && !first && wall > 0 {
-		c.percent = c.budget.next(c.percent, float64(runs)/wall.Seconds())
+}
+
+// observe sets the coming interval's share under a budget from the
+// programs' runs per second over the last one (at full time: scaled where
+// it was scaled), and starts or stops tracking programs' counters:
+// samples are the tick's, as the rest of the daemon saw them.
+func (c *DutyCycle) observe(samples []collectors.Sample, runsPerSec float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget == nil {
+		return
+	}
+	c.percent = c.budget.next(c.percent, runsPerSec)
+	switch {
+	case c.percent < 100 && !c.tracking:
+		// The next interval is scaled: its deltas start from these
+		// counters, which are the kernel's (nothing was scaled).
+		c.sweeps++
+		for _, smp := range samples {
+			c.progs[smp.ID] = dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt,
+				scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
+		}
+		c.tracking = true
+	case c.percent >= 100 && c.tracking && c.lastFactor == 1:
+		// Stats on all the time again: only the programs whose scaled
+		// counters differ from the kernel's still need their offset.
+		for id, p := range c.progs {
+			if p.scaledTime == p.rawTime && p.scaledCnt == p.rawCnt {
+				delete(c.progs, id)
+			}
+		}
+		c.tracking = len(c.progs) > 0
 	}
 }
 

@@ -129,6 +129,11 @@ type Sampler struct {
 	// a host of idle programs, nothing.
 	gen   uint64
 	moved []*Program
+	// tickRuns is the last tick's runs over the programs that moved (as
+	// the rest of the daemon sees them: scaled under a duty cycle), for
+	// the stats budget; sweptAt is when its sweep began (the real clock).
+	tickRuns uint64
+	sweptAt  time.Time
 	// sweeps counts sweeps, failed ticks too, for program.swept.
 	sweeps uint64
 	// holders reads owner processes.
@@ -290,17 +295,27 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	}
 
 	t := store.Tick{Time: now}
-	if s.cfg.Duty != nil {
-		for _, e := range s.cfg.Duty.Transitions() {
-			e.Time = now
-			t.Events = append(t.Events, e)
-		}
-	}
 	s.mu.Lock()
+	prevTick := s.lastTick
 	err = s.update(samples, now, &t)
+	runs := s.tickRuns
 	s.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if d := s.cfg.Duty; d != nil {
+		// The budget sets the coming interval's share from this one's
+		// runs (the programs that moved: no walk over every program),
+		// then stats go off until that share's on part, before the tick's
+		// own work (the store write), which would otherwise run in it.
+		if wall := now.Sub(prevTick); !prevTick.IsZero() && wall > 0 {
+			d.observe(samples, float64(runs)/wall.Seconds())
+		}
+		d.afterTick(s.sweptAt)
+		for _, e := range d.Transitions() {
+			e.Time = now
+			t.Events = append(t.Events, e)
+		}
 	}
 	if first {
 		seen := make(map[uint32]bool, len(samples))
@@ -325,11 +340,9 @@ func (s *Sampler) sweep(now time.Time) ([]collectors.Sample, time.Duration, erro
 	samples, err := s.sweeper.sweep(s.buf[:0], now)
 	s.buf = samples
 	took := time.Since(start)
+	s.sweptAt = start
 	if s.cfg.Duty != nil {
 		s.cfg.Duty.scale(samples, start)
-		// Stats off now, before the tick's own work (the store write),
-		// which would otherwise run in the measured part.
-		s.cfg.Duty.afterTick(start)
 	}
 	var skipped *collectors.SkippedError
 	switch {
@@ -390,6 +403,7 @@ func (s *Sampler) update(samples []collectors.Sample, now time.Time, t *store.Ti
 // the sweep did not see. Called with s.mu held.
 func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tick) (fresh []*Program, err error) {
 	s.moved = s.moved[:0]
+	s.tickRuns = 0
 	s.sweeps++
 	swept := 0 // programs in s.progs this sweep saw
 	for _, smp := range samples {
@@ -422,6 +436,9 @@ func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tic
 			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
 			if smp.RunCnt != p.prev.RunCnt {
 				s.moved = append(s.moved, p)
+				if smp.RunCnt > p.prev.RunCnt {
+					s.tickRuns += smp.RunCnt - p.prev.RunCnt
+				}
 			}
 		}
 		p.cur, p.curAt, p.swept = smp, now, s.sweeps
