@@ -1,7 +1,9 @@
 // Package daemon runs bpfperfd: it turns BPF run-time stats on, samples every
 // loaded program each interval, stores the series and serves them over a
 // unix socket. The API's documents and the client the CLI uses are in
-// package api; the handlers here convert to them at the edge (wire.go).
+// package api; daemon/query builds them, where a layer's type is not
+// already the API's (api.Meta is collectors.Meta, api.Event is
+// store.Event, ...).
 package daemon
 
 import (

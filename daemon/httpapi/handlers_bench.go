@@ -17,6 +17,7 @@ import (
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -164,7 +165,7 @@ func (s *server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runs, err := s.d.Store.ListBenchRuns(since, until)
-	reply(w, api.BenchRuns{Since: since, Until: until, Runs: nonNil(runs)}, err)
+	reply(w, api.BenchRuns{Since: since, Until: until, Runs: query.NonNil(runs)}, err)
 }
 
 // getBenchRun answers with the report as it was stored. {id} is a run id,

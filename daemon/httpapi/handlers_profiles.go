@@ -10,6 +10,7 @@ import (
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -62,7 +63,7 @@ func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	reply(w, nonNil(list), nil)
+	reply(w, query.NonNil(list), nil)
 }
 
 func (s *server) getProfile(w http.ResponseWriter, r *http.Request) {

@@ -150,7 +150,7 @@ func intervals(pts []store.Point) []regress.Sample {
 	var out []regress.Sample
 	for i := 1; i < len(pts); i++ {
 		a, b := pts[i-1], pts[i]
-		if smp, ok := regressions.IntervalSample(b.Time, pointCounters(a), pointCounters(b), b.Time.Sub(a.Time)); ok {
+		if smp, ok := regressions.IntervalSample(b.Time, PointCounters(a), PointCounters(b), b.Time.Sub(a.Time)); ok {
 			out = append(out, smp)
 		}
 	}

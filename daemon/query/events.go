@@ -44,5 +44,5 @@ func (q *Query) Events(since, until time.Time, ref string) ([]store.Event, error
 		}
 		events = kept
 	}
-	return nonNil(events), err
+	return NonNil(events), err
 }

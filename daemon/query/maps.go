@@ -74,7 +74,7 @@ func liveMap(m mapwatch.Map, progs []uint32, progOwners map[uint32][]collectors.
 	row := api.Map{
 		ID: i.ID, Name: i.Name, Type: i.Type, Flags: i.Flags, KeySize: i.KeySize, ValueSize: i.ValueSize,
 		MaxEntries: i.MaxEntries, MemoryBytes: i.Memlock, Counted: i.Counted, Partial: i.Partial,
-		WalkNs: i.WalkTook.Nanoseconds(), Programs: nonNil(progs), Present: true, ReadAt: m.At,
+		WalkNs: i.WalkTook.Nanoseconds(), Programs: NonNil(progs), Present: true, ReadAt: m.At,
 	}
 	if i.Entries >= 0 {
 		n := i.Entries

@@ -123,7 +123,7 @@ func (q *Query) storedRow(rec store.Program) (api.ProgRow, error) {
 	}
 	if n := len(points); n > 0 {
 		last := points[n-1]
-		row.Counters = pointCounters(last)
+		row.Counters = PointCounters(last)
 		row.LastSample = last.Time
 		row.AvgNsSinceLoad = api.Optional(row.Counters.AvgNsSinceLoad())
 	}

@@ -76,18 +76,15 @@ type Query struct {
 	Now func() time.Time
 }
 
-// pointCounters are a stored sample's cumulative counters.
-func pointCounters(p store.Point) api.Counters {
+// PointCounters are a stored sample's cumulative counters, as the API
+// gives them.
+func PointCounters(p store.Point) api.Counters {
 	v := p.Values
 	return api.Counters{RunTimeNs: v[store.ColRunTimeNs], RunCnt: v[store.ColRunCnt], RecursionMisses: v[store.ColRecursionMisses]}
 }
 
-// PointCounters are a stored sample's cumulative counters, as the API
-// gives them.
-func PointCounters(p store.Point) api.Counters { return pointCounters(p) }
-
-// nonNil is s, or an empty list for none: the API answers [], not null.
-func nonNil[T any](s []T) []T {
+// NonNil is s, or an empty list for none: the API answers [], not null.
+func NonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}
