@@ -47,8 +47,8 @@ sleep 3
 T1=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 stop $W/gen
 sleep 1
-cp $W/gen/bpfperf.db $W/a/ 2>/dev/null || cp $W/gen/*.db $W/a/
-cp $W/a/*.db $W/b/
+cp $W/gen/bpfperf.db $W/a/
+cp $W/gen/bpfperf.db $W/b/
 R="since=$T0&until=$T1"
 paths=(
  "/v1/events?$R"
@@ -73,7 +73,7 @@ for side in a b; do
   sleep 2
   n=0
   for p in "${paths[@]}"; do
-    n=$((n+1)); curl -s --unix-socket $W/$side/api.sock "http://x$p" > $W/$side/doc$n.json; echo " code" >> /dev/null
+    n=$((n+1)); curl -s --unix-socket $W/$side/api.sock "http://x$p" > $W/$side/doc$n.json
   done
   # stored rows only (live rows move with the clock)
   curl -s --unix-socket $W/$side/api.sock "http://x/v1/progs?all=true" | jq -S --arg t1 "$T1" '[.[] | select(.loaded|not) | if .unloaded_at > $t1 then .unloaded_at = "at this daemon'"'"'s start" else . end]' > $W/$side/progs_gone.json
