@@ -3,6 +3,8 @@ package collectors
 import (
 	"fmt"
 	"io"
+
+	"github.com/cilium/ebpf/link"
 )
 
 // Floor is the least a sweep that reads every program's counters can
@@ -22,18 +24,22 @@ func NewFloor() (*Floor, error) {
 }
 
 // Walk runs the iterator once over every program.
-func (f *Floor) Walk() error {
-	r, err := f.it.link.Open()
+func (f *Floor) Walk() error { return walkSilent(f.it.link) }
+
+// walkSilent runs an iterator that writes nothing once, and fails if it
+// wrote anything.
+func walkSilent(l *link.Iter) error {
+	r, err := l.Open()
 	if err != nil {
-		return fmt.Errorf("open floor iterator: %w", err)
+		return fmt.Errorf("open iterator: %w", err)
 	}
 	defer r.Close()
 	n, err := io.Copy(io.Discard, r)
 	if err != nil {
-		return fmt.Errorf("read floor iterator: %w", err)
+		return fmt.Errorf("read iterator: %w", err)
 	}
 	if n != 0 {
-		return fmt.Errorf("the floor iterator wrote %d bytes; it writes nothing", n)
+		return fmt.Errorf("an iterator that writes nothing wrote %d bytes", n)
 	}
 	return nil
 }
