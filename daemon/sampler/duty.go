@@ -160,7 +160,7 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt, sweep: c.sweeps}
 		if ok && prev.tag == smp.Tag && smp.RunCnt >= prev.rawCnt && smp.RunTimeNs >= prev.rawTime {
 			dTime, dCnt := smp.RunTimeNs-prev.rawTime, smp.RunCnt-prev.rawCnt
-			if factor != 1 { // stats on all the interval: exact, no float
+			if factor != 1 { // at 1 (stats on all the interval) the deltas stay exact integers
 				dTime, dCnt = uint64(float64(dTime)*factor), uint64(float64(dCnt)*factor)
 			}
 			next.scaledTime, next.scaledCnt = prev.scaledTime+dTime, prev.scaledCnt+dCnt
