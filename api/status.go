@@ -28,7 +28,12 @@ type Status struct {
 	StoreGone   string    `json:"store_gone,omitempty"`
 	LastSample  time.Time `json:"last_sample,omitzero"`
 	LastSweepMs float64   `json:"last_sweep_ms"`
-	LastWriteMs float64   `json:"last_write_ms"`
+	// LastSweepRead is how many programs the last sweep read: all of
+	// them with the fd sweep, and with the iterator only those that are
+	// new or whose counters moved (the rest are as last read), but all
+	// of them when one went away.
+	LastSweepRead int     `json:"last_sweep_read"`
+	LastWriteMs   float64 `json:"last_write_ms"`
 	// Sweep is how programs are read each tick: "iter" (one BPF iterator
 	// read) or "fd" (open, describe and close each program); SweepDetail
 	// says why, and when the iterator was last proved against

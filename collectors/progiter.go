@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -41,6 +42,11 @@ type ProgIter struct {
 	link *link.Iter
 	id   uint32 // the iterator program's own id
 	buf  []byte
+	// mu makes walks one at a time: the changed-only sweep keeps its
+	// state in the program's globals (progiter_changed.go). epoch is the
+	// last value given to the program's.
+	mu    sync.Mutex
+	epoch uint64
 	// forget drops the program from this process's own (own.go).
 	forget func()
 }
@@ -89,6 +95,7 @@ func loadProgIter(opts progIterOptions) (*ProgIter, error) {
 			return nil, fmt.Errorf("set no_output: %w", err)
 		}
 	}
+	spec.Maps["last"].MaxEntries = lastEntries(countPrograms())
 	it := &ProgIter{}
 	if err := spec.LoadAndAssign(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
@@ -124,6 +131,10 @@ func (it *ProgIter) ProgramID() uint32 { return it.id }
 // Sweep reads every program's counters in one pass of the iterator and
 // appends them to buf in id order, like Sweep. No program is opened.
 func (it *ProgIter) Sweep(buf []Sample) ([]Sample, error) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	// Where the globals cannot be set, SweepChanged never set it either.
+	_ = it.objs.ChangedOnly.Set(uint32(0))
 	data, err := it.read()
 	if err != nil {
 		return buf, err

@@ -8,22 +8,40 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type progiterLast struct {
+	_               structs.HostLayout
+	Id              uint32
+	_               [4]byte
+	LoadTime        uint64
+	RunCnt          uint64
+	RunTimeNs       uint64
+	RecursionMisses uint64
+	Epoch           uint64
+}
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	progiterMapLast          = "last"
 	progiterMapPcpu          = "pcpu"
 	progiterProgBpfperfProgs = "bpfperf_progs"
 	progiterVarCachedCpus    = "cached_cpus"
+	progiterVarChangedOnly   = "changed_only"
 	progiterVarCpuOffset     = "cpu_offset"
+	progiterVarEpoch         = "epoch"
 	progiterVarNoOutput      = "no_output"
 	progiterVarNrCpus        = "nr_cpus"
 	progiterVarOffsetsReady  = "offsets_ready"
 	progiterVarReadSink      = "read_sink"
+	progiterVarWalkCount     = "walk_count"
+	progiterVarWalkSession   = "walk_session"
+	progiterVarWalkSum       = "walk_sum"
 )
 
 // loadProgiter returns the embedded CollectionSpec for progiter.
@@ -75,6 +93,7 @@ type progiterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type progiterMapSpecs struct {
+	Last *ebpf.MapSpec `ebpf:"last"`
 	Pcpu *ebpf.MapSpec `ebpf:"pcpu"`
 }
 
@@ -83,11 +102,16 @@ type progiterMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type progiterVariableSpecs struct {
 	CachedCpus   *ebpf.VariableSpec `ebpf:"cached_cpus"`
+	ChangedOnly  *ebpf.VariableSpec `ebpf:"changed_only"`
 	CpuOffset    *ebpf.VariableSpec `ebpf:"cpu_offset"`
+	Epoch        *ebpf.VariableSpec `ebpf:"epoch"`
 	NoOutput     *ebpf.VariableSpec `ebpf:"no_output"`
 	NrCpus       *ebpf.VariableSpec `ebpf:"nr_cpus"`
 	OffsetsReady *ebpf.VariableSpec `ebpf:"offsets_ready"`
 	ReadSink     *ebpf.VariableSpec `ebpf:"read_sink"`
+	WalkCount    *ebpf.VariableSpec `ebpf:"walk_count"`
+	WalkSession  *ebpf.VariableSpec `ebpf:"walk_session"`
+	WalkSum      *ebpf.VariableSpec `ebpf:"walk_sum"`
 }
 
 // progiterObjects contains all objects after they have been loaded into the kernel.
@@ -110,11 +134,13 @@ func (o *progiterObjects) Close() error {
 //
 // It can be passed to loadProgiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type progiterMaps struct {
+	Last *ebpf.Map `ebpf:"last"`
 	Pcpu *ebpf.Map `ebpf:"pcpu"`
 }
 
 func (m *progiterMaps) Close() error {
 	return _ProgiterClose(
+		m.Last,
 		m.Pcpu,
 	)
 }
@@ -124,11 +150,16 @@ func (m *progiterMaps) Close() error {
 // It can be passed to loadProgiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type progiterVariables struct {
 	CachedCpus   *ebpf.Variable `ebpf:"cached_cpus"`
+	ChangedOnly  *ebpf.Variable `ebpf:"changed_only"`
 	CpuOffset    *ebpf.Variable `ebpf:"cpu_offset"`
+	Epoch        *ebpf.Variable `ebpf:"epoch"`
 	NoOutput     *ebpf.Variable `ebpf:"no_output"`
 	NrCpus       *ebpf.Variable `ebpf:"nr_cpus"`
 	OffsetsReady *ebpf.Variable `ebpf:"offsets_ready"`
 	ReadSink     *ebpf.Variable `ebpf:"read_sink"`
+	WalkCount    *ebpf.Variable `ebpf:"walk_count"`
+	WalkSession  *ebpf.Variable `ebpf:"walk_session"`
+	WalkSum      *ebpf.Variable `ebpf:"walk_sum"`
 }
 
 // progiterPrograms contains all programs after they have been loaded into the kernel.

@@ -411,7 +411,7 @@ func TestIterSweepInVM(t *testing.T) {
 			vmtest.RunTests(t, vmtest.Config{CPUs: cpus}, []string{
 				"TestIterSweepEqualsInfo", "TestIterSweepBusy", "TestIterSweepRecursionMisses",
 				"TestIterSweepHoldsNothing", "TestIterSweepEveryCPU", "TestHolderIterEqualsScan",
-				"TestIterSweepKeepsNames",
+				"TestIterSweepKeepsNames", "TestIterSweepChanged", "TestIterSweepChangedManyPrograms",
 			})
 		})
 	}

@@ -146,6 +146,17 @@ func IdleHeartbeat(tick uint64, id uint32, every uint64) bool {
 	return tick%every == uint64(id)%slots*(every/slots)
 }
 
+// HeartbeatTick says whether any program's heartbeat falls on tick (see
+// IdleHeartbeat): a few ticks of each period, so a sampler that does not
+// read idle programs every tick looks for them only then.
+func HeartbeatTick(tick, every uint64) bool {
+	every = max(every, 1)
+	slots := min(every, heartbeatSlots)
+	step := every / slots
+	r := tick % every
+	return r%step == 0 && r/step < slots
+}
+
 // heartbeatSlots is how many ticks of each heartbeat period store idle
 // programs.
 const heartbeatSlots = 6

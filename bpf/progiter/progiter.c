@@ -27,6 +27,8 @@ struct seq_file;
 
 struct bpf_iter_meta {
 	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
 } __attribute__((preserve_access_index));
 
 struct bpf_prog_aux {
@@ -115,6 +117,103 @@ __u32 offsets_ready;
 const volatile __u32 no_output = 0;
 __u64 read_sink;
 
+// The changed-only sweep (ProgIter.SweepChanged). An idle host's programs
+// do not move between ticks, so copying every one to user space each tick,
+// and comparing each there, is work proportional to the programs loaded
+// when only those that ran need it. With changed_only set, the program
+// remembers each program's counters in `last` and writes a record only for
+// a program that is new, was loaded again under its id, or whose counters
+// moved; the rest it only counts. It remembers them by their place in the
+// walk (seq_num: the walk is in id order), in an array, so the lookup is a
+// step through memory the walk reads in order, not a hash table's cache
+// misses: a program that comes or goes moves those after it, which are
+// then written once, as changed. After the last program it writes one
+// trailer record (id 0, type TRAILER_TYPE) with how many programs the walk
+// saw and the sum of mix(id, load_time) over them, so user space can tell
+// that none went away without seeing them: it keeps the same count and
+// sum over the programs it knows.
+//
+// A record is remembered only once bpf_seq_write took it: a write that
+// does not fit makes the kernel show the same program again on the next
+// read(), and that showing must still find it changed. Only one walk runs
+// at a time (ProgIter's mutex); session_id tells a new walk from the rest
+// of one that stopped short. Raising `epoch` makes every program changed
+// once: the full sweep, which also proves the remembered state right.
+#define TRAILER_TYPE 0xffffffff
+
+struct last {
+	__u32 id;
+	__u64 load_time;
+	__u64 run_cnt;
+	__u64 run_time_ns;
+	__u64 recursion_misses;
+	__u64 epoch;
+};
+
+// Its size is set by Go (from the programs loaded when it starts);
+// programs past it are written every time, as without it.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct last);
+} last SEC(".maps");
+
+__u32 changed_only;
+__u64 epoch;
+__u64 walk_session, walk_count, walk_sum;
+
+// mix spreads a program's id and load time over 64 bits, so that a sum of
+// them over a set changes when any member does. It is splitmix64's
+// finaliser; collectors.mixProgram is the same in Go.
+static __always_inline __u64 mix(__u32 id, __u64 load_time)
+{
+	__u64 x = load_time + (__u64)id * 0x9e3779b97f4a7c15ULL;
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+// unchanged says whether the program whose record is r, at place seq in
+// the walk, was written before with these counters, in this epoch; slot
+// is its place in `last`, NULL past its end.
+static __always_inline int unchanged(const struct record *r, __u64 seq, struct last **slot)
+{
+	__u32 i = seq;
+	struct last *l = seq < 0xffffffff ? bpf_map_lookup_elem(&last, &i) : 0;
+
+	*slot = l;
+	return l && l->id == r->id && l->epoch == epoch && l->load_time == r->load_time && l->run_cnt == r->run_cnt &&
+	       l->run_time_ns == r->run_time_ns && l->recursion_misses == r->recursion_misses;
+}
+
+// remember keeps r's counters as written in its slot, if it has one.
+static __always_inline void remember(const struct record *r, struct last *l)
+{
+	if (!l)
+		return;
+	l->id = r->id;
+	l->load_time = r->load_time;
+	l->run_cnt = r->run_cnt;
+	l->run_time_ns = r->run_time_ns;
+	l->recursion_misses = r->recursion_misses;
+	l->epoch = epoch;
+}
+
+// trailer writes the walk's count and sum after its last program.
+static __always_inline void trailer(struct seq_file *seq)
+{
+	struct record t = {
+		.type = TRAILER_TYPE,
+		.run_cnt = walk_count,
+		.run_time_ns = walk_sum,
+	};
+
+	if (bpf_seq_write(seq, &t, sizeof(t)) == 0)
+		walk_session = 0; // the next walk starts its own count
+}
+
 // cpu_offset_of returns CPU cpu's per-CPU offset, or 0 when the map has no
 // such CPU (cpu >= nr_cpu_ids).
 static __always_inline __u64 cpu_offset_of(__u64 cpu, __u64 base)
@@ -197,8 +296,17 @@ int bpfperf_progs(struct bpf_iter__bpf_prog *ctx)
 	struct sum s = {};
 	struct bpf_prog_aux *aux;
 
-	if (!prog)
-		return 0; // the end of the walk
+	if (ctx->meta->session_id != walk_session) {
+		walk_session = ctx->meta->session_id;
+		walk_count = 0;
+		walk_sum = 0;
+	}
+	if (!prog) {
+		// The end of the walk.
+		if (changed_only && !no_output)
+			trailer(seq);
+		return 0;
+	}
 	if (!offsets_ready) {
 		// Two sweeps at once both fill it, with the same values.
 		__u64 base = pcpu_base();
@@ -231,7 +339,19 @@ int bpfperf_progs(struct bpf_iter__bpf_prog *ctx)
 		read_sink += r.id + r.type + r.load_time + r.tag[0] + r.name[0] + r.run_cnt + r.run_time_ns + r.recursion_misses;
 		return 0;
 	}
-	bpf_seq_write(seq, &r, sizeof(r));
+	if (!changed_only) {
+		bpf_seq_write(seq, &r, sizeof(r));
+		return 0;
+	}
+	struct last *l;
+
+	if (!unchanged(&r, ctx->meta->seq_num, &l)) {
+		if (bpf_seq_write(seq, &r, sizeof(r)))
+			return 0; // shown again on the next read()
+		remember(&r, l);
+	}
+	walk_count++;
+	walk_sum += mix(r.id, r.load_time);
 	return 0;
 }
 

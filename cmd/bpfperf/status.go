@@ -49,7 +49,7 @@ func statusFields(s api.Status) [][2]string {
 		{"store", s.StorePath},
 		{"store size", fmtBytes(s.StoreBytes)},
 		{"last sample", fmtTime(s.LastSample)},
-		{"last sweep", fmt.Sprintf("%.2f ms", s.LastSweepMs)},
+		{"last sweep", fmt.Sprintf("%.2f ms, read %d of %d programs (the rest unchanged)", s.LastSweepMs, s.LastSweepRead, s.ProgramsLoaded)},
 		{"last write", fmt.Sprintf("%.2f ms", s.LastWriteMs)},
 		{"daemon cpu", fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)},
 		{"daemon rss", fmtBytes(s.RSSBytes)},

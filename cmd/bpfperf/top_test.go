@@ -244,16 +244,7 @@ func load(t *testing.T, name string, loop bool) loaded {
 	} else {
 		p, err = privtest.LoadSocketFilter(name)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	info, err := p.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := info.ID()
-	return loaded{p, uint32(id), name}
+	return loaded{p, privtest.Keep(t, p, err), name}
 }
 
 // TestTopLive drives `bpfperf top` in tmux against a daemon watching three

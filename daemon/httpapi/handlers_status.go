@@ -27,7 +27,8 @@ func (d *daemon) status() api.Status {
 		IntervalMs: d.cfg.Interval.Milliseconds(), ProgramsLoaded: s.Programs,
 		StorePath: d.Store.Path(), StoreBytes: d.Store.Size(), LastSample: s.LastTick,
 		LastSweepMs: float64(s.LastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.LastWrite.Microseconds()) / 1000,
-		StatsDuty: s.Duty, SkippedPrograms: s.Skipped, SkipReason: s.SkipReason,
+		LastSweepRead: s.LastSweepRead,
+		StatsDuty:     s.Duty, SkippedPrograms: s.Skipped, SkipReason: s.SkipReason,
 		Sweep: s.Sweep, SweepDetail: s.SweepDetail, Holders: s.Holders,
 	}
 	if s.LastErr != nil {

@@ -67,20 +67,21 @@ func TestBudgetTracksNothingWhileExact(t *testing.T) {
 	for i := range samples {
 		samples[i] = collectors.Sample{ID: uint32(i + 1), RunCnt: uint64(i), RunTimeNs: uint64(100 * i)}
 	}
+	all := func() []collectors.Sample { return samples }
 	at := time.Unix(1000, 0)
 	for tick := range 3 {
-		c.scale(samples, at.Add(time.Duration(tick)*time.Second))
-		c.observe(samples, 1000) // 0.007% of one CPU: within
+		c.scale(samples, at.Add(time.Duration(tick)*time.Second), true)
+		c.observe(all, 1000) // 0.007% of one CPU: within
 	}
 	if len(c.progs) != 0 || c.tracking || samples[999].RunCnt != 999 {
 		t.Fatalf("exact under the budget: %d programs tracked (tracking %v), counters %+v", len(c.progs), c.tracking, samples[999])
 	}
-	c.observe(samples, 1_000_000) // 7%: over
+	c.observe(all, 1_000_000) // 7%: over
 	if c.percent >= 100 || !c.tracking || len(c.progs) != len(samples) {
 		t.Fatalf("over the budget: share %d%%, tracking %v, %d of %d programs", c.percent, c.tracking, len(c.progs), len(samples))
 	}
-	c.scale(samples, at.Add(4*time.Second))
-	c.observe(samples, 1000)
+	c.scale(samples, at.Add(4*time.Second), true)
+	c.observe(all, 1000)
 	if c.percent != 100 || c.tracking || len(c.progs) != 0 {
 		t.Errorf("back within, nothing scaled: share %d%%, tracking %v, %d programs kept", c.percent, c.tracking, len(c.progs))
 	}

@@ -130,8 +130,10 @@ func (c *DutyCycle) onPart() time.Duration {
 }
 
 // scale rewrites samples, read at readAt (the real clock, when the sweep
-// began), from the kernel's counters to the scaled ones.
-func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
+// began), from the kernel's counters to the scaled ones. all says they are
+// every program loaded; otherwise they are those that changed, and the
+// rest keep their scaled counters (their deltas are zero).
+func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	on := c.stats.OnTime(readAt)
@@ -171,7 +173,7 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 		c.progs[smp.ID] = next
 		smp.RunTimeNs, smp.RunCnt = next.scaledTime, next.scaledCnt
 	}
-	if offsetsOnly || len(c.progs) > len(samples) { // some went away
+	if all && (offsetsOnly || len(c.progs) > len(samples)) { // some went away
 		for id, p := range c.progs {
 			if p.sweep != c.sweeps {
 				delete(c.progs, id)
@@ -182,9 +184,10 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time) {
 
 // observe sets the coming interval's share under a budget from the
 // programs' runs per second over the last one (at full time: scaled where
-// it was scaled), and starts or stops tracking programs' counters:
-// samples are the tick's, as the rest of the daemon saw them.
-func (c *DutyCycle) observe(samples []collectors.Sample, runsPerSec float64) {
+// it was scaled), and starts or stops tracking programs' counters: latest
+// is every program's counters as the rest of the daemon saw them this
+// tick, asked for only when tracking starts.
+func (c *DutyCycle) observe(latest func() []collectors.Sample, runsPerSec float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.budget == nil {
@@ -196,7 +199,7 @@ func (c *DutyCycle) observe(samples []collectors.Sample, runsPerSec float64) {
 		// The next interval is scaled: its deltas start from these
 		// counters, which are the kernel's (nothing was scaled).
 		c.sweeps++
-		for _, smp := range samples {
+		for _, smp := range latest() {
 			c.progs[smp.ID] = dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt,
 				scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
 		}
@@ -211,6 +214,13 @@ func (c *DutyCycle) observe(samples []collectors.Sample, runsPerSec float64) {
 		}
 		c.tracking = len(c.progs) > 0
 	}
+}
+
+// forget drops what is kept of a program that went away.
+func (c *DutyCycle) forget(id uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.progs, id)
 }
 
 // afterTick turns stats off until the on part before the next tick, read

@@ -31,9 +31,14 @@ type FixtureProgram struct {
 func (f *Fixture) Put(p FixtureProgram) *Program {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Its own clock, at its two sweeps: sweep 1 changed it from Prev,
+	// and sweep 0 saw it first unless it has no previous sweep.
 	prog := &Program{
 		key: store.InstanceKey{Boot: p.Boot, ID: p.Meta.ID}, meta: p.Meta, identKey: p.Identity,
-		cur: p.Cur, curAt: p.CurAt, prev: p.Prev, prevAt: p.PrevAt, havePrev: p.HavePrev,
+		cur: p.Cur, prev: p.Prev, changed: 1, clock: &sweepClock{n: 1, at: p.CurAt, prevAt: p.PrevAt},
+	}
+	if !p.HavePrev {
+		prog.first = 1
 	}
 	f.progs[p.Meta.ID] = prog
 	f.gen++

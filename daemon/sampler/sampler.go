@@ -30,17 +30,23 @@ import (
 type Program struct {
 	// The fields each tick reads come first, together; meta, read when
 	// something asks, after them.
-	key           store.InstanceKey
-	prev, cur     collectors.Sample
-	prevAt, curAt time.Time
-	havePrev      bool
+	key store.InstanceKey
+	// cur is the program's counters at the last sweep. A sweep that reads
+	// only the programs that changed leaves the rest as they are, so when
+	// they were read, and the sweep before, is the sampler's clock: prev
+	// is the counters before the sweep that last changed them (changed),
+	// and first is the sweep that first saw it.
+	cur, prev      collectors.Sample
+	changed, first uint64
+	clock          *sweepClock
 	// stored is the last sample written to the store, kept in place
 	// (not behind a pointer: every tick reads it for every program, and a
 	// pointer would be one more cache miss each on a host of thousands).
 	stored     collectors.Sample
 	haveStored bool
-	// swept is the sweep (sampler.sweeps) that last saw it loaded.
-	swept uint64
+	// swept is the full sweep (sampler.sweeps) that last saw it loaded;
+	// storedAt the sweep that last stored it.
+	swept, storedAt uint64
 	// firstSeen is when its record was first stored; ownersStored says the
 	// record holds its owners (a program seen before the owners scan that
 	// finds them is stored again with them, for owners' history).
@@ -53,6 +59,13 @@ type Program struct {
 	ident    identity.Identity
 	identKey string
 	meta     collectors.Meta
+}
+
+// sweepClock is when the last two sweeps read the programs: every
+// program loaded then, changed or not, was read at those times.
+type sweepClock struct {
+	n          uint64 // the sweep (sampler.sweeps) at
+	at, prevAt time.Time
 }
 
 // heartbeat is how often an idle program's unchanged counters are stored
@@ -101,6 +114,7 @@ type Sampler struct {
 	progs     map[uint32]*Program // loaded now, by kernel id
 	lastTick  time.Time
 	lastSweep time.Duration
+	lastRead  int // programs the last sweep read
 	lastWrite time.Duration
 	lastErr   error
 	ownersAt  time.Time
@@ -134,8 +148,16 @@ type Sampler struct {
 	// the stats budget; sweptAt is when its sweep began (the real clock).
 	tickRuns uint64
 	sweptAt  time.Time
-	// sweeps counts sweeps, failed ticks too, for program.swept.
+	// sweeps counts sweeps, failed ticks too, for program.swept; clock is
+	// when the last two read the programs.
 	sweeps uint64
+	clock  sweepClock
+	// known is the walk of the programs held (collectors.Walk): what a
+	// changed-only sweep's trailer says when none went away. needAll asks
+	// the next sweep for every program: the last one's changes were not
+	// all taken in, or some program went away.
+	known   collectors.Walk
+	needAll bool
 	// holders reads owner processes.
 	holders *holders.Scanner
 }
@@ -158,7 +180,7 @@ type Hooks struct {
 func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, hooks Hooks) (*Sampler, error) {
 	s := &Sampler{
 		cfg: cfg, sweeper: sw, holders: scanner, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
-		progs: map[uint32]*Program{}, lastTag: map[string]string{}, hooks: hooks, tickDone: make(chan struct{}),
+		progs: map[uint32]*Program{}, lastTag: map[string]string{}, hooks: hooks, tickDone: make(chan struct{}), needAll: true,
 	}
 	// Remember the newest tag per identity already in the store, so a
 	// reload with new code after a daemon restart still counts as a new
@@ -265,6 +287,10 @@ func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
 		s.unsettled--
 	}
 	delete(s.progs, p.meta.ID)
+	s.known.Remove(p.key.ID, p.cur.LoadTime)
+	if s.cfg.Duty != nil {
+		s.cfg.Duty.forget(p.key.ID)
+	}
 	s.gen++
 	return nil
 }
@@ -289,7 +315,7 @@ func (s *Sampler) staleInstances(loaded map[uint32]bool) ([]store.InstanceKey, e
 // Tick runs one sweep and stores it; first is the daemon's first tick,
 // which also marks unloaded what the store thinks is loaded but is not.
 func (s *Sampler) Tick(now time.Time, first bool) error {
-	samples, sweep, err := s.sweep(now)
+	samples, all, sweep, err := s.sweep(now)
 	if err != nil {
 		return err
 	}
@@ -297,7 +323,8 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	t := store.Tick{Time: now}
 	s.mu.Lock()
 	prevTick := s.lastTick
-	err = s.update(samples, now, &t)
+	s.lastRead = len(samples)
+	err = s.update(samples, all, now, &t)
 	runs := s.tickRuns
 	s.mu.Unlock()
 	if err != nil {
@@ -309,7 +336,7 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 		// then stats go off until that share's on part, before the tick's
 		// own work (the store write), which would otherwise run in it.
 		if wall := now.Sub(prevTick); !prevTick.IsZero() && wall > 0 {
-			d.observe(samples, float64(runs)/wall.Seconds())
+			d.observe(s.latest, float64(runs)/wall.Seconds())
 		}
 		d.afterTick(s.sweptAt)
 		for _, e := range d.Transitions() {
@@ -331,18 +358,20 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	return s.write(t, now, sweep)
 }
 
-// sweep reads every program's counters, scaled under a duty cycle, and
-// says how long the reading took. A sweep that skipped programs the
-// kernel refused to open is good for the rest, and says so when their
-// number changes, not every tick.
-func (s *Sampler) sweep(now time.Time) ([]collectors.Sample, time.Duration, error) {
+// sweep reads the programs' counters, scaled under a duty cycle, and says
+// how long the reading took. all says the samples are every program
+// loaded; otherwise they are those that changed since the last sweep and
+// the walk proved that none of the rest went away. A sweep that skipped
+// programs the kernel refused to open is good for the rest, and says so
+// when their number changes, not every tick.
+func (s *Sampler) sweep(now time.Time) (samples []collectors.Sample, all bool, took time.Duration, err error) {
 	start := time.Now()
-	samples, err := s.sweeper.sweep(s.buf[:0], now)
+	samples, all, err = s.sweepChanged(now)
 	s.buf = samples
-	took := time.Since(start)
+	took = time.Since(start)
 	s.sweptAt = start
 	if s.cfg.Duty != nil {
-		s.cfg.Duty.scale(samples, start)
+		s.cfg.Duty.scale(samples, start, all)
 	}
 	var skipped *collectors.SkippedError
 	switch {
@@ -351,7 +380,7 @@ func (s *Sampler) sweep(now time.Time) ([]collectors.Sample, time.Duration, erro
 			s.log.Warn("sweep skipped programs the kernel refused to open", "skipped", skipped.Skipped, "first", skipped.First)
 		}
 	case err != nil:
-		return nil, took, fmt.Errorf("sweep: %w", err)
+		return nil, false, took, fmt.Errorf("sweep: %w", err)
 	}
 	s.mu.Lock()
 	s.skipped, s.skipReason = 0, ""
@@ -359,17 +388,70 @@ func (s *Sampler) sweep(now time.Time) ([]collectors.Sample, time.Duration, erro
 		s.skipped, s.skipReason = skipped.Skipped, skipped.First.Error()
 	}
 	s.mu.Unlock()
-	return samples, took, nil
+	return samples, all, took, nil
+}
+
+// sweepChanged reads only the programs that changed where it can: when
+// the walk's trailer says some program the sampler holds went away, it
+// reads them all again to find which. Until the tick has taken the
+// samples in (update), the next sweep is asked for every program.
+func (s *Sampler) sweepChanged(now time.Time) ([]collectors.Sample, bool, error) {
+	all := s.needAll
+	s.needAll = true
+	samples, walk, err := s.sweeper.sweep(s.buf[:0], now, all)
+	if err != nil || walk == nil || all {
+		return samples, true, err
+	}
+	s.mu.RLock()
+	same := s.walkAfter(samples) == *walk
+	s.mu.RUnlock()
+	if same {
+		return samples, false, nil
+	}
+	samples, _, err = s.sweeper.sweep(samples[:0], now, true)
+	return samples, true, err
+}
+
+// walkAfter is the walk of the programs held once samples, a changed-only
+// sweep's, are taken in, if none went away: those new to the sampler
+// added, those loaded again under their id counted with their new load
+// time. Called with s.mu held.
+func (s *Sampler) walkAfter(samples []collectors.Sample) collectors.Walk {
+	w := s.known
+	for _, smp := range samples {
+		p := s.progs[smp.ID]
+		if p != nil && p.cur.LoadTime == smp.LoadTime {
+			continue
+		}
+		if p != nil {
+			w.Remove(smp.ID, p.cur.LoadTime)
+		}
+		w.Add(smp.ID, smp.LoadTime)
+	}
+	return w
+}
+
+// latest is every held program's counters as of the last sweep, for the
+// stats budget when it starts scaling. Called without s.mu.
+func (s *Sampler) latest() []collectors.Sample {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]collectors.Sample, 0, len(s.progs))
+	for _, p := range s.progs {
+		out = append(out, p.cur)
+	}
+	return out
 }
 
 // update takes a sweep into the programs held: new ones are read and
 // recorded, gone ones dropped, owners read when due, identities settled;
 // what the store must keep goes into t. Called with s.mu held.
-func (s *Sampler) update(samples []collectors.Sample, now time.Time, t *store.Tick) error {
-	fresh, err := s.merge(samples, now, t)
+func (s *Sampler) update(samples []collectors.Sample, all bool, now time.Time, t *store.Tick) error {
+	fresh, err := s.merge(samples, all, now, t)
 	if err != nil {
 		return err
 	}
+	s.storeHeartbeats(t)
 	// Map order is random: sort so events and records come out by id.
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].meta.ID < fresh[j].meta.ID })
 	sort.Slice(t.Events, func(i, j int) bool { return t.Events[i].ID < t.Events[j].ID })
@@ -395,16 +477,19 @@ func (s *Sampler) update(samples []collectors.Sample, now time.Time, t *store.Ti
 		t.Events = append(t.Events, store.Event{Time: now, Kind: "loaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag})
 	}
 	s.ticks++
+	s.needAll = false
 	return nil
 }
 
 // merge takes each sample into its program, reading the metadata of
-// programs not seen before (which it returns), and drops the programs
-// the sweep did not see. Called with s.mu held.
-func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tick) (fresh []*Program, err error) {
+// programs not seen before (which it returns). After a sweep of all
+// programs it drops those the sweep did not see; after a changed-only
+// sweep none went away (sweepChanged proved it). Called with s.mu held.
+func (s *Sampler) merge(samples []collectors.Sample, all bool, now time.Time, t *store.Tick) (fresh []*Program, err error) {
 	s.moved = s.moved[:0]
 	s.tickRuns = 0
 	s.sweeps++
+	s.clock = sweepClock{n: s.sweeps, at: now, prevAt: s.clock.at}
 	swept := 0 // programs in s.progs this sweep saw
 	for _, smp := range samples {
 		p := s.progs[smp.ID]
@@ -417,36 +502,24 @@ func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tic
 			p = nil
 		}
 		if p == nil {
-			meta, err := collectors.ReadMeta(smp.ID)
-			if errors.Is(err, collectors.ErrGone) {
+			if p, err = s.appeared(smp); err != nil {
+				return nil, err
+			}
+			if p == nil {
 				continue // unloaded between the sweep and now
 			}
-			if err != nil {
-				return nil, fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
-			}
-			p = &Program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta}
-			s.progs[smp.ID] = p
-			s.unsettled++
-			s.gen++
 			fresh = append(fresh, p)
-			if s.hooks.Appeared != nil {
-				s.hooks.Appeared(smp.ID, meta.Name)
-			}
-		} else {
-			p.prev, p.prevAt, p.havePrev = p.cur, p.curAt, true
-			if smp.RunCnt != p.prev.RunCnt {
-				s.moved = append(s.moved, p)
-				if smp.RunCnt > p.prev.RunCnt {
-					s.tickRuns += smp.RunCnt - p.prev.RunCnt
-				}
-			}
+		} else if smp != p.cur {
+			s.take(p, smp)
 		}
-		p.cur, p.curAt, p.swept = smp, now, s.sweeps
+		p.swept = s.sweeps
 		swept++
 		if s.mustStore(p) {
-			p.stored, p.haveStored = smp, true
-			t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{smp.RunTimeNs, smp.RunCnt, smp.RecursionMisses}})
+			s.storeSample(p, t)
 		}
+	}
+	if !all {
+		return fresh, nil
 	}
 	// Every program this sweep saw is in s.progs and marked swept: when
 	// they are all there is, none is gone, and the walk over every program
@@ -464,6 +537,65 @@ func (s *Sampler) merge(samples []collectors.Sample, now time.Time, t *store.Tic
 		}
 	}
 	return fresh, nil
+}
+
+// appeared holds the program of a sample not seen before, its metadata
+// read; nil if it was unloaded since the sweep. Called with s.mu held.
+func (s *Sampler) appeared(smp collectors.Sample) (*Program, error) {
+	meta, err := collectors.ReadMeta(smp.ID)
+	if errors.Is(err, collectors.ErrGone) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
+	}
+	p := &Program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta, cur: smp, changed: s.sweeps, first: s.sweeps, clock: &s.clock}
+	s.progs[smp.ID] = p
+	s.known.Add(smp.ID, smp.LoadTime)
+	s.unsettled++
+	s.gen++
+	if s.hooks.Appeared != nil {
+		s.hooks.Appeared(smp.ID, meta.Name)
+	}
+	return p, nil
+}
+
+// take sets p's counters from a sweep that found them changed. Called
+// with s.mu held.
+func (s *Sampler) take(p *Program, smp collectors.Sample) {
+	if smp.LoadTime != p.cur.LoadTime {
+		s.known.Remove(p.key.ID, p.cur.LoadTime)
+		s.known.Add(p.key.ID, smp.LoadTime)
+	}
+	if smp.RunCnt != p.cur.RunCnt {
+		s.moved = append(s.moved, p)
+		if smp.RunCnt > p.cur.RunCnt {
+			s.tickRuns += smp.RunCnt - p.cur.RunCnt
+		}
+	}
+	p.prev, p.cur, p.changed = p.cur, smp, s.sweeps
+}
+
+// storeSample puts p's counters in the tick. Called with s.mu held.
+func (s *Sampler) storeSample(p *Program, t *store.Tick) {
+	p.stored, p.haveStored, p.storedAt = p.cur, true, s.sweeps
+	t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{p.cur.RunTimeNs, p.cur.RunCnt, p.cur.RecursionMisses}})
+}
+
+// storeHeartbeats stores, on the few ticks of each heartbeat period that
+// have any, the idle programs whose heartbeat it is: a changed-only sweep
+// did not read them, so they are looked for here, on those ticks alone.
+// Called with s.mu held.
+func (s *Sampler) storeHeartbeats(t *store.Tick) {
+	every := uint64(heartbeat / s.cfg.Interval)
+	if !store.HeartbeatTick(s.ticks, every) {
+		return
+	}
+	for _, p := range s.progs {
+		if p.storedAt != s.sweeps && store.IdleHeartbeat(s.ticks, p.key.ID, every) {
+			s.storeSample(p, t)
+		}
+	}
 }
 
 // settleAll settles, after an owners reading, every program seen in an
@@ -533,8 +665,8 @@ func (s *Sampler) write(t store.Tick, now time.Time, sweep time.Duration) error 
 }
 
 // mustStore says whether this tick's sample of p goes to the store: the
-// first one, any change (but the sweep iterator's own), and a heartbeat spread over ticks by program id so
-// idle programs do not all write in the same tick.
+// first one, and any change but the sweep iterator's own. Idle programs
+// are stored at their heartbeat (storeHeartbeats).
 func (s *Sampler) mustStore(p *Program) bool {
 	if !p.haveStored {
 		return true
@@ -543,12 +675,10 @@ func (s *Sampler) mustStore(p *Program) bool {
 	changed := c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses
 	// The sweep's own iterator runs every tick: storing each of its runs
 	// would make every tick write, and commit, on a host where nothing
-	// else moves. It is stored at the heartbeat; its cumulative counters
-	// keep its rate exact, and status shows its latest cost.
-	if changed && p.key.ID != s.sweeper.IterID() {
-		return true
-	}
-	return store.IdleHeartbeat(s.ticks, p.key.ID, uint64(heartbeat/s.cfg.Interval))
+	// else moves. It is stored at the heartbeat (storeHeartbeats); its
+	// cumulative counters keep its rate exact, and status shows its
+	// latest cost.
+	return changed && p.key.ID != s.sweeper.IterID()
 }
 
 // refreshOwners reads attach points and owner processes for every loaded

@@ -43,6 +43,9 @@ type Sweeper struct {
 	checked time.Time // last proof against OBJ_GET_INFO_BY_FD
 	// prove is the proof, iter.Check unless a test makes it disagree.
 	prove func(n int) (int, error)
+	// changedOnly: each tick reads only the programs that changed
+	// (collectors.SweepChanged), unless the kernel cannot.
+	changedOnly bool
 
 	mu     sync.Mutex
 	kind   string // SweepIter or SweepFd: what runs now
@@ -78,7 +81,7 @@ func NewSweeper(cfg SweepConfig, now time.Time) (*Sweeper, error) {
 	}
 	it, err := load()
 	if err == nil {
-		w.iter, w.kind, w.prove = it, SweepIter, it.Check
+		w.iter, w.kind, w.prove, w.changedOnly = it, SweepIter, it.Check, true
 		err = w.check(now)
 	}
 	if err != nil {
@@ -123,22 +126,38 @@ func (w *Sweeper) fallBack(why error) {
 	w.mu.Unlock()
 }
 
-// sweep reads every program into buf, proving the iterator again every
-// iterCheckEvery.
-func (w *Sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sample, error) {
+// sweep reads the programs into buf, proving the iterator again every
+// iterCheckEvery. With the iterator and all false it reads only the
+// programs that changed since its last sweep (collectors.SweepChanged)
+// and returns the walk's trailer, which tells whether any went away;
+// otherwise it reads every program and walk is nil.
+func (w *Sweeper) sweep(buf []collectors.Sample, now time.Time, all bool) (out []collectors.Sample, walk *collectors.Walk, err error) {
 	if w.iter != nil && now.Sub(w.checked) >= iterCheckEvery {
 		if err := w.check(now); err != nil && !errors.Is(err, collectors.ErrNotPermitted) {
 			w.fallBack(err)
 		}
 	}
 	if w.iter == nil {
-		return collectors.Sweep(buf)
+		out, err = collectors.Sweep(buf)
+		return out, nil, err
 	}
 	start := len(buf)
-	out, err := w.iter.Sweep(buf)
+	if w.changedOnly {
+		var t collectors.Walk
+		out, t, err = w.iter.SweepChanged(buf, all)
+		walk = &t
+		if errors.Is(err, collectors.ErrChangedUnsupported) {
+			w.log.Info("changed-only sweep off: every program is read each tick", "why", err)
+			w.changedOnly, walk = false, nil
+			out, err = w.iter.Sweep(buf[:start])
+		}
+	} else {
+		out, err = w.iter.Sweep(buf)
+	}
 	if err != nil {
 		w.fallBack(err)
-		return collectors.Sweep(buf[:start])
+		out, err = collectors.Sweep(buf[:start])
+		return out, nil, err
 	}
 	for _, s := range out[start:] {
 		if s.ID == w.iter.ProgramID() {
@@ -151,7 +170,7 @@ func (w *Sweeper) sweep(buf []collectors.Sample, now time.Time) ([]collectors.Sa
 			break
 		}
 	}
-	return out, nil
+	return out, walk, nil
 }
 
 // IterID is the iterator program's id, or 0 when the fd sweep runs.

@@ -2,8 +2,6 @@ package sampler
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +15,9 @@ import (
 // says why, and the same tick's sweep is the fd sweep's, exact: a program
 // run 7 times reads 7 runs.
 func TestSweeperFallsBackOnMismatch(t *testing.T) {
-	privtest.Root(t)
-	privtest.LockStats(t)
-	stats, err := collectors.EnableStats(collectors.StatsConfig{Mode: "fd"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stats.Restore()
+	statsOn(t)
 	now := time.Now()
-	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: discard}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +40,7 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 	w.prove = func(int) (int, error) {
 		return 0, fmt.Errorf("%w: program %d: simulated", collectors.ErrIterMismatch, id)
 	}
-	out, err := w.sweep(nil, now.Add(iterCheckEvery))
+	out, _, err := w.sweep(nil, now.Add(iterCheckEvery), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +69,7 @@ func TestSweeperFallsBackOnMismatch(t *testing.T) {
 func TestSweeperRetriesAProofWithNothingToCompare(t *testing.T) {
 	privtest.Root(t)
 	now := time.Now()
-	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, now)
+	w, err := NewSweeper(SweepConfig{Mode: SweepAuto, Logger: discard}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +79,11 @@ func TestSweeperRetriesAProofWithNothingToCompare(t *testing.T) {
 	}
 	proofs := 0
 	w.prove = func(int) (int, error) { proofs++; return 0, nil }
-	w.sweep(nil, now.Add(iterCheckEvery))
+	w.sweep(nil, now.Add(iterCheckEvery), true)
 	if _, detail, _, _, _ := w.State(); proofs != 1 || !strings.Contains(detail, "not yet compared") {
 		t.Errorf("after a proof with nothing idle: %d proofs, detail %q", proofs, detail)
 	}
-	w.sweep(nil, now.Add(iterCheckEvery+iterRecheckSoon))
+	w.sweep(nil, now.Add(iterCheckEvery+iterRecheckSoon), true)
 	if proofs != 2 {
 		t.Errorf("no new proof %v later (%d proofs)", iterRecheckSoon, proofs)
 	}

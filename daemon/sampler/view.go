@@ -75,11 +75,14 @@ func (v View) Records() []store.Program {
 	return recs
 }
 
-// HostRunsPerSec sums every program's runs over its last two sweeps.
+// HostRunsPerSec sums every program's runs over its last two sweeps: the
+// programs whose run count moved in the last tick, the rest adding none.
 func (v View) HostRunsPerSec() float64 {
 	total := 0.0
-	for _, p := range v.s.progs {
-		if r, ok := api.PerSecond(float64(p.cur.RunCnt-p.prev.RunCnt), p.curAt.Sub(p.prevAt)); ok && p.havePrev && p.cur.RunCnt >= p.prev.RunCnt {
+	for _, p := range v.s.moved {
+		cur, at := p.Latest()
+		prev, prevAt, ok := p.Previous()
+		if r, rok := api.PerSecond(float64(cur.RunCnt-prev.RunCnt), at.Sub(prevAt)); rok && ok && cur.RunCnt >= prev.RunCnt {
 			total += r
 		}
 	}
@@ -91,7 +94,10 @@ type Status struct {
 	Programs             int
 	LastTick             time.Time
 	LastSweep, LastWrite time.Duration
-	LastErr              error
+	// LastSweepRead is how many programs the last sweep read (all, or
+	// those that changed).
+	LastSweepRead int
+	LastErr       error
 	// Skipped programs the last sweep could not read, and why the first.
 	Skipped    int
 	SkipReason string
@@ -114,7 +120,7 @@ func (s *Sampler) Status() Status {
 	s.mu.RLock()
 	st := Status{
 		Programs: len(s.progs), LastTick: s.lastTick, LastSweep: s.lastSweep, LastWrite: s.lastWrite,
-		LastErr: s.lastErr, Skipped: s.skipped, SkipReason: s.skipReason,
+		LastErr: s.lastErr, Skipped: s.skipped, SkipReason: s.skipReason, LastSweepRead: s.lastRead,
 	}
 	s.mu.RUnlock()
 	st.Sweep, st.SweepDetail, st.IterLastNs, st.IterTotalNs, st.IterSince = s.sweeper.State()
@@ -157,12 +163,18 @@ func (p *Program) Key() store.InstanceKey { return p.key }
 func (p *Program) Meta() *collectors.Meta { return &p.meta }
 
 // Latest is the last sweep's counters and when it read them.
-func (p *Program) Latest() (collectors.Sample, time.Time) { return p.cur, p.curAt }
+func (p *Program) Latest() (collectors.Sample, time.Time) { return p.cur, p.clock.at }
 
 // Previous is the sweep's before the last, and when it read them; ok is
 // false for a program seen by one sweep only.
 func (p *Program) Previous() (s collectors.Sample, at time.Time, ok bool) {
-	return p.prev, p.prevAt, p.havePrev
+	switch p.clock.n {
+	case p.first:
+		return collectors.Sample{}, time.Time{}, false
+	case p.changed:
+		return p.prev, p.clock.prevAt, true
+	}
+	return p.cur, p.clock.prevAt, true
 }
 
 // IdentityKey is the program's identity key, "" until it is settled.

@@ -69,6 +69,22 @@ func LoadSocketFilter(name string) (*ebpf.Program, error) {
 	})
 }
 
+// Keep fails tb on err, the error of loading p; otherwise it closes p when
+// tb ends and returns p's kernel id.
+func Keep(tb testing.TB, p *ebpf.Program, err error) uint32 {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	info, err := p.Info()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id, _ := info.ID()
+	return uint32(id)
+}
+
 // LoadLoop loads a socket filter named name that spins for iterations loop
 // turns, so each run costs a measurable amount of time.
 func LoadLoop(name string, iterations int32) (*ebpf.Program, error) {
