@@ -95,7 +95,9 @@ func loadProgIter(opts progIterOptions) (*ProgIter, error) {
 			return nil, fmt.Errorf("set no_output: %w", err)
 		}
 	}
-	spec.Maps["last"].MaxEntries = lastEntries(countPrograms())
+	if !opts.noOutput { // the floor writes nothing and remembers nothing
+		spec.Maps["last"].MaxEntries = lastEntries(countPrograms())
+	}
 	it := &ProgIter{}
 	if err := spec.LoadAndAssign(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)

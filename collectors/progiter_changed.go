@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // lastEntries is how many programs the changed-only sweep remembers (the
@@ -17,12 +17,13 @@ func lastEntries(n int) uint32 {
 	return uint32(min(max(2*n+1024, 4096), 1<<20))
 }
 
-// countPrograms is how many programs are loaded, by their ids alone.
+// countPrograms is how many programs are loaded, by their ids alone (a
+// failed step ends the count: it only sizes `last`).
 func countPrograms() int {
 	n := 0
-	for id := ebpf.ProgramID(0); ; n++ {
-		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
+	for id := uint32(0); ; n++ {
+		next, ok, err := nextID(unix.BPF_PROG_GET_NEXT_ID, id)
+		if !ok || err != nil {
 			return n
 		}
 		id = next

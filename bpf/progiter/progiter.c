@@ -165,7 +165,7 @@ __u64 walk_session, walk_count, walk_sum;
 
 // mix spreads a program's id and load time over 64 bits, so that a sum of
 // them over a set changes when any member does. It is splitmix64's
-// finaliser; collectors.mixProgram is the same in Go.
+// finaliser; collectors.MixProgram is the same in Go.
 static __always_inline __u64 mix(__u32 id, __u64 load_time)
 {
 	__u64 x = load_time + (__u64)id * 0x9e3779b97f4a7c15ULL;

@@ -44,8 +44,9 @@ type Program struct {
 	// pointer would be one more cache miss each on a host of thousands).
 	stored     collectors.Sample
 	haveStored bool
-	// swept is the full sweep (sampler.sweeps) that last saw it loaded;
-	// storedAt the sweep that last stored it.
+	// swept is the sweep (sampler.sweeps) that last read it: after a
+	// sweep of every program, one it did not read is gone. storedAt is
+	// the sweep that last stored it.
 	swept, storedAt uint64
 	// firstSeen is when its record was first stored; ownersStored says the
 	// record holds its owners (a program seen before the owners scan that

@@ -75,18 +75,12 @@ func (v View) Records() []store.Program {
 	return recs
 }
 
-// HostRunsPerSec sums every program's runs over its last two sweeps: the
-// programs whose run count moved in the last tick, the rest adding none.
+// HostRunsPerSec is every program's runs over the last two sweeps, per
+// second: the last tick's runs (tickRuns, summed over the programs that
+// moved, the rest adding none) over the time between the sweeps.
 func (v View) HostRunsPerSec() float64 {
-	total := 0.0
-	for _, p := range v.s.moved {
-		cur, at := p.Latest()
-		prev, prevAt, ok := p.Previous()
-		if r, rok := api.PerSecond(float64(cur.RunCnt-prev.RunCnt), at.Sub(prevAt)); rok && ok && cur.RunCnt >= prev.RunCnt {
-			total += r
-		}
-	}
-	return total
+	r, _ := api.PerSecond(float64(v.s.tickRuns), v.s.clock.at.Sub(v.s.clock.prevAt))
+	return r
 }
 
 // Status is how the sampler runs, for bpfperf status.
