@@ -53,7 +53,7 @@ func benchCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "profile", Usage: "write a CPU profile (gzipped pprof) of each test's measurements to `DIR`/<test>.pb.gz, for bpfperf profile diff; made if absent"},
 		},
 		Action:      func(c *cli.Context) error { return benchRun(c, dial) },
-		Subcommands: []*cli.Command{benchCompareCommand(dial), benchPlotCommand(dial), benchListCommand(), benchRunsCommand(dial), benchGetCommand(dial)},
+		Subcommands: []*cli.Command{benchCompareCommand(dial), benchPlotCommand(dial), benchListCommand(), benchRunsCommand(dial), benchGetCommand(dial), benchHooksCommand()},
 	}
 }
 
