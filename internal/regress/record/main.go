@@ -6,8 +6,19 @@
 // series too: what the machine's own drift looks like. With -neighbour it
 // also runs a different program (a shorter loop, at its own pace from its
 // own goroutine), recorded over the same minutes but not in step with the
-// program: the daemon's case of a host with other busy programs. Needs
-// root. The replay benchmarks read the files it writes with (50 minutes):
+// program: the daemon's case of a host with other busy programs.
+//
+// Each row also holds what bpfperfd would have read of the same interval
+// under a stats duty cycle (-duties, 10% and 1% by default): the deltas
+// over only the last share of the interval, the part a duty keeps stats
+// on, and the rate scaled to the whole interval as the duty cycle scales
+// it (daemon/sampler/duty.go). Stats stay on all the time here, so the
+// full interval and each duty's share are read from the same runs of the
+// same minutes: the replay compares them with nothing else changed. A
+// share that saw no run is an empty field, as the daemon stores no point.
+//
+// Needs root. The replay benchmarks read the files it writes with (50
+// minutes):
 //
 //	go run ./internal/regress/record -o internal/regress/testdata/pair.csv \
 //		-control internal/regress/testdata/pair_control.csv \
@@ -18,6 +29,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -34,7 +48,13 @@ func main() {
 	iters := flag.Int("iterations", 10000, "loop iterations per run")
 	batch := flag.Uint("batch", 50, "runs every 10 ms")
 	neighbour := flag.String("neighbour", "", "CSV file for a different program run at its own pace beside it (optional)")
+	dutyList := flag.String("duties", "10,1", "stats duty shares in percent, each read over the last share of every interval")
 	flag.Parse()
+	duties, err := parseDuties(*dutyList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(2)
+	}
 	paths := []string{*out}
 	if *control != "" {
 		paths = append(paths, *control)
@@ -45,7 +65,7 @@ func main() {
 		// every 7 ms, so its runs drift across the program's.
 		nb = &pacedProgram{path: *neighbour, iters: 3000, batch: 30, every: 7 * time.Millisecond}
 	}
-	if err := record(paths, nb, *every, *n, int32(*iters), uint32(*batch)); err != nil {
+	if err := record(paths, nb, duties, *every, *n, int32(*iters), uint32(*batch)); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
 		os.Exit(1)
 	}
@@ -59,7 +79,63 @@ type pacedProgram struct {
 	every time.Duration
 }
 
-func record(paths []string, nb *pacedProgram, every time.Duration, n int, iters int32, batch uint32) error {
+// parseDuties reads -duties: whole percents below 100, returned from the
+// largest share to the smallest (the order of their readings).
+func parseDuties(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := strconv.Atoi(strings.TrimSuffix(f, "%"))
+		if err != nil || d < 1 || d > 99 {
+			return nil, fmt.Errorf("-duties %q: want percents from 1 to 99", s)
+		}
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return slices.Compact(out), nil
+}
+
+// header is the CSV's column line: the full interval, then each duty.
+func header(duties []int) string {
+	cols := []string{"ns_per_run", "runs_per_sec"}
+	for _, d := range duties {
+		cols = append(cols, fmt.Sprintf("ns_per_run_duty%d", d), fmt.Sprintf("runs_per_sec_duty%d", d))
+	}
+	return strings.Join(cols, ",")
+}
+
+// reading is every program's counters at one moment.
+type reading struct {
+	at    time.Time
+	stats []*ebpf.ProgramStats
+}
+
+func read(progs []*ebpf.Program) (reading, error) {
+	r := reading{at: time.Now(), stats: make([]*ebpf.ProgramStats, len(progs))}
+	for i, p := range progs {
+		var err error
+		if r.stats[i], err = p.Stats(); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// fields are program i's ns/run and runs/s from one reading to a later
+// one: empty when it made no run in between.
+func fields(from, to reading, i int) string {
+	runs := to.stats[i].RunCount - from.stats[i].RunCount
+	if runs == 0 {
+		return ","
+	}
+	return fmt.Sprintf("%.2f,%.1f", float64(to.stats[i].Runtime-from.stats[i].Runtime)/float64(runs),
+		float64(runs)/to.at.Sub(from.at).Seconds())
+}
+
+func record(paths []string, nb *pacedProgram, duties []int, every time.Duration, n int, iters int32, batch uint32) error {
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: "/proc", Mode: "auto"})
 	if err != nil {
 		return err
@@ -76,8 +152,8 @@ func record(paths []string, nb *pacedProgram, every time.Duration, n int, iters 
 			return err
 		}
 		defer files[i].Close()
-		fmt.Fprintf(files[i], "# %d-iteration loop, %d runs every 10 ms, read every %v, %s, program %d of %d run side by side\nns_per_run,runs_per_sec\n",
-			iters, batch, every, time.Now().UTC().Format(time.RFC3339), i+1, len(paths))
+		fmt.Fprintf(files[i], "# %d-iteration loop, %d runs every 10 ms, read every %v, %s, program %d of %d run side by side\n%s\n",
+			iters, batch, every, time.Now().UTC().Format(time.RFC3339), i+1, len(paths), header(duties))
 	}
 	if nb != nil {
 		p, err := privtest.LoadLoop("rg_neighbour", nb.iters)
@@ -90,8 +166,8 @@ func record(paths []string, nb *pacedProgram, every time.Duration, n int, iters 
 			return err
 		}
 		defer f.Close()
-		fmt.Fprintf(f, "# %d-iteration loop, %d runs every %v from its own goroutine, read every %v, %s, a different program run beside %s\nns_per_run,runs_per_sec\n",
-			nb.iters, nb.batch, nb.every, every, time.Now().UTC().Format(time.RFC3339), paths[0])
+		fmt.Fprintf(f, "# %d-iteration loop, %d runs every %v from its own goroutine, read every %v, %s, a different program run beside %s\n%s\n",
+			nb.iters, nb.batch, nb.every, every, time.Now().UTC().Format(time.RFC3339), paths[0], header(duties))
 		go runPaced(p, nb.batch, nb.every)
 		progs, files = append(progs, p), append(files, f)
 	}
@@ -102,27 +178,32 @@ func record(paths []string, nb *pacedProgram, every time.Duration, n int, iters 
 			}
 		}
 	}()
-	prev := make([]*ebpf.ProgramStats, len(progs))
-	for i, p := range progs {
-		if prev[i], err = p.Stats(); err != nil {
-			return err
-		}
+	prev, err := read(progs)
+	if err != nil {
+		return err
 	}
-	prevAt := time.Now()
-	for k := 0; k < n; k++ {
-		time.Sleep(every)
-		now := time.Now()
-		for i, p := range progs {
-			cur, err := p.Stats()
-			if err != nil {
+	shares := make([]reading, len(duties))
+	for k := 1; k <= n; k++ {
+		end := prev.at.Add(every)
+		for j, d := range duties {
+			time.Sleep(time.Until(end.Add(-every * time.Duration(d) / 100)))
+			if shares[j], err = read(progs); err != nil {
 				return err
 			}
-			if runs := cur.RunCount - prev[i].RunCount; runs > 0 {
-				fmt.Fprintf(files[i], "%.2f,%.1f\n", float64(cur.Runtime-prev[i].Runtime)/float64(runs), float64(runs)/now.Sub(prevAt).Seconds())
-			}
-			prev[i] = cur
 		}
-		prevAt = now
+		time.Sleep(time.Until(end))
+		cur, err := read(progs)
+		if err != nil {
+			return err
+		}
+		for i, f := range files {
+			row := []string{fields(prev, cur, i)}
+			for j := range duties {
+				row = append(row, fields(shares[j], cur, i))
+			}
+			fmt.Fprintln(f, strings.Join(row, ","))
+		}
+		prev = cur
 	}
 	return nil
 }
