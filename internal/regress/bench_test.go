@@ -67,32 +67,40 @@ func recorded(tb testing.TB, path string, duty int) []Sample {
 // gap says an interval has no point: the share read saw no run.
 func gap(s Sample) bool { return s.RunsPerSec == 0 }
 
-// replay feeds a window of the series as the old version and the next
-// window, times factor, as the new one, one sample per second (as
-// recorded), through a
-// tracker at the default configuration; control, if set, is fed beside it
-// as a program that never changes. It returns the finding and how long
-// after the reload it came.
+// replay feeds a window of the series as the old version and what
+// follows, times factor, as the new one, one interval a second (as
+// recorded), through a tracker at the default configuration; control, if
+// set, is fed beside it as a program that never changes. As the daemon
+// does, every interval tells the tracker which version runs (Seen) and
+// adds a sample where the interval has one: a gap (an interval a stats
+// duty share saw no run in) has none. A decision comes with the first
+// sample a window after the reload, so the new version is fed until then
+// (for at most another window). It returns the finding and how long after
+// the reload it came.
 func replay(series, control []Sample, start, w int, factor float64) (*Finding, time.Duration) {
 	cfg := DefaultConfig()
 	cfg.Window = time.Duration(w) * time.Second
 	tr := NewTracker(cfg)
 	t0 := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 	reload := t0.Add(time.Duration(w) * time.Second)
-	for i := 0; i < 2*w+1; i++ {
-		s := series[start+i]
-		s.At = t0.Add(time.Duration(i) * time.Second)
-		if control != nil && !gap(control[start+i]) {
-			c := control[start+i]
-			c.At = s.At
-			tr.Observe("socket_filter/control", "ctl", c)
+	for i := 0; i < 3*w+1 && start+i < len(series); i++ {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if control != nil {
+			tr.Seen("socket_filter/control", "ctl", at)
+			if c := control[start+i]; !gap(c) {
+				c.At = at
+				tr.Observe("socket_filter/control", "ctl", c)
+			}
 		}
+		s := series[start+i]
+		s.At = at
+		tag := "old"
+		if !at.Before(reload) {
+			tag, s.NsPerRun = "new", s.NsPerRun*factor
+		}
+		tr.Seen("socket_filter/p", tag, at)
 		if gap(s) {
 			continue
-		}
-		tag := "old"
-		if !s.At.Before(reload) {
-			tag, s.NsPerRun = "new", s.NsPerRun*factor
 		}
 		if f := tr.Observe("socket_filter/p", tag, s); f != nil {
 			return f, s.At.Sub(reload)
