@@ -3,6 +3,7 @@ package hooks
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,16 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
+// testRounds is enough rounds for a median that one disturbed round does
+// not move, in a fraction of a second a hook.
+const testRounds = 5
+
 // measured runs Measure on names with few rounds and returns the results
 // by hook, failing on any the kernel refused.
 func measured(t *testing.T, names ...string) map[string]Result {
 	t.Helper()
 	privtest.Root(t)
-	rs, err := Measure(Config{Hooks: names, Rounds: 3, Syscalls: 50_000, Packets: 5_000})
+	rs, err := Measure(Config{Hooks: names, Rounds: testRounds, Syscalls: 50_000, Packets: 5_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,21 +96,23 @@ func checkMeasured(t *testing.T, r Result, perEvent float64) {
 	if r.Run.Median <= 0 || r.Without.Median <= 0 {
 		t.Errorf("%s: run time %.1f ns, time per event without %.1f ns: want both above 0", r.Hook, r.Run.Median, r.Without.Median)
 	}
-	if r.Rounds != 3 {
-		t.Errorf("%s: %d rounds, want 3", r.Hook, r.Rounds)
+	if r.Rounds != testRounds {
+		t.Errorf("%s: %d rounds, want %d", r.Hook, r.Rounds, testRounds)
 	}
 }
 
-// The syscall hooks: a tracepoint sees only getppid(); raw_tp and tp_btf
-// on sys_enter see every system call, so a few more runs than events.
+// The syscall hooks: a tracepoint sees only getppid(), one run each;
+// raw_tp and tp_btf on sys_enter see every system call on the host, so at
+// least one run an event and as many more as the host's other system
+// calls (2.8 a getppid() beside two busy `yes`).
 // Each costs an event well above its run time (measured: tracepoint 80
 // ns an event with stats on, 32 ns of run time), so more than run_time
 // shows is there to see.
 func TestSyscallHooks(t *testing.T) {
 	rs := measured(t, "tracepoint", "raw_tp", "tp_btf")
 	checkMeasured(t, rs["tracepoint"], 1.01)
-	checkMeasured(t, rs["raw_tp"], 1.5)
-	checkMeasured(t, rs["tp_btf"], 1.5)
+	checkMeasured(t, rs["raw_tp"], math.Inf(1))
+	checkMeasured(t, rs["tp_btf"], math.Inf(1))
 	for _, r := range rs {
 		if r.Outside.Median <= 0 {
 			t.Errorf("%s: %.1f ns a getppid() outside run_time_ns, want above 0 (cost with stats %.1f ns, run time %.1f ns)",
