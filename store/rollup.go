@@ -55,58 +55,65 @@ type RollupPoint struct {
 }
 
 // Rollup folds raw samples of every complete bucket since the last run into
-// the minute and hour series, in one transaction per resolution. The daemon
-// calls it from its sampling loop, so it never races a tick's write;
-// buckets are complete once now has passed their end.
+// the minute and hour series, in one transaction: one commit a minute,
+// not one per resolution (the hour's would be empty 59 minutes in 60, and
+// a commit writes and syncs the meta page even then). The daemon calls it
+// from its sampling loop, so it never races a tick's write; buckets are
+// complete once now has passed their end.
 func (db *DB) Rollup(now time.Time) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for _, res := range resolutions {
-		if err := db.rollup(res, now); err != nil {
-			return fmt.Errorf("rollup %v: %w", res, err)
-		}
-	}
-	return nil
-}
-
-func (db *DB) rollup(res Resolution, now time.Time) error {
-	size := time.Duration(res).Milliseconds()
-	complete := now.UnixMilli() / size * size // buckets before this are complete
 	err := db.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		from := int64(0)
-		if v := meta.Get(res.watermarkKey()); len(v) == 8 {
-			from = int64(binary.BigEndian.Uint64(v))
-		}
-		if from >= complete {
-			return nil
-		}
-		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
-		chunks.FillPercent = 1.0
-		for key, last := range db.touched {
-			if last < from {
-				continue
-			}
-			if err := db.rollupSeries(tx, head, chunks, []byte(key), res, from, complete-1); err != nil {
-				return err
+		for _, res := range resolutions {
+			if err := db.rollup(tx, res, now); err != nil {
+				return fmt.Errorf("rollup %v: %w", res, err)
 			}
 		}
-		return meta.Put(res.watermarkKey(), binary.BigEndian.AppendUint64(nil, uint64(complete)))
+		return nil
 	})
 	if err != nil {
 		clear(db.heads)
 		return err
 	}
-	if res == resolutions[len(resolutions)-1] {
-		// Every resolution has seen the series up to here: forget those
-		// with nothing newer.
-		for key, last := range db.touched {
-			if last < complete {
-				delete(db.touched, key)
-			}
+	// Every resolution has seen the series up to here: forget those with
+	// nothing newer.
+	complete := completeBefore(resolutions[len(resolutions)-1], now)
+	for key, last := range db.touched {
+		if last < complete {
+			delete(db.touched, key)
 		}
 	}
 	return nil
+}
+
+// completeBefore is the start (ms) of res's bucket holding now: the
+// buckets before it are complete.
+func completeBefore(res Resolution, now time.Time) int64 {
+	size := time.Duration(res).Milliseconds()
+	return now.UnixMilli() / size * size
+}
+
+func (db *DB) rollup(tx *bolt.Tx, res Resolution, now time.Time) error {
+	complete := completeBefore(res, now)
+	meta := tx.Bucket(bucketMeta)
+	from := int64(0)
+	if v := meta.Get(res.watermarkKey()); len(v) == 8 {
+		from = int64(binary.BigEndian.Uint64(v))
+	}
+	if from >= complete {
+		return nil
+	}
+	head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
+	chunks.FillPercent = 1.0
+	for key, last := range db.touched {
+		if last < from {
+			continue
+		}
+		if err := db.rollupSeries(tx, head, chunks, []byte(key), res, from, complete-1); err != nil {
+			return err
+		}
+	}
+	return meta.Put(res.watermarkKey(), binary.BigEndian.AppendUint64(nil, uint64(complete)))
 }
 
 // rollupSeries appends one rollup point per bucket of res that has raw
