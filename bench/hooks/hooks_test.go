@@ -164,8 +164,14 @@ func TestTracingHooks(t *testing.T) {
 	}
 }
 
+// TestHooksInVM runs the hooks this host refuses in the test VM. Only
+// those: the syscall hooks run on this host, and under the VM's emulated
+// CPU, attaching and detaching tracepoints round after round (each flips
+// the kernel's static keys, patching code other threads run) once left
+// CPU 0 spinning in syscall_trace_enter until the guest's watchdog
+// panicked, three boots in a row.
 func TestHooksInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{}, []string{"TestSyscallHooks", "TestTracingHooks"})
+	vmtest.RunTests(t, vmtest.Config{}, []string{"TestTracingHooks"})
 }
 
 func TestBadConfig(t *testing.T) {
