@@ -141,12 +141,17 @@ func (it *ProgIter) Sweep(buf []Sample) ([]Sample, error) {
 	if err != nil {
 		return buf, err
 	}
+	return appendRecords(buf, data), nil
+}
+
+// appendRecords decodes the iterator's records in data onto buf.
+func appendRecords(buf []Sample, data []byte) []Sample {
 	for ; len(data) >= recordSize; data = data[recordSize:] {
 		s := decodeRecord(data)
 		s.Name = keptName(buf, s.ID, recordName(data))
 		buf = append(buf, s)
 	}
-	return buf, nil
+	return buf
 }
 
 // read runs the iterator once and returns all its records.

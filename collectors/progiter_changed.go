@@ -1,7 +1,6 @@
 package collectors
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -91,14 +90,12 @@ func (it *ProgIter) SweepChanged(buf []Sample, all bool) ([]Sample, Walk, error)
 	if err != nil {
 		return buf, Walk{}, err
 	}
-	if len(data) < recordSize || binary.LittleEndian.Uint32(data[len(data)-recordSize+4:]) != trailerType {
+	if len(data) < recordSize {
 		return buf, Walk{}, fmt.Errorf("changed-only sweep: %d bytes without a trailer record", len(data))
 	}
 	t := decodeRecord(data[len(data)-recordSize:])
-	for data = data[:len(data)-recordSize]; len(data) >= recordSize; data = data[recordSize:] {
-		s := decodeRecord(data)
-		s.Name = keptName(buf, s.ID, recordName(data))
-		buf = append(buf, s)
+	if t.Type != trailerType {
+		return buf, Walk{}, fmt.Errorf("changed-only sweep: %d bytes without a trailer record", len(data))
 	}
-	return buf, Walk{Count: t.RunCnt, Sum: t.RunTimeNs}, nil
+	return appendRecords(buf, data[:len(data)-recordSize]), Walk{Count: t.RunCnt, Sum: t.RunTimeNs}, nil
 }
