@@ -1,7 +1,6 @@
 package sampler
 
 import (
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -150,7 +149,7 @@ func statsOn(t *testing.T) {
 }
 
 // discard is a logger that writes nothing.
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+var discard = slog.New(slog.DiscardHandler)
 
 func median(xs []int) int {
 	s := slices.Clone(xs)
