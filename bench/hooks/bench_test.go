@@ -42,7 +42,7 @@ func BenchmarkLiveHooks(b *testing.B) {
 		}
 		b.ReportMetric(r.Without.Median, r.Hook+"-without-ns/event")
 		b.ReportMetric(r.Cost.Median, r.Hook+"-cost-ns/event")
-		b.ReportMetric(r.Cost.IQR(), r.Hook+"-cost-iqr-ns")
+		b.ReportMetric(r.Cost.IQR, r.Hook+"-cost-iqr-ns")
 		b.ReportMetric(r.CostStats.Median, r.Hook+"-cost-stats-ns/event")
 		b.ReportMetric(r.Run.Median, r.Hook+"-run-time-ns/run")
 		b.ReportMetric(r.Outside.Median, r.Hook+"-outside-run-time-ns/event")

@@ -3,6 +3,8 @@ package hooks
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/bpfperf/bpfperf/bench"
 )
 
 // Header names the columns of Rows, for people; Fields names them for
@@ -69,4 +71,4 @@ func Note(rs []Result) string {
 
 func ns(v float64) string { return fmt.Sprintf("%.1f ns", v) }
 
-func spread(s Spread) string { return fmt.Sprintf("%.1f ± %.1f ns", s.Median, s.IQR()) }
+func spread(s bench.Summary) string { return fmt.Sprintf("%.1f ± %.1f ns", s.Median, s.IQR) }

@@ -30,6 +30,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/collectors"
 )
 
@@ -52,35 +53,8 @@ func DefaultConfig() Config {
 	return Config{Rounds: 11, Syscalls: 1_000_000, Packets: 100_000}
 }
 
-// Spread is a figure over rounds: its median and quartiles.
-type Spread struct {
-	Median float64 `json:"median"`
-	Q1     float64 `json:"q1"`
-	Q3     float64 `json:"q3"`
-}
-
-// IQR is the interquartile range.
-func (s Spread) IQR() float64 { return s.Q3 - s.Q1 }
-
-func spreadOf(v []float64) Spread {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	q := func(p float64) float64 { // linear between closest ranks
-		if len(s) == 0 {
-			return 0
-		}
-		x := p * float64(len(s)-1)
-		lo := int(x)
-		if lo+1 >= len(s) {
-			return s[lo]
-		}
-		return s[lo] + (x-float64(lo))*(s[lo+1]-s[lo])
-	}
-	return Spread{Median: q(0.5), Q1: q(0.25), Q3: q(0.75)}
-}
-
 // Result is one hook's figures, all in ns per event unless named
-// otherwise.
+// otherwise, each over the rounds (bench.Summarize: median, IQR, ...).
 type Result struct {
 	Hook  string `json:"hook"`
 	Event string `json:"event"`
@@ -91,21 +65,21 @@ type Result struct {
 	Rounds int `json:"rounds,omitempty"`
 	Events int `json:"events_per_round,omitempty"`
 	// Without is the time per event with no program attached.
-	Without Spread `json:"without_ns,omitzero"`
+	Without bench.Summary `json:"without_ns,omitzero"`
 	// Cost is what the program and its hook add to each event with
 	// stats off: the time with it attached less Without, round by round.
-	Cost Spread `json:"cost_ns,omitzero"`
+	Cost bench.Summary `json:"cost_ns,omitzero"`
 	// CostStats is the same with run-time stats on, as bpfperfd keeps
 	// them while its budget allows.
-	CostStats Spread `json:"cost_stats_ns,omitzero"`
+	CostStats bench.Summary `json:"cost_stats_ns,omitzero"`
 	// Run is the program's run time per run as the kernel counts it
 	// (run_time_ns over run_cnt, in the rounds with stats on).
-	Run Spread `json:"run_ns,omitzero"`
+	Run bench.Summary `json:"run_ns,omitzero"`
 	// Outside is CostStats less Run, round by round: what each event
 	// costs that run_time_ns does not show (entering and leaving the
 	// hook, setting up its context, and the part of stats' own
 	// bookkeeping outside the clock they read).
-	Outside Spread `json:"outside_run_time_ns,omitzero"`
+	Outside bench.Summary `json:"outside_run_time_ns,omitzero"`
 	// RunsPerEvent is the program's runs over the events made: 1 where
 	// only the events made reach it.
 	RunsPerEvent float64 `json:"runs_per_event,omitzero"`
@@ -203,16 +177,17 @@ func Measure(cfg Config) ([]Result, error) {
 }
 
 func pick(names []string) ([]hook, error) {
+	known := all()
 	if len(names) == 0 {
-		return all(), nil
+		return known, nil
 	}
 	var out []hook
 	for _, n := range names {
-		i := slices.IndexFunc(all(), func(h hook) bool { return h.name == n })
+		i := slices.IndexFunc(known, func(h hook) bool { return h.name == n })
 		if i < 0 {
 			return nil, fmt.Errorf("%w %q: want one of %s", ErrUnknownHook, n, strings.Join(Names(), ", "))
 		}
-		out = append(out, all()[i])
+		out = append(out, known[i])
 	}
 	return out, nil
 }
@@ -252,9 +227,9 @@ func measure(s *site, rounds int, r *Result) error {
 		run, outside = append(run, perRun), append(outside, c-a-perRun)
 		perEvent = append(perEvent, float64(runs)/float64(s.events))
 	}
-	r.Without, r.Cost, r.CostStats = spreadOf(without), spreadOf(cost), spreadOf(costStats)
-	r.Run, r.Outside = spreadOf(run), spreadOf(outside)
-	r.RunsPerEvent = spreadOf(perEvent).Median
+	r.Without, r.Cost, r.CostStats = bench.Summarize(without), bench.Summarize(cost), bench.Summarize(costStats)
+	r.Run, r.Outside = bench.Summarize(run), bench.Summarize(outside)
+	r.RunsPerEvent = bench.Summarize(perEvent).Median
 	return nil
 }
 

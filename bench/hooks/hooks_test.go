@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/bpfperf/bpfperf/bench"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -158,7 +158,7 @@ func TestTracingHooks(t *testing.T) {
 		if strings.Contains(r.Unavailable, "\n") || !strings.Contains(r.Unavailable, "refuses") {
 			t.Errorf("%s: %q, want one line saying the kernel refuses it", r.Hook, r.Unavailable)
 		}
-		if r.Cost != (Spread{}) || r.RunsPerEvent != 0 {
+		if r.Cost != (bench.Summary{}) || r.RunsPerEvent != 0 {
 			t.Errorf("%s: not measured, yet has figures: %+v", r.Hook, r)
 		}
 	}
@@ -185,12 +185,5 @@ func TestBadConfig(t *testing.T) {
 		if !errors.Is(err, ErrUnknownHook) && !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%+v: %v, want ErrUnknownHook or ErrBadConfig", cfg, err)
 		}
-	}
-}
-
-func TestSpread(t *testing.T) {
-	s := spreadOf([]float64{5, 1, 3, 2, 4})
-	if got := fmt.Sprintf("%.2f %.2f %.2f %.2f", s.Median, s.Q1, s.Q3, s.IQR()); got != "3.00 2.00 4.00 2.00" {
-		t.Errorf("spread of 1..5: %s", got)
 	}
 }
