@@ -56,10 +56,10 @@ func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result
 		cfg.Files = append(cfg.Files, files...)
 	}
 	res, err := Run(context.Background(), cfg, bin, append([]string{"-test.v"}, args...)...)
-	if res != nil && res.Hung > 0 {
-		tb.Logf("VM: %d boot(s) hung before the test binary started, killed and tried again", res.Hung)
-	}
 	if res != nil {
+		for _, f := range res.FailedBoots {
+			tb.Logf("VM: a boot failed before the test binary started and was tried again: %s", f)
+		}
 		for _, c := range res.Lockups {
 			tb.Logf("VM: the guest kernel reported a soft lockup and the run was tried again; its console from there:\n%s", c)
 		}

@@ -51,6 +51,10 @@ type Config struct {
 	Env         []string  // more KEY=VALUE for the test binary
 	Files       []File    // more files for the initramfs (e.g. testdata)
 	Console     io.Writer // gets the raw console as it arrives, if set
+
+	// kernelArgs go after the harness's own on the kernel command line
+	// (a later rdinit= wins): tests use it to make a boot fail.
+	kernelArgs string
 }
 
 // DefaultCacheDir is $BPFPERF_VM_CACHE, or /var/cache/bpfperf-vm.
@@ -85,7 +89,11 @@ func (c *Config) defaults() {
 // bootTries is how many boots Run tries before it gives up: TCG with
 // many vCPUs on a loaded 2-core host sometimes hangs before init (CI saw a
 // 16-CPU boot print nothing past the BIOS for 4 minutes, then the same
-// kernel boot in 8s), and a retried boot is cheaper than a red run.
+// kernel boot in 8s), or the guest kernel dies in its own start-up (CI
+// saw Debian's 6.1 take an int3 Oops in sched_clock_cpu during the
+// initcalls, 2 s in, under multi-threaded TCG: its code patching racing
+// the emulator). Neither has run any test yet, and a retried boot is
+// cheaper than a red run.
 const bootTries = 3
 
 // lockupTries is how many runs Run tries when the guest kernel reports a
@@ -102,8 +110,10 @@ type Result struct {
 	Console  string        // everything qemu printed
 	Boot     time.Duration // qemu start to the test binary's start
 	Total    time.Duration // qemu start to qemu exit
-	Hung     int           // boots killed for passing BootTimeout before this one
-	Lockups  []string      // console tails of runs ended by a guest soft lockup before this one
+	// FailedBoots has, for each boot before this one that hung or died
+	// before the test binary started, why and its console's tail.
+	FailedBoots []string
+	Lockups     []string // console tails of runs ended by a guest soft lockup before this one
 }
 
 var (
@@ -114,6 +124,9 @@ var (
 	ErrNoExitCode = errors.New("vm stopped without reporting an exit code")
 	// errBootHung is one boot passing Config.BootTimeout; Run retries it.
 	errBootHung = errors.New("vm boot hung")
+	// errBootDied is the VM stopping before the test binary started (a
+	// guest kernel panic in its own start-up); Run retries it.
+	errBootDied = errors.New("vm stopped before the test binary started")
 	// errLockup is the guest kernel's soft-lockup watchdog firing; Run
 	// tries once more.
 	errLockup = errors.New("guest kernel soft lockup")
@@ -158,13 +171,13 @@ func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Resul
 	}
 	defer unlock()
 
-	var lockups []string
-	for hung := 0; ; {
+	var failedBoots, lockups []string
+	for {
 		res, err := boot(ctx, cfg, kernel, initrd)
-		res.Hung, res.Lockups = hung, lockups
+		res.FailedBoots, res.Lockups = failedBoots, lockups
 		switch {
-		case errors.Is(err, errBootHung) && hung+1 < bootTries:
-			hung++
+		case (errors.Is(err, errBootHung) || errors.Is(err, errBootDied)) && len(failedBoots)+1 < bootTries:
+			failedBoots = append(failedBoots, err.Error())
 		case errors.Is(err, errLockup) && len(lockups)+1 < lockupTries:
 			lockups = append(lockups, fromLockup(res.Console, 40))
 		default:
@@ -186,7 +199,7 @@ func boot(ctx context.Context, cfg Config, kernel, initrd string) (*Result, erro
 		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
 		"-nodefaults", "-nographic", "-serial", "stdio", "-no-reboot",
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 softlockup_panic=1 quiet loglevel=3 rdinit=/init tsc=reliable")
+		"-append", "console=ttyS0 panic=-1 softlockup_panic=1 quiet loglevel=3 rdinit=/init tsc=reliable "+cfg.kernelArgs)
 	cmd.WaitDelay = 5 * time.Second
 	console := &consoleBuffer{start: time.Now(), w: cfg.Console}
 	cmd.Stdout, cmd.Stderr = console, console
@@ -215,6 +228,8 @@ func boot(ctx context.Context, cfg Config, kernel, initrd string) (*Result, erro
 		return res, fmt.Errorf("%w after %s; console ends with:\n%s", ErrTimeout, cfg.Timeout, tail(res.Console, 40))
 	case runErr != nil:
 		return res, fmt.Errorf("qemu: %w; console ends with:\n%s", runErr, tail(res.Console, 40))
+	case res.ExitCode < 0 && !console.hasStarted():
+		return res, fmt.Errorf("%w; console ends with:\n%s", errBootDied, tail(res.Console, 40))
 	case res.ExitCode < 0:
 		return res, fmt.Errorf("%w; console ends with:\n%s", ErrNoExitCode, tail(res.Console, 40))
 	}

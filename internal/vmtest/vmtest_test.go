@@ -115,11 +115,29 @@ func TestBootHungIsRetried(t *testing.T) {
 	if !errors.Is(err, errBootHung) || !strings.Contains(err.Error(), "had not started after 200ms") {
 		t.Fatalf("err %v, want a hung boot", err)
 	}
-	if res == nil || res.Hung != bootTries-1 {
+	if res == nil || len(res.FailedBoots) != bootTries-1 || !strings.Contains(res.FailedBoots[0], "had not started after 200ms") {
 		t.Fatalf("result %+v, want %d hung boots before the last", res, bootTries-1)
 	}
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("three killed boots took %s", took)
+	}
+}
+
+// TestBootDiedIsRetried: a guest kernel that dies before the test binary
+// starts is booted again, bootTries times in all, each death's console
+// kept for the log. An init that does not exist makes every boot die.
+func TestBootDiedIsRetried(t *testing.T) {
+	skipUnlessHost(t)
+	bin := filepath.Join(t.TempDir(), "pkg.test")
+	if err := BuildTestBinary(".", bin); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Config{kernelArgs: "rdinit=/no-such-init"}, bin, "-test.run", "^TestVMEnvironment$")
+	if !errors.Is(err, errBootDied) || !strings.Contains(err.Error(), "Kernel panic") {
+		t.Fatalf("err %v, want a boot that died with the kernel's panic in the error", err)
+	}
+	if res == nil || len(res.FailedBoots) != bootTries-1 || !strings.Contains(res.FailedBoots[0], "Kernel panic") {
+		t.Fatalf("result %+v, want %d dead boots before the last", res, bootTries-1)
 	}
 }
 
