@@ -309,9 +309,9 @@ func medianF(v []float64) float64 {
 // BenchmarkReaderCost is what reading samples costs this process: CPU
 // time per sample while capturing 999 Hz on every CPU for 5 s with a BPF
 // workload running in another process (median of 3), less the idle
-// process's CPU over the same time. It compares ring readers: the one the
-// sampler uses (go-perf's since 2026-11-23) against the figure measured
-// for the hand-written reader it replaced (docs/performance.md).
+// process's CPU over the same time. The sampler's reader was go-perf's
+// from 2026-11-23 to 2026-11-25 and is hand-written again since (go-perf
+// cannot ask for the samples' cgroup): docs/performance.md has both.
 func BenchmarkReaderCost(b *testing.B) {
 	privtest.Root(b)
 	startWorkload(b)

@@ -40,6 +40,9 @@ type BuildOptions struct {
 	// kernel thread id): a benchmark's profile is of the threads that ran
 	// it, not of whatever else ran on the CPUs sampled.
 	Threads []uint32
+	// Cgroups, if set, names the cgroup ids samples carry (LabelCgroup);
+	// without it they are labelled "id <n>".
+	Cgroups CgroupResolver
 }
 
 // Build symbolizes a capture into a pprof profile with the sample types
@@ -47,7 +50,8 @@ type BuildOptions struct {
 // the other hardware events), the
 // mappings [bpf] and [kernel.kallsyms], and on each sample the labels
 // prog_id, prog_name and prog_tag of the innermost BPF frame's program (a
-// tail call's target, not the entry program), pid, comm and cpu. A program
+// tail call's target, not the entry program), pid, comm and cpu, and who
+// triggered the run: context, and cgroup in task context (trigger.go). A program
 // the symbolizer never learned is known by its kallsyms name only: its
 // samples get prog_tag and prog_name (its function's) but no prog_id. The
 // profile passes CheckValid.
@@ -89,6 +93,8 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		samples: map[sampleKey]*profile.Sample{},
 		cpus:    map[uint32]string{},
 		pids:    map[uint32]string{},
+		cgroups: map[uint64]string{},
+		opts:    opts,
 	}
 	exact := !sym.overlaps()
 	var bpfSamples, userSamples, otherSamples int
@@ -133,6 +139,8 @@ type builder struct {
 	stacks       map[*uint64]*stackInfo
 	samples      map[sampleKey]*profile.Sample
 	cpus, pids   map[uint32]string
+	cgroups      map[uint64]string // cgroup id to LabelCgroup
+	opts         BuildOptions
 	nextStackKey int
 }
 
@@ -149,19 +157,21 @@ type location struct {
 
 type funcKey struct{ name, systemName, file string }
 
-// stackInfo is a symbolized stack: its locations and the program of its
-// innermost BPF frame.
+// stackInfo is a symbolized stack: its locations, the program of its
+// innermost BPF frame, and the context that frame ran in (LabelContext).
 type stackInfo struct {
-	key  int
-	locs []*profile.Location
-	bpf  bool
-	prog *Frame
+	key     int
+	locs    []*profile.Location
+	bpf     bool
+	prog    *Frame
+	context string
 }
 
 type sampleKey struct {
 	stack    int
 	pid, cpu uint32
 	comm     string
+	cgroup   uint64
 }
 
 // stack symbolizes s.Stack. Stacks are shared between samples, so unless
@@ -180,10 +190,16 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 		st.locs[i] = l.loc
 		if l.frame.BPF() {
 			st.bpf = true
+			st.context = "" // the context around the innermost program's frame
 			if st.prog == nil && (l.frame.ProgID != 0 || l.frame.ProgTag != "") {
 				st.prog = &l.frame
 			}
+		} else if st.context == "" {
+			st.context = frameContext(l.frame.Func)
 		}
+	}
+	if st.context == "" {
+		st.context = ContextTask
 	}
 	if exact {
 		b.stacks[&s.Stack[0]] = st
@@ -247,7 +263,11 @@ func (b *builder) add(s *Sample, st *stackInfo, scale float64) {
 	if scale != 1 {
 		v = int64(math.Round(float64(s.Period) * scale))
 	}
-	k := sampleKey{stack: st.key, pid: s.PID, cpu: s.CPU, comm: s.Comm}
+	cgroup := s.Cgroup
+	if st.context != ContextTask {
+		cgroup = 0 // an interrupt's work is not the interrupted task's
+	}
+	k := sampleKey{stack: st.key, pid: s.PID, cpu: s.CPU, comm: s.Comm, cgroup: cgroup}
 	if ps, ok := b.samples[k]; ok {
 		ps.Value[0]++
 		ps.Value[1] += v
@@ -257,10 +277,14 @@ func (b *builder) add(s *Sample, st *stackInfo, scale float64) {
 		Location: st.locs,
 		Value:    []int64{1, v},
 		Label: map[string][]string{
-			LabelPID:  {itoa(b.pids, s.PID)},
-			LabelComm: {s.Comm},
-			LabelCPU:  {itoa(b.cpus, s.CPU)},
+			LabelPID:     {itoa(b.pids, s.PID)},
+			LabelComm:    {s.Comm},
+			LabelCPU:     {itoa(b.cpus, s.CPU)},
+			LabelContext: {st.context},
 		},
+	}
+	if l := b.cgroupLabel(cgroup); l != "" {
+		ps.Label[LabelCgroup] = []string{l}
 	}
 	if st.prog != nil {
 		if st.prog.ProgID != 0 {

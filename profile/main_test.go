@@ -11,11 +11,14 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
 // TestMain fails the package when a test leaks a perf event or a BPF
 // object's file descriptor.
 func TestMain(m *testing.M) {
+	privtest.HelperMain()
 	if os.Getenv(workloadEnv) != "" {
 		runWorkload()
 	}

@@ -1,94 +1,108 @@
 package profile
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
+	"unsafe"
 
-	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
-// ring is one CPU's sampling event and its mapped ring buffer (go-perf's).
+// ring is one CPU's sampling event and its mapped ring buffer. It is
+// read by hand rather than through go-perf, which the project uses for
+// counting events: go-perf cannot ask for PERF_SAMPLE_CGROUP (see
+// perfevent.SamplingAttr), and its reader takes only events it opened.
 type ring struct {
-	ev  *perf.Event
-	cpu int
-	raw perf.RawRecord
+	fd   int
+	cpu  int
+	mem  []byte
+	meta *unix.PerfEventMmapPage
+	data []byte
+	buf  []byte // a record that wraps around the end of data
 }
 
-func openRing(e perfevent.Event, attr *perf.Attr, cpu, pages int) (*ring, error) {
-	ev, err := perfevent.Open(e, attr, cpu)
+func openRing(e perfevent.Event, attr *unix.PerfEventAttr, cpu, pages int) (*ring, error) {
+	fd, err := perfevent.OpenSampling(e, attr, cpu)
 	if err != nil {
 		return nil, err
 	}
-	if err := ev.MapRingNumPages(pages); err != nil {
-		ev.Close()
+	page := os.Getpagesize()
+	mem, err := unix.Mmap(fd, 0, (1+pages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("map ring on cpu %d: %w", cpu, err)
 	}
-	return &ring{ev: ev, cpu: cpu}, nil
+	return &ring{
+		fd:   fd,
+		cpu:  cpu,
+		mem:  mem,
+		meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])),
+		data: mem[page:],
+	}, nil
 }
 
 func (r *ring) enable() error {
-	if err := r.ev.Enable(); err != nil {
+	if err := unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 		return fmt.Errorf("enable event on cpu %d: %w", r.cpu, err)
 	}
 	return nil
 }
 
-func (r *ring) disable() { r.ev.Disable() }
+func (r *ring) disable() { unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_DISABLE, 0) }
 
 // setFrequency changes a frequency-mode event's samples per second.
 func (r *ring) setFrequency(hz int) error {
-	if err := r.ev.UpdatePeriod(uint64(hz)); err != nil {
-		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, err)
+	v := uint64(hz)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.fd), unix.PERF_EVENT_IOC_PERIOD, uintptr(unsafe.Pointer(&v)))
+	if errno != 0 {
+		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, errno)
 	}
 	return nil
 }
 
-func (r *ring) close() error { return r.ev.Close() }
+func (r *ring) close() error {
+	err := unix.Munmap(r.mem)
+	if cerr := unix.Close(r.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // times are the event's total time enabled and time running on the PMU,
 // in ns.
 type times struct{ enabled, running uint64 }
 
 func (r *ring) times() times {
-	c, err := r.ev.ReadCount()
-	if err != nil {
+	var b [24]byte // perfevent.SampleReadFormat: value, time enabled, time running
+	if n, err := unix.Read(r.fd, b[:]); err != nil || n != len(b) {
 		return times{}
 	}
-	return times{enabled: uint64(c.Enabled), running: uint64(c.Running)}
+	return times{enabled: binary.NativeEndian.Uint64(b[8:]), running: binary.NativeEndian.Uint64(b[16:])}
 }
-
-// next reads the next record without waiting: false when the ring is
-// empty. The record's data is valid until the next call.
-func (r *ring) next() bool {
-	// With a record there, ReadRawRecord returns it at once; without one
-	// (or with a ring it finds damaged and resets) an expired context
-	// makes it return instead of polling, so a drain never blocks.
-	return r.ev.ReadRawRecord(expired, &r.raw) == nil
-}
-
-// expired is a context whose deadline has passed.
-var expired = func() context.Context {
-	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
-	cancel()
-	return ctx
-}()
 
 // skip drops whatever the ring holds.
 func (r *ring) skip() {
-	for r.next() {
-	}
+	atomic.StoreUint64(&r.meta.Data_tail, atomic.LoadUint64(&r.meta.Data_head))
 }
 
-// Offsets in a sample record's data (after the 8-byte header) with the
-// sampler's format (IP|TID|TIME|CPU|PERIOD|CALLCHAIN).
+// sampleType is what each sample records; the decoder reads this layout.
+// withCgroup adds the cgroup (v2) id of the interrupted task, which
+// kernels before 5.7 refuse.
+const (
+	sampleType = unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME |
+		unix.PERF_SAMPLE_CPU | unix.PERF_SAMPLE_PERIOD | unix.PERF_SAMPLE_CALLCHAIN
+	withCgroup = sampleType | unix.PERF_SAMPLE_CGROUP
+)
+
+// Offsets in a sample record's data (after the 8-byte header) with
+// sampleType. The kernel writes fields in bit order, so the cgroup id
+// (bit 21) comes right after the call chain.
 const (
 	offIP     = 0
 	offPID    = 8
@@ -100,26 +114,54 @@ const (
 	offIPs    = 48
 )
 
-// read decodes every record in the ring into c and frees their room.
+// read decodes every record between tail and head into c and frees their
+// room.
 func (r *ring) read(d *decoder, c *Capture) {
-	for r.next() {
-		d.record(c, r.raw.Header.Type, r.raw.Data)
+	head := atomic.LoadUint64(&r.meta.Data_head)
+	tail := atomic.LoadUint64(&r.meta.Data_tail)
+	size := uint64(len(r.data))
+	for tail < head {
+		hdr := r.bytes(tail, 8, size)
+		typ := binary.NativeEndian.Uint32(hdr)
+		n := uint64(binary.NativeEndian.Uint16(hdr[6:]))
+		if n < 8 || tail+n > head {
+			break // cannot happen with a sane kernel; drop the rest
+		}
+		d.record(c, typ, r.bytes(tail, n, size)[8:])
+		tail += n
 	}
+	atomic.StoreUint64(&r.meta.Data_tail, head)
+}
+
+// bytes returns n bytes at offset off of the ring, copied into r.buf when
+// they wrap around its end.
+func (r *ring) bytes(off, n, size uint64) []byte {
+	start := off % size
+	if start+n <= size {
+		return r.data[start : start+n]
+	}
+	if uint64(cap(r.buf)) < n {
+		r.buf = make([]byte, n)
+	}
+	b := r.buf[:n]
+	k := copy(b, r.data[start:])
+	copy(b[k:], r.data)
+	return b
 }
 
 // record adds one record (its data, after the header) to c: a sample, a
 // count of samples the kernel lost, or a throttle.
-func (d *decoder) record(c *Capture, typ perf.RecordType, data []byte) {
+func (d *decoder) record(c *Capture, typ uint32, data []byte) {
 	switch typ {
-	case perf.RecordTypeSample:
+	case unix.PERF_RECORD_SAMPLE:
 		if s, ok := d.sample(data); ok {
 			c.Samples = append(c.Samples, s)
 		}
-	case perf.RecordTypeLost:
+	case unix.PERF_RECORD_LOST:
 		if len(data) >= 16 { // id, lost
 			c.Lost += binary.NativeEndian.Uint64(data[8:])
 		}
-	case perf.RecordTypeThrottle:
+	case unix.PERF_RECORD_THROTTLE:
 		c.Throttled++
 	}
 }
@@ -128,6 +170,7 @@ func (d *decoder) record(c *Capture, typ perf.RecordType, data []byte) {
 // looking each thread's name up once.
 type decoder struct {
 	procRoot string
+	cgroups  bool   // samples end with a cgroup id (withCgroup)
 	toBoot   uint64 // added to sample times: see bootOffset
 	stacks   map[string][]uint64
 	fresh    [][]uint64 // stacks in the order first seen
@@ -155,6 +198,11 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 		Period: ne.Uint64(rec[offPeriod:]),
 	}
 	raw := rec[offIPs : offIPs+8*nr]
+	if d.cgroups {
+		if end := offIPs + 8*nr; uint64(len(rec)) >= end+8 {
+			s.Cgroup = ne.Uint64(rec[end:])
+		}
+	}
 	st, ok := d.stacks[string(raw)]
 	if !ok {
 		st = make([]uint64, 0, nr)

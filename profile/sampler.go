@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -68,7 +67,10 @@ type Sampler struct {
 	cfg    SamplerConfig
 	period uint64 // ns between samples for CPUClock; 0 in frequency mode
 	rings  []*ring
-	busy   atomic.Bool
+	// cgroups is whether samples carry the cgroup id (the kernel took
+	// PERF_SAMPLE_CGROUP).
+	cgroups bool
+	busy    atomic.Bool
 	// hz is the frequency in force: cfg.Hz, bounded for hardware events,
 	// halved after a capture the kernel throttled (see backOff).
 	hz atomic.Int64
@@ -83,11 +85,15 @@ type Sampler struct {
 
 // Sample is one sample: where a CPU was and which task ran on it.
 type Sample struct {
-	Time   uint64 // CLOCK_BOOTTIME in ns, the clock of ProgramInfo's load time
-	CPU    uint32
-	PID    uint32 // thread group id; 0 for the idle task
-	TID    uint32
-	Comm   string // the thread's name, read while the capture ran
+	Time uint64 // CLOCK_BOOTTIME in ns, the clock of ProgramInfo's load time
+	CPU  uint32
+	PID  uint32 // thread group id; 0 for the idle task
+	TID  uint32
+	Comm string // the thread's name, read while the capture ran
+	// Cgroup is the cgroup v2 id of the task the sample interrupted (its
+	// directory's inode number under the cgroup2 mount), 0 where the
+	// kernel cannot say (before 5.7).
+	Cgroup uint64
 	Period uint64 // event units this sample stands for (ns for CPUClock)
 	// Stack is the kernel call chain, innermost first. It is empty when the
 	// CPU ran user code. Identical stacks share one slice.
@@ -149,17 +155,24 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if cfg.Event.Hardware() {
 		hz = min(hz, MaxHardwareHz)
 	}
-	attr, err := cfg.Event.SamplingAttr(hz, sampleFormat)
+	attr, err := cfg.Event.SamplingAttr(hz, withCgroup)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sampler{cfg: cfg}
+	s := &Sampler{cfg: cfg, cgroups: true}
 	s.hz.Store(int64(hz))
-	if !attr.Options.Freq {
+	if attr.Bits&unix.PerfBitFreq == 0 {
 		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
 	}
 	for _, cpu := range cfg.CPUs {
 		r, err := openRing(cfg.Event, attr, cpu, cfg.RingPages)
+		if err != nil && s.cgroups && len(s.rings) == 0 && errors.Is(err, unix.EINVAL) {
+			// Before 5.7 the kernel knows no PERF_SAMPLE_CGROUP:
+			// sample without it, and samples say no cgroup.
+			attr.Sample_type = sampleType
+			s.cgroups = false
+			r, err = openRing(cfg.Event, attr, cpu, cfg.RingPages)
+		}
 		if err != nil {
 			s.closeRings()
 			return nil, err
@@ -168,9 +181,6 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	}
 	return s, nil
 }
-
-// sampleFormat is what each sample records; ring.go decodes this layout.
-var sampleFormat = perf.SampleFormat{IP: true, Tid: true, Time: true, CPU: true, Period: true, Callchain: true}
 
 // onlineCPUs parses sys/devices/system/cpu/online ("0-3,6").
 func onlineCPUs(sysRoot string) ([]int, error) {
@@ -248,6 +258,7 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 
 	c := &Capture{Event: s.cfg.Event, Hz: s.Hz(), Period: s.period, CPUs: len(s.rings)}
 	d2 := newDecoder(s.cfg.ProcRoot)
+	d2.cgroups = s.cgroups
 	d2.toBoot = bootOffset()
 	var before []times
 	for _, r := range s.rings {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/elastic/go-perf"
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
@@ -107,13 +106,14 @@ func TestClosed(t *testing.T) {
 	}
 }
 
-// TestDecodeRecords decodes sample, lost and throttle records as go-perf
-// hands them over (the data after the header), shares identical stacks,
-// and maps sample times onto CLOCK_BOOTTIME.
+// TestDecodeRecords decodes sample, lost and throttle records (the data
+// after the header), shares identical stacks, reads the cgroup id after
+// the call chain, and maps sample times onto CLOCK_BOOTTIME.
 func TestDecodeRecords(t *testing.T) {
 	ne := binary.NativeEndian
-	sample := func(pid, tid, cpu uint32, tm uint64, ips ...uint64) []byte {
-		b := make([]byte, offIPs+8*len(ips))
+	sample := func(pid, tid, cpu uint32, tm, cgroup uint64, ips ...uint64) []byte {
+		b := make([]byte, offIPs+8*len(ips)+8)
+		ne.PutUint64(b[offIPs+8*len(ips):], cgroup)
 		ne.PutUint64(b[offIP:], 0x401000)
 		ne.PutUint32(b[offPID:], pid)
 		ne.PutUint32(b[offTID:], tid)
@@ -131,18 +131,19 @@ func TestDecodeRecords(t *testing.T) {
 	kernel := uint64(1<<64 + unix.PERF_CONTEXT_KERNEL)
 	d := newDecoder(t.TempDir())
 	d.toBoot = 5000 // boottime ran 5 µs ahead of the monotonic sample clock
+	d.cgroups = true
 	var c Capture
 	for _, rec := range []struct {
-		typ  perf.RecordType
+		typ  uint32
 		data []byte
 	}{
-		{perf.RecordTypeSample, sample(0, 0, 1, 100, kernel, 0xffffffff81000105, 0xffffffff81000205)},
-		{perf.RecordTypeLost, lost},
-		{perf.RecordTypeThrottle, make([]byte, 24)},
-		{perf.RecordTypeSample, sample(42, 43, 0, 200, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
-		{perf.RecordTypeSample, sample(42, 43, 0, 300, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
-		{perf.RecordTypeSample, sample(42, 44, 1, 400)}, // user mode: no kernel frames
-		{perf.RecordTypeSample, []byte{1, 2, 3}},        // truncated: dropped
+		{unix.PERF_RECORD_SAMPLE, sample(0, 0, 1, 100, 1, kernel, 0xffffffff81000105, 0xffffffff81000205)},
+		{unix.PERF_RECORD_LOST, lost},
+		{unix.PERF_RECORD_THROTTLE, make([]byte, 24)},
+		{unix.PERF_RECORD_SAMPLE, sample(42, 43, 0, 200, 9876, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
+		{unix.PERF_RECORD_SAMPLE, sample(42, 43, 0, 300, 9876, kernel, 0xffffffffc0003010, 0xffffffff81000205)},
+		{unix.PERF_RECORD_SAMPLE, sample(42, 44, 1, 400, 9877)}, // user mode: no kernel frames
+		{unix.PERF_RECORD_SAMPLE, []byte{1, 2, 3}},              // truncated: dropped
 	} {
 		d.record(&c, rec.typ, rec.data)
 	}
@@ -151,10 +152,10 @@ func TestDecodeRecords(t *testing.T) {
 		t.Errorf("lost %d, throttled %d; want 7, 1", c.Lost, c.Throttled)
 	}
 	want := []Sample{
-		{Time: 5100, CPU: 1, Comm: "swapper", Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},
-		{Time: 5200, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
-		{Time: 5300, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
-		{Time: 5400, CPU: 1, PID: 42, TID: 44, Comm: "[exited]", Period: 10101010},
+		{Time: 5100, CPU: 1, Comm: "swapper", Cgroup: 1, Period: 10101010, Stack: []uint64{0xffffffff81000105, 0xffffffff81000205}},
+		{Time: 5200, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Cgroup: 9876, Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 5300, CPU: 0, PID: 42, TID: 43, Comm: "[exited]", Cgroup: 9876, Period: 10101010, Stack: []uint64{0xffffffffc0003010, 0xffffffff81000205}},
+		{Time: 5400, CPU: 1, PID: 42, TID: 44, Comm: "[exited]", Cgroup: 9877, Period: 10101010},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("samples:\n got %+v\nwant %+v", got, want)
@@ -175,7 +176,8 @@ func TestKallsyms(t *testing.T) {
 		bpf, found bool
 	}{
 		{0xffffffff81000100, "do_syscall_64", "", false, true},
-		{0xffffffff810002ff, "bpf_test_run", "", false, true},
+		{0xffffffff8100023f, "bpf_test_run", "", false, true},
+		{0xffffffff810002ff, "__sysvec_apic_timer_interrupt", "", false, true},
 		{0xffffffff81ffffff, "__sys_bpf", "", false, true},
 		{0xffffffffc0001010, "e1000_clean", "e1000", false, true},
 		{0xffffffffc0002004, "bpf_dispatcher_xdp", "bpf", true, true},
@@ -311,9 +313,9 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"comm=curl cpu=0 pid=10 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 2 20202020",
-		"comm=swapper cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 1 10101010",
-		"comm=swapper cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | xdp_main:10;bpf_test_run | 1 10101010",
+		"comm=curl context=task cpu=0 pid=10 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 2 20202020",
+		"comm=swapper context=task cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | parse:5;xdp_main:12;bpf_test_run;do_syscall_64 | 1 10101010",
+		"comm=swapper context=task cpu=1 pid=0 prog_id=7 prog_name=xdp_main prog_tag=a1b2c3d4e5f60718 | xdp_main:10;bpf_test_run | 1 10101010",
 	}
 	if got := flat(p); !reflect.DeepEqual(got, want) {
 		t.Errorf("samples:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -342,7 +344,7 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flat(all); len(got) != 4 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" {
+	if got := flat(all); len(got) != 4 || got[0] != "comm=bash context=task cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" {
 		t.Errorf("all samples:\n%s", strings.Join(got, "\n"))
 	}
 	// One thread's samples, kernel frames without BPF included (bench
@@ -351,7 +353,7 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flat(own); len(got) != 1 || got[0] != "comm=bash cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" ||
+	if got := flat(own); len(got) != 1 || got[0] != "comm=bash context=task cpu=1 pid=11 | __sys_bpf;do_syscall_64 | 1 10101010" ||
 		len(own.Comments) != 2 || own.Comments[1] != "bpfperf: threads [12] only: 4 samples of other threads left out" {
 		t.Errorf("thread 12 only:\n%s\ncomments %q", strings.Join(got, "\n"), own.Comments)
 	}
@@ -363,7 +365,7 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := flat(ko); len(got) != 1 || got[0] != "comm=x cpu=0 pid=5 prog_name=from_kallsyms prog_tag=0123456789abcdef | bpf_prog_0123456789abcdef_from_kallsyms;bpf_test_run | 1 1" {
+	if got := flat(ko); len(got) != 1 || got[0] != "comm=x context=task cpu=0 pid=5 prog_name=from_kallsyms prog_tag=0123456789abcdef | bpf_prog_0123456789abcdef_from_kallsyms;bpf_test_run | 1 1" {
 		t.Errorf("kallsyms-only program: %q", got)
 	}
 
@@ -505,4 +507,56 @@ func TestParseNotProfile(t *testing.T) {
 // before any kernel work, without privileges.
 func fakeSampler(max time.Duration) *Sampler {
 	return &Sampler{cfg: SamplerConfig{Hz: DefaultHz, RingPages: defaultRingPages, MaxDuration: max}}
+}
+
+// fakeCgroups names cgroup 5 only.
+type fakeCgroups map[uint64]string
+
+func (f fakeCgroups) Path(id uint64) (string, bool) { p, ok := f[id]; return p, ok }
+
+// TestBuildTriggers: a task-context sample is charged to the cgroup it
+// interrupted (by path where the resolver knows it, by id where not); a
+// sample whose program ran under net_rx_action is charged to the softirq
+// and never to the interrupted task's cgroup, whatever that was; the
+// generic softirq loop and an interrupt entry name their context too.
+// ProgramTriggers sums them per program, costliest first.
+func TestBuildTriggers(t *testing.T) {
+	sym := fixtureSymbolizer(t)
+	const period = 1000
+	task := []uint64{0xffffffffc0010125, 0xffffffffc0010045, 0xffffffff81000105}
+	netRx := []uint64{0xffffffffc0010010, 0xffffffff81000245, 0xffffffff81000265, 0xffffffff81000105}
+	softirq := []uint64{0xffffffffc0010010, 0xffffffff81000265}
+	hardirq := []uint64{0xffffffffc0010010, 0xffffffff81000285}
+	c := &Capture{Event: perfevent.CPUClock, Hz: 99, Period: period, CPUs: 1, Start: time.Unix(1700000000, 0), Duration: time.Second,
+		Samples: []Sample{
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: task},
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: task},
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: task},
+			{PID: 11, TID: 11, Comm: "gone", Cgroup: 6, Period: period, Stack: task},
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: netRx},
+			{PID: 12, TID: 12, Comm: "other", Cgroup: 7, Period: period, Stack: netRx},
+			{PID: 0, TID: 0, Comm: "swapper", Cgroup: 1, Period: period, Stack: softirq},
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: hardirq},
+		}}
+	p, err := Build(c, sym, BuildOptions{Cgroups: fakeCgroups{5: "/system.slice/app.service"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ProgramTriggers(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32][]TriggerCost{7: {
+		{Trigger{ContextTask, "/system.slice/app.service"}, 3, 3000},
+		{Trigger{"softirq/net_rx", ""}, 2, 2000},
+		{Trigger{ContextHardirq, ""}, 1, 1000},
+		{Trigger{ContextSoftirq, ""}, 1, 1000},
+		{Trigger{ContextTask, "id 6"}, 1, 1000},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("triggers:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := ProgramTriggers(&profile.Profile{SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}}}); !errors.Is(err, ErrNoCPUValue) {
+		t.Errorf("a profile without cpu values: %v", err)
+	}
 }

@@ -5,8 +5,10 @@
 // store's event columns all use this order and these attributes.
 //
 // It also says why an event did not open, in words a user can act on
-// (OpenError), since perf_event_open answers with a bare errno. Events
-// are opened, read and mapped through github.com/elastic/go-perf.
+// (OpenError), since perf_event_open answers with a bare errno. Counting
+// events are opened and read through github.com/elastic/go-perf; the
+// profiler's sampling events are opened here and mapped by the profiler,
+// for the one sample field go-perf cannot ask for (see SamplingAttr).
 package perfevent
 
 import (
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
@@ -115,34 +118,57 @@ func (e Event) CountingAttr() (*perf.Attr, error) {
 // and callers that need another clock map the times onto it.
 const SampleClock = unix.CLOCK_MONOTONIC
 
+// SampleReadFormat is what a read(2) of a sampling event returns: the
+// count, then the time it was enabled and the time it ran, so a
+// multiplexed event's share of the window can be told.
+const SampleReadFormat = unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING
+
 // SamplingAttr is the attribute of a disabled, system-wide sampling event
-// with kernel call chains, whose reads give time enabled and running (so a
-// multiplexed event's share of the window can be told). cpu-clock samples
-// at a fixed period of 1/hz seconds, so every sample stands for the same
-// time; hardware events in frequency mode, where the kernel varies the
-// period to keep hz and each sample records its own. format is what each
-// sample records, which the caller decodes.
-func (e Event) SamplingAttr(hz int, format perf.SampleFormat) (*perf.Attr, error) {
+// with kernel call chains, whose reads give SampleReadFormat. cpu-clock
+// samples at a fixed period of 1/hz seconds, so every sample stands for
+// the same time; hardware events in frequency mode, where the kernel
+// varies the period to keep hz and each sample records its own.
+// sampleType is the PERF_SAMPLE_* set the caller decodes.
+//
+// It is the kernel's own struct, not go-perf's Attr, because go-perf
+// (at the version this module can use) encodes only the first 20 sample
+// bits: PERF_SAMPLE_CGROUP, bit 21, which says whose work a sample
+// interrupted, cannot be asked for through it.
+func (e Event) SamplingAttr(hz int, sampleType uint64) (*unix.PerfEventAttr, error) {
 	if hz <= 0 {
 		return nil, fmt.Errorf("%v: sampling frequency %d Hz", e, hz)
 	}
-	attr, err := e.CountingAttr()
+	c, err := e.CountingAttr()
 	if err != nil {
 		return nil, err
 	}
-	attr.SampleFormat = format
-	attr.CountFormat = perf.CountFormat{Enabled: true, Running: true}
-	attr.Options.Disabled = true
-	attr.Options.ExcludeHypervisor = true
-	attr.Options.ExcludeUserCallchain = true
-	attr.Options.UseClockID = true
-	attr.ClockID = SampleClock
+	attr := &unix.PerfEventAttr{
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Type:        uint32(c.Type),
+		Config:      c.Config,
+		Sample_type: sampleType,
+		Read_format: SampleReadFormat,
+		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeHv |
+			unix.PerfBitExcludeCallchainUser | unix.PerfBitUseClockID,
+		Clockid: SampleClock,
+	}
 	if e == CPUClock {
-		attr.SetSamplePeriod(uint64(time.Second) / uint64(hz))
+		attr.Sample = uint64(time.Second) / uint64(hz)
 	} else {
-		attr.SetSampleFreq(uint64(hz))
+		attr.Bits |= unix.PerfBitFreq
+		attr.Sample = uint64(hz)
 	}
 	return attr, nil
+}
+
+// OpenSampling opens a SamplingAttr on one CPU for every task and
+// classifies a failure (see OpenError). The caller maps its ring.
+func OpenSampling(e Event, attr *unix.PerfEventAttr, cpu int) (int, error) {
+	fd, err := unix.PerfEventOpen(attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return -1, NewOpenError(e, cpu, err)
+	}
+	return fd, nil
 }
 
 // Open opens attr on one CPU for every task, and classifies a failure

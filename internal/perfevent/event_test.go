@@ -28,23 +28,28 @@ func TestNames(t *testing.T) {
 // Every sampling event uses a clock the kernel accepts for NMI-driven
 // events: with CLOCK_BOOTTIME a hardware event does not open.
 func TestSamplingAttr(t *testing.T) {
-	format := perf.SampleFormat{IP: true, Callchain: true}
+	const format = unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_CALLCHAIN | unix.PERF_SAMPLE_CGROUP
 	for _, e := range All {
 		a, err := e.SamplingAttr(99, format)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.ClockID != unix.CLOCK_MONOTONIC || !a.Options.UseClockID {
-			t.Errorf("%v: clock %d, want CLOCK_MONOTONIC", e, a.ClockID)
+		if a.Clockid != unix.CLOCK_MONOTONIC || a.Bits&unix.PerfBitUseClockID == 0 {
+			t.Errorf("%v: clock %d, want CLOCK_MONOTONIC", e, a.Clockid)
 		}
-		if !a.Options.Disabled || !a.Options.ExcludeUserCallchain || a.SampleFormat != format || !a.CountFormat.Enabled || !a.CountFormat.Running {
+		c, _ := e.CountingAttr()
+		if a.Type != uint32(c.Type) || a.Config != c.Config {
+			t.Errorf("%v: type %d config %d, want the counting event's %d %d", e, a.Type, a.Config, c.Type, c.Config)
+		}
+		if a.Bits&unix.PerfBitDisabled == 0 || a.Bits&unix.PerfBitExcludeCallchainUser == 0 || a.Sample_type != format || a.Read_format != SampleReadFormat {
 			t.Errorf("%v: %+v", e, a)
 		}
+		freq := a.Bits&unix.PerfBitFreq != 0
 		switch {
-		case e == CPUClock && (a.Options.Freq || a.Sample != uint64(1e9)/99):
-			t.Errorf("cpu-clock: freq %v period %d, want a fixed period of 1/99 s", a.Options.Freq, a.Sample)
-		case e != CPUClock && (!a.Options.Freq || a.Sample != 99):
-			t.Errorf("%v: freq %v sample %d, want frequency mode at 99 Hz", e, a.Options.Freq, a.Sample)
+		case e == CPUClock && (freq || a.Sample != uint64(1e9)/99):
+			t.Errorf("cpu-clock: freq %v period %d, want a fixed period of 1/99 s", freq, a.Sample)
+		case e != CPUClock && (!freq || a.Sample != 99):
+			t.Errorf("%v: freq %v sample %d, want frequency mode at 99 Hz", e, freq, a.Sample)
 		}
 	}
 	if _, err := Cycles.SamplingAttr(0, format); err == nil {

@@ -1,0 +1,128 @@
+package privtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
+)
+
+// Cgroup is a cgroup v2 directory a test made.
+type Cgroup struct {
+	Path string // under the cgroup2 mount, as samples name it: "/bpfperf-test-1/a.service"
+	Dir  string // on the file system
+	ID   uint64 // its inode number: the id the kernel puts in samples
+	fd   int
+}
+
+// MakeCgroup makes rel (slash-separated, "x.slice/y.service") under a
+// directory of the test's own on the host's cgroup2 mount, wherever that
+// is (/sys/fs/cgroup or, beside v1 controllers, /sys/fs/cgroup/unified),
+// and removes it when the test ends, after its processes are gone. It
+// skips where no cgroup2 is mounted.
+func MakeCgroup(tb testing.TB, rel string) *Cgroup {
+	tb.Helper()
+	Root(tb)
+	root, err := cgroupid.Mount("/proc/self/mountinfo")
+	if err != nil {
+		Skip(tb, err.Error())
+	}
+	top := "bpfperf-test-" + strconv.Itoa(os.Getpid())
+	dir := filepath.Join(root, top, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		// Bottom-up: a cgroup goes only once it has no children.
+		for d := dir; d != root; d = filepath.Dir(d) {
+			os.Remove(d)
+		}
+	})
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { unix.Close(fd) })
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		tb.Fatal(err)
+	}
+	return &Cgroup{Path: "/" + top + "/" + strings.Trim(rel, "/"), Dir: dir, ID: st.Ino, fd: fd}
+}
+
+// getppidEnv makes a test binary a getppid driver (HelperMain).
+const getppidEnv = "BPFPERF_TEST_GETPPID"
+
+// HelperMain turns the test binary into a helper process where one of
+// this package's helpers started it; call it first in TestMain.
+func HelperMain() {
+	v := os.Getenv(getppidEnv)
+	if v == "" {
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bad", getppidEnv, v)
+		os.Exit(2)
+	}
+	for range n {
+		syscall.Getppid()
+	}
+	os.Exit(0)
+}
+
+// Getppid starts a process, in cgroup c from its first instruction
+// (clone3's CLONE_INTO_CGROUP), that calls getppid(2) n times and exits.
+// The test binary must call HelperMain in its TestMain. Wait for it.
+func (c *Cgroup) Getppid(tb testing.TB, n int) *exec.Cmd {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), getppidEnv+"="+strconv.Itoa(n))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start a getppid driver in %s: %v", c.Path, err)
+	}
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// GetppidTracepoint attaches a program named name to the
+// syscalls/sys_enter_getppid tracepoint that spins for iterations loop
+// turns at each call, so that each run costs a measurable time. Both go
+// when the test ends.
+func GetppidTracepoint(tb testing.TB, name string, iterations int32) *ebpf.Program {
+	tb.Helper()
+	Tracefs(tb)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: name, Type: ebpf.TracePoint, License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R1, iterations),
+			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
+			asm.JNE.Imm(asm.R1, 0, "loop"),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { prog.Close() })
+	l, err := link.Tracepoint("syscalls", "sys_enter_getppid", prog, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return prog
+}
