@@ -56,6 +56,10 @@ func TestCLIBadInput(t *testing.T) {
 		{[]string{"history", "x", "--step", "0s"}, "--step"},
 		{[]string{"history", "x", "--step", "fast"}, "--step"},
 		{[]string{"progs", "-o", "yaml"}, `-o "yaml"`},
+		{[]string{"triggers", "no_such_prog_xyz"}, `unknown program "no_such_prog_xyz"`},
+		{[]string{"triggers", "--workload", "no-such.service"}, "none lies wholly in the range yet"},
+		{[]string{"triggers", "--since", "yesterday"}, "--since"},
+		{[]string{"owners", "--triggered", "--owner", "no-such.service"}, "none lies wholly in the range yet"},
 		{[]string{"progs", "--no-such-flag"}, "no-such-flag"},
 	} {
 		stdout, stderr, code := run(bin.cli, append([]string{"--socket", d.socket}, c.args...)...)

@@ -214,7 +214,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found,
 	})
 	d.query = &query.Query{
-		Store: db, Sampler: smp, Profiling: d.prof, Maps: d.maps, Counters: d.ctr,
+		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr,
 		BootID: d.bootID, Boot: d.boot, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Now: cfg.Now,
 	}
 	d.api = httpapi.New(httpapi.Config{

@@ -22,6 +22,7 @@ import (
 var bin struct{ daemon, cli string }
 
 func TestMain(m *testing.M) {
+	privtest.HelperMain()
 	if os.Getenv(ownerChildEnv) != "" {
 		os.Exit(ownerChild()) // a helper process of owners_e2e_test.go
 	}

@@ -185,9 +185,11 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 	}
 	b.nextStackKey++
 	st := &stackInfo{key: b.nextStackKey, locs: make([]*profile.Location, len(s.Stack))}
+	outermostIsBPF := false
 	for i, a := range s.Stack {
 		l := b.location(a, i == 0, s.Time)
 		st.locs[i] = l.loc
+		outermostIsBPF = l.frame.BPF()
 		if l.frame.BPF() {
 			st.bpf = true
 			st.context = "" // the context around the innermost program's frame
@@ -198,7 +200,13 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 			st.context = frameContext(l.frame.Func)
 		}
 	}
-	if st.context == "" {
+	switch {
+	case st.context != "":
+	case outermostIsBPF:
+		// The unwinder stopped at the program (a sample in its prologue,
+		// before its frame is set up): nothing says who called it.
+		st.context = ContextUnknown
+	default:
 		st.context = ContextTask
 	}
 	if exact {

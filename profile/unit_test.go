@@ -518,7 +518,8 @@ func (f fakeCgroups) Path(id uint64) (string, bool) { p, ok := f[id]; return p, 
 // interrupted (by path where the resolver knows it, by id where not); a
 // sample whose program ran under net_rx_action is charged to the softirq
 // and never to the interrupted task's cgroup, whatever that was; the
-// generic softirq loop and an interrupt entry name their context too.
+// generic softirq loop and an interrupt entry name their context too; a
+// chain that stops at the program is of no known context.
 // ProgramTriggers sums them per program, costliest first.
 func TestBuildTriggers(t *testing.T) {
 	sym := fixtureSymbolizer(t)
@@ -527,6 +528,7 @@ func TestBuildTriggers(t *testing.T) {
 	netRx := []uint64{0xffffffffc0010010, 0xffffffff81000245, 0xffffffff81000265, 0xffffffff81000105}
 	softirq := []uint64{0xffffffffc0010010, 0xffffffff81000265}
 	hardirq := []uint64{0xffffffffc0010010, 0xffffffff81000285}
+	truncated := []uint64{0xffffffffc0010010} // the unwinder stopped at the program
 	c := &Capture{Event: perfevent.CPUClock, Hz: 99, Period: period, CPUs: 1, Start: time.Unix(1700000000, 0), Duration: time.Second,
 		Samples: []Sample{
 			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: task},
@@ -537,6 +539,7 @@ func TestBuildTriggers(t *testing.T) {
 			{PID: 12, TID: 12, Comm: "other", Cgroup: 7, Period: period, Stack: netRx},
 			{PID: 0, TID: 0, Comm: "swapper", Cgroup: 1, Period: period, Stack: softirq},
 			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: hardirq},
+			{PID: 10, TID: 10, Comm: "app", Cgroup: 5, Period: period, Stack: truncated},
 		}}
 	p, err := Build(c, sym, BuildOptions{Cgroups: fakeCgroups{5: "/system.slice/app.service"}})
 	if err != nil {
@@ -552,6 +555,7 @@ func TestBuildTriggers(t *testing.T) {
 		{Trigger{ContextHardirq, ""}, 1, 1000},
 		{Trigger{ContextSoftirq, ""}, 1, 1000},
 		{Trigger{ContextTask, "id 6"}, 1, 1000},
+		{Trigger{ContextUnknown, ""}, 1, 1000},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("triggers:\n got %+v\nwant %+v", got, want)

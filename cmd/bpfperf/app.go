@@ -40,6 +40,7 @@ func newApp(dial clientFactory) *cli.App {
 			statCommand(dial),
 			mapsCommand(dial),
 			ownersCommand(dial),
+			triggersCommand(dial),
 			regressionsCommand(dial),
 			checkCommand(dial),
 		},

@@ -20,6 +20,7 @@ func ownersCommand(dial clientFactory) *cli.Command {
 			&cli.StringFlag{Name: "since", Usage: "over a past window instead of now: a duration back from now (1h, 7d) or RFC 3339; owners that have exited keep their row"},
 			&cli.StringFlag{Name: "until", Value: "now", Usage: "end of the --since window"},
 			&cli.StringFlag{Name: "owner", Usage: "only this owner: comm[pid], pid, comm, systemd unit or container"},
+			&cli.BoolFlag{Name: "triggered", Usage: "instead of who loaded the programs, the workloads whose work makes them run (cgroup, unit, container, pod, or an interrupt context) and what they cost, from the CPU profile over --since (default 1h)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
@@ -28,14 +29,10 @@ func ownersCommand(dial clientFactory) *cli.Command {
 			if c.NArg() > 0 {
 				return fmt.Errorf("owners: unexpected argument %q", c.Args().First())
 			}
-			var since, until time.Time
-			if c.String("since") != "" {
-				var err error
-				if since, until, err = timeRange(c); err != nil {
-					return err
-				}
+			if c.Bool("triggered") {
+				return ownersTriggered(c, dial)
 			}
-			client, err := dial(c)
+			client, since, until, err := dialOptionalRange(c, dial)
 			if err != nil {
 				return err
 			}
@@ -73,4 +70,33 @@ func ownersTable(rows []api.OwnerRow, window bool) table {
 		t.raw = append(t.raw, []string{r.Owner, r.Kind, strconv.Itoa(r.PID), r.Comm, r.Unit, r.Container, r.Cgroup, strconv.Itoa(r.Programs), raw(r.RunsPerSec), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), strconv.Itoa(r.Maps), strconv.FormatUint(r.MapBytes, 10), strconv.FormatBool(r.Present)})
 	}
 	return t
+}
+
+// ownersTriggered is `owners --triggered`: every program's triggers over
+// --since (default the last hour), added up by workload; --owner keeps
+// one workload's.
+func ownersTriggered(c *cli.Context, dial clientFactory) error {
+	client, since, until, err := dialOptionalRange(c, dial)
+	if err != nil {
+		return err
+	}
+	t, err := client.Triggers("", c.String("owner"), since, until)
+	if err != nil {
+		return err
+	}
+	rows := byWorkload(t.Rows)
+	if rows == nil {
+		rows = []workloadRow{}
+	}
+	return render(c, os.Stdout, rows, workloadsTable(rows))
+}
+
+// dialOptionalRange is dialRange where --since may be empty: the range is
+// then zero, for the daemon's default.
+func dialOptionalRange(c *cli.Context, dial clientFactory) (client *api.Client, since, until time.Time, err error) {
+	if c.String("since") == "" {
+		client, err = dial(c)
+		return client, since, until, err
+	}
+	return dialRange(c, dial)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,7 +35,13 @@ func showCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return renderShow(c, d, showFields(d))
+			kv := showFields(d)
+			if d.Loaded {
+				// Profiles name programs by this boot's ids.
+				t, err := client.Triggers(strconv.FormatUint(uint64(d.ID), 10), "", time.Time{}, time.Time{})
+				kv = append(kv, [2]string{"triggered by", triggeredLine(t, err)})
+			}
+			return renderShow(c, d, kv)
 		},
 	}
 }

@@ -32,6 +32,7 @@ var (
 	UnknownMap       = errors.New("unknown map")
 	AmbiguousMap     = errors.New("ambiguous map")
 	UnknownOwner     = errors.New("unknown owner")
+	UnknownWorkload  = errors.New("unknown workload")
 	AmbiguousProgram = errors.New("ambiguous program")
 	BadRequest       = errors.New("bad request")
 	// CountersUnavailable: the exact mechanism cannot run here.

@@ -18,7 +18,7 @@ func statusOf(err error) int {
 		errs []error
 	}{
 		{http.StatusBadRequest, []error{errs.BadRequest, profile.ErrBadDuration, errs.NoData}},
-		{http.StatusNotFound, []error{errs.UnknownProgram, errs.UnknownMap, errs.UnknownOwner, errs.UnknownBenchRun, errs.UnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
+		{http.StatusNotFound, []error{errs.UnknownProgram, errs.UnknownMap, errs.UnknownOwner, errs.UnknownWorkload, errs.UnknownBenchRun, errs.UnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
 		{http.StatusConflict, []error{errs.AmbiguousProgram, errs.AmbiguousMap, errs.TooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
 		{http.StatusMethodNotAllowed, []error{errs.ReadOnly}},
 		{http.StatusServiceUnavailable, []error{errs.CountersUnavailable, errs.ProfilingOff, errs.TooManyScrapes}},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -72,6 +73,9 @@ type Profiling struct {
 	// the kernel dropped, by event.
 	cpuNs map[uint32]int64
 	lost  map[string]uint64
+	// What triggered each program's samples in the latest window (for
+	// /metrics), nil before the first.
+	triggers map[uint32][]profile.TriggerCost
 }
 
 // New makes profiling, off until Start; now is the daemon's clock,
@@ -134,13 +138,21 @@ func (p *Profiling) Wait() { p.running.Wait() }
 // hardware event does not open, and says which it opened.
 func (p *Profiling) open(ctx context.Context, cfg Config, hooks Hooks) (*profile.Profiler, perfevent.Event, error) {
 	event, _ := perfevent.Parse(cfg.Event) // Validate parsed it
+	// Samples name the cgroup whose work they interrupted; without a
+	// cgroup2 mount they carry bare ids, and triggers say "id <n>".
+	var cgroups profile.CgroupResolver
+	if r, err := cgroupid.New(p.procRoot + "/self/mountinfo"); err != nil {
+		p.log.Info("profiling: cgroups of triggering tasks are shown by id", "reason", err)
+	} else {
+		cgroups = r
+	}
 	newProfiler := func(e perfevent.Event) (*profile.Profiler, error) {
 		// The sampled counters mechanism samples every other event over
 		// the same windows.
 		others := slices.DeleteFunc(slices.Clone(perfevent.All), func(o perfevent.Event) bool { return o == e })
 		return profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
 			Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: p.procRoot,
-		}, Events: others, WindowStarts: func(start time.Time) {
+		}, Build: profile.BuildOptions{Cgroups: cgroups}, Events: others, WindowStarts: func(start time.Time) {
 			if hooks.WindowStarts != nil {
 				hooks.WindowStarts(ctx, start)
 			}
@@ -204,7 +216,8 @@ func (p *Profiling) window(pp *pprof.Profile, err error) {
 	end := time.Unix(0, pp.TimeNanos+pp.DurationNanos)
 	build := time.Since(end)
 	shares, serr := profile.ProgramShares(pp)
-	nanos, _ := profile.ProgramNanos(pp) // fails as ProgramShares does
+	nanos, _ := profile.ProgramNanos(pp)       // fails as ProgramShares does
+	triggers, _ := profile.ProgramTriggers(pp) // so does this
 	info, id, err := p.Store(pp, store.ProfileContinuous)
 	known := map[uint32]bool{}
 	for _, id := range p.prof.Symbolizer().Programs() {
@@ -225,7 +238,7 @@ func (p *Profiling) window(pp *pprof.Profile, err error) {
 		}
 	}
 	p.covered, p.known = p.known, known
-	p.shares, p.lastEnd, p.lastBuild = shares, end, build
+	p.shares, p.lastEnd, p.lastBuild, p.triggers = shares, end, build, triggers
 	if serr != nil {
 		p.shares = nil
 	}

@@ -62,6 +62,7 @@ type Query struct {
 	Store     Store
 	Sampler   Live
 	Profiling Profiles
+	Triggered Triggered
 	Maps      Maps
 	Counters  Counters
 	// This boot: its id and its number in the store.

@@ -5,9 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // VethsInNetns makes a network namespace and n veth pairs whose peers sit
@@ -69,4 +72,87 @@ type BpftoolPerf struct {
 	ProgID     uint32 `json:"prog_id"`
 	FDType     string `json:"fd_type"`
 	Tracepoint string `json:"tracepoint"`
+}
+
+// FramesFromNetns makes a veth pair whose peer sits in a network
+// namespace of its own (VethsInNetns), sets both ends up, and returns the
+// host end and a function that sends n raw Ethernet frames from the peer
+// to it: what XDP and TC ingress programs on the host end see, with no
+// addresses or neighbours to set up. The packet socket is opened in the
+// namespace, on a thread locked for that and then returned to the host's.
+func FramesFromNetns(t testing.TB) (netlink.Link, func(n int) error) {
+	t.Helper()
+	host := VethsInNetns(t, 1)[0]
+	if err := netlink.LinkSetUp(host); err != nil {
+		t.Fatal(err)
+	}
+	nsName := "bpfperf-test-" + host.Attrs().Name[3:7] // VethsInNetns's tag
+	peerName := "bpP" + host.Attrs().Name[3:]
+	type made struct {
+		fd      int
+		ifindex int
+		err     error
+	}
+	done := make(chan made, 1)
+	go func() {
+		runtime.LockOSThread()
+		m := made{fd: -1}
+		defer func() { done <- m }()
+		orig, err := netns.Get()
+		if err != nil {
+			m.err = err
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromName(nsName)
+		if err != nil {
+			m.err = err
+			return
+		}
+		defer ns.Close()
+		if m.err = netns.Set(ns); m.err != nil {
+			return
+		}
+		func() {
+			peer, err := netlink.LinkByName(peerName)
+			if err != nil {
+				m.err = err
+				return
+			}
+			if m.err = netlink.LinkSetUp(peer); m.err != nil {
+				return
+			}
+			m.ifindex = peer.Attrs().Index
+			m.fd, m.err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		}()
+		if err := netns.Set(orig); err != nil {
+			m.err = fmt.Errorf("back to the host's network namespace: %w", err)
+			return // still locked: the thread goes with the goroutine
+		}
+		runtime.UnlockOSThread()
+	}()
+	m := <-done
+	if m.err != nil {
+		if m.fd >= 0 {
+			unix.Close(m.fd)
+		}
+		t.Fatal(m.err)
+	}
+	t.Cleanup(func() { unix.Close(m.fd) })
+	// 60 bytes: to the host end, from a made-up address, with the local
+	// experimental EtherType, which no protocol on the host takes.
+	frame := make([]byte, 60)
+	copy(frame, host.Attrs().HardwareAddr)
+	copy(frame[6:], []byte{0x02, 0, 0, 0, 0, 1})
+	frame[12], frame[13] = 0x88, 0xb5
+	to := &unix.SockaddrLinklayer{Ifindex: m.ifindex, Halen: 6}
+	copy(to.Addr[:], host.Attrs().HardwareAddr)
+	return host, func(n int) error {
+		for range n {
+			if err := unix.Sendto(m.fd, frame, 0, to); err != nil {
+				return fmt.Errorf("send a frame from the namespace: %w", err)
+			}
+		}
+		return nil
+	}
 }

@@ -1,0 +1,49 @@
+package profiling
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/profile"
+)
+
+// Triggered is what triggered each program's samples over some windows.
+type Triggered struct {
+	ByProgram map[uint32][]profile.TriggerCost
+	Windows   int           // continuous windows merged
+	Duration  time.Duration // their length summed: CPU % is over this
+}
+
+// Triggers merges the continuous windows wholly in [from, to] (the newest
+// MaxMerge) and says what triggered each program's samples in them. It
+// fails with profile.ErrNoProfiles when there are none.
+func (p *Profiling) Triggers(from, to time.Time) (Triggered, error) {
+	pp, n, err := MergeWindows(p.store, from, to)
+	if errors.Is(err, profile.ErrNoProfiles) {
+		p.mu.Lock()
+		on := p.prof != nil && p.cfg.Every > 0
+		p.mu.Unlock()
+		if !on {
+			return Triggered{}, fmt.Errorf("%w: triggers come from continuous profile windows, and there are none (--profile.every 0, or the daemon could not sample: see status)", errs.ProfilingOff)
+		}
+		return Triggered{}, fmt.Errorf("%w: triggers come from the continuous profile windows, one every %v, and none lies wholly in the range yet", err, p.Every())
+	}
+	if err != nil {
+		return Triggered{}, err
+	}
+	by, err := profile.ProgramTriggers(pp)
+	if err != nil {
+		return Triggered{}, err
+	}
+	return Triggered{ByProgram: by, Windows: n, Duration: time.Duration(pp.DurationNanos)}, nil
+}
+
+// LastTriggers is what triggered each program's samples in the latest
+// continuous window, and that window's length; nil before the first.
+func (p *Profiling) LastTriggers() (map[uint32][]profile.TriggerCost, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.triggers, p.cfg.Duration
+}

@@ -1,0 +1,177 @@
+package query
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/profiling"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
+	"github.com/bpfperf/bpfperf/profile"
+)
+
+// Triggered reads what triggered programs out of the stored continuous
+// profile windows (profiling.Profiling).
+type Triggered interface {
+	Triggers(from, to time.Time) (profiling.Triggered, error)
+}
+
+// Triggers builds GET /v1/triggers: what triggered the programs ref names
+// ("" for all) over the windows wholly in [since, until], only the rows of
+// workload where it is set (a workload name, unit, container, pod uid or
+// cgroup path). Profiles label programs by this boot's ids, so ref's
+// instances of earlier boots have none. A program or workload with no
+// samples there is an error that says so, not an empty answer.
+func (q *Query) Triggers(ref, workload string, since, until time.Time) (api.Triggers, error) {
+	out := api.Triggers{Since: since, Until: until, Rows: []api.TriggerRow{}}
+	var only map[uint32]bool
+	if ref != "" {
+		insts, err := q.Resolve(ref)
+		if err != nil {
+			return out, err
+		}
+		only = map[uint32]bool{}
+		for _, in := range insts {
+			if in.Rec.Key.Boot == q.Boot {
+				only[in.Rec.Key.ID] = true
+			}
+		}
+	}
+	tr, err := q.Triggered.Triggers(since, until)
+	if err != nil {
+		return out, err
+	}
+	out.Windows, out.DurationNs = tr.Windows, tr.Duration.Nanoseconds()
+	progs := q.programsOfThisBoot()
+	type prog struct {
+		id    uint32
+		total int64
+	}
+	var order []prog
+	for id, costs := range tr.ByProgram {
+		if only != nil && !only[id] {
+			continue
+		}
+		var total int64
+		for _, c := range costs {
+			total += c.Nanos
+		}
+		order = append(order, prog{id, total})
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].total != order[j].total {
+			return order[i].total > order[j].total
+		}
+		return order[i].id < order[j].id
+	})
+	for _, p := range order {
+		info := progs[p.id]
+		for _, c := range tr.ByProgram[p.id] {
+			r := triggerRow(p.id, info, c, p.total, tr.Duration)
+			if workload == "" || workloadMatches(r, workload) {
+				out.Rows = append(out.Rows, r)
+			}
+		}
+	}
+	if len(out.Rows) > 0 {
+		return out, nil
+	}
+	over := fmt.Sprintf("between %s and %s (%d profile windows)", since.Format(time.RFC3339), until.Format(time.RFC3339), tr.Windows)
+	switch {
+	case workload != "":
+		return out, fmt.Errorf("%w: %q triggered no sampled run %s: not a workload bpfperf saw (bpfperf owners --triggered lists them)", errs.UnknownWorkload, workload, over)
+	case ref != "":
+		return out, fmt.Errorf("%w: no CPU profile sample landed in %q %s: it ran too little to be sampled, or not at all", errs.NoData, ref, over)
+	}
+	return out, nil
+}
+
+// workloadMatches says whether ref names r's workload: its name, unit,
+// container, pod uid or cgroup path.
+func workloadMatches(r api.TriggerRow, ref string) bool {
+	return ref == r.Workload || ref == r.Unit || ref == r.Container || ref == r.Cgroup || ref == r.Context ||
+		(r.Container != "" && strings.HasPrefix(r.Container, "pod "+ref))
+}
+
+// progInfo is what a trigger row shows of its program.
+type progInfo struct {
+	name    string
+	devices []string
+}
+
+// programsOfThisBoot names this boot's programs, loaded or not, by id,
+// with their network devices.
+func (q *Query) programsOfThisBoot() map[uint32]progInfo {
+	out := map[uint32]progInfo{}
+	recs, _ := q.Store.Programs() // a damaged store: the loaded ones below
+	for _, r := range recs {
+		if r.Key.Boot != q.Boot {
+			continue
+		}
+		var meta collectors.Meta
+		if len(r.Meta) > 0 {
+			json.Unmarshal(r.Meta, &meta) // a bad record: no devices
+		}
+		out[r.Key.ID] = progInfo{name: r.Name, devices: devices(meta.Attach)}
+	}
+	q.Sampler.Read(func(v sampler.View) {
+		for id, p := range v.Programs() {
+			m := p.Meta()
+			out[id] = progInfo{name: m.Name, devices: devices(m.Attach)}
+		}
+	})
+	return out
+}
+
+// devices are the network attachments among a program's attach points
+// ("ifindex 4 (eth0)").
+func devices(attach []collectors.AttachPoint) []string {
+	var out []string
+	for _, a := range attach {
+		if strings.HasPrefix(a.Target, "ifindex ") {
+			out = append(out, a.Type+" "+a.Target)
+		}
+	}
+	return out
+}
+
+func triggerRow(id uint32, info progInfo, c profile.TriggerCost, progTotal int64, over time.Duration) api.TriggerRow {
+	r := api.TriggerRow{
+		ProgID: id, ProgName: info.name, Context: c.Context, Cgroup: c.Cgroup,
+		Samples: c.Samples, CPUNs: c.Nanos,
+	}
+	if r.Context == "" {
+		r.Context = "unlabelled" // a window stored before triggers were labelled
+	}
+	if c.Cgroup != "" && !strings.HasPrefix(c.Cgroup, "id ") {
+		r.Unit, r.Container = collectors.UnitAndContainer(c.Cgroup)
+	}
+	if strings.HasPrefix(r.Context, profile.ContextSoftirq+"/net_") {
+		r.Devices = info.devices
+	}
+	switch {
+	case r.Container != "":
+		r.Workload = r.Container
+	case r.Unit != "":
+		r.Workload = r.Unit
+	case r.Cgroup != "":
+		r.Workload = r.Cgroup
+	default:
+		r.Workload = r.Context
+		if len(r.Devices) > 0 {
+			r.Workload += " on " + strings.Join(r.Devices, ", ")
+		}
+	}
+	if over > 0 {
+		r.CPUPercent = 100 * float64(c.Nanos) / float64(over.Nanoseconds())
+	}
+	if progTotal > 0 {
+		r.Share = float64(c.Nanos) / float64(progTotal)
+	}
+	return r
+}

@@ -1,0 +1,178 @@
+package daemon_test
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// podUID and containerID name the test's pod-like cgroup as the kubelet
+// and containerd would.
+const (
+	podUID      = "0a1b2c3d-0000-4000-8000-00000000abcd"
+	containerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+// TestTriggersEndToEnd: one tracepoint program, driven by two processes in
+// two cgroups of the test's own, one named like a systemd service and one
+// like a Kubernetes pod's container scope, 3 getppid calls in the first
+// for 1 in the second. bpfperf triggers splits the program's sampled CPU
+// 3:1 (within 20%) and names the unit and the pod; show says who triggers
+// it; owners --triggered adds it up by workload.
+func TestTriggersEndToEnd(t *testing.T) {
+	privtest.Root(t)
+	svc := privtest.MakeCgroup(t, "system.slice/bpfperf-trigger.service")
+	pod := privtest.MakeCgroup(t, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
+		strings.ReplaceAll(podUID, "-", "_")+".slice/cri-containerd-"+containerID+".scope")
+	prog := privtest.GetppidTracepoint(t, "trigger_e2e", 20000)
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	d := startProfilingDaemon(t)
+	since := time.Now()
+	const calls = 100_000
+	a, b := svc.Getppid(t, 3*calls), pod.Getppid(t, calls)
+	if err := a.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4500 * time.Millisecond) // the window they ran in ends and is stored
+	until := time.Now()
+	var tr api.Triggers
+	d.json(t, &tr, "triggers", strconv.Itoa(int(id)), "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano), "--until", until.Format(time.RFC3339Nano))
+	var nSvc, nPod, all int64
+	var unit, container string
+	for _, r := range tr.Rows {
+		if r.ProgID != uint32(id) || r.ProgName != "trigger_e2e" {
+			t.Errorf("row of another program: %+v", r)
+			continue
+		}
+		all += r.Samples
+		switch r.Cgroup {
+		case svc.Path:
+			nSvc, unit = r.Samples, r.Unit
+		case pod.Path:
+			nPod, container = r.Samples, r.Container
+		}
+	}
+	t.Logf("%d windows: %d samples of program %d, %d in %s, %d in %s", tr.Windows, all, id, nSvc, svc.Path, nPod, pod.Path)
+	if nPod < 50 {
+		t.Fatalf("%d samples from the pod's cgroup: too few to tell a ratio; rows %+v", nPod, tr.Rows)
+	}
+	if ratio := float64(nSvc) / float64(nPod); math.Abs(ratio-3) > 0.6 {
+		t.Errorf("split %d:%d = %.2f, want 3 within 20%%", nSvc, nPod, ratio)
+	}
+	if rest := all - nSvc - nPod; rest*20 > all {
+		t.Errorf("%d of %d samples charged to neither cgroup: %+v", rest, all, tr.Rows)
+	}
+	if unit != "bpfperf-trigger.service" {
+		t.Errorf("the service's unit reads %q", unit)
+	}
+	if want := "pod " + podUID + "/" + containerID[:12]; container != want {
+		t.Errorf("the pod's container reads %q, want %q", container, want)
+	}
+
+	var one api.Triggers
+	d.json(t, &one, "triggers", "--workload", "bpfperf-trigger.service", "--since", "1m")
+	if len(one.Rows) != 1 || one.Rows[0].Cgroup != svc.Path {
+		t.Errorf("triggers --workload bpfperf-trigger.service: %+v", one.Rows)
+	}
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "triggers", "--workload", "no-such.service", "--since", "1m")
+	oneLineError(t, "triggers --workload no-such.service", stdout, stderr, code, `unknown workload: "no-such.service" triggered no sampled run`)
+
+	show := d.cli(t, "show", strconv.Itoa(int(id)))
+	if !strings.Contains(show, "triggered by:") || !strings.Contains(show, "bpfperf-trigger.service 7") {
+		t.Errorf("show does not say the service triggers about 75%% of it:\n%s", show)
+	}
+	owners := d.cli(t, "owners", "--triggered", "--since", "1m")
+	if !strings.Contains(owners, "bpfperf-trigger.service") || !strings.Contains(owners, "pod "+podUID) || !strings.Contains(owners, "trigger_e2e ("+strconv.Itoa(int(id))+")") {
+		t.Errorf("owners --triggered:\n%s", owners)
+	}
+}
+
+// TestTriggersSoftirq: frames sent over a veth pair from a network
+// namespace to an XDP program on the host end. The program runs in the
+// NET_RX softirq, on the stack of whichever task raised it (here, the
+// sender), and bpfperf charges it to softirq/net_rx on the program's
+// device (at least 95% of its samples; the rest are chains that stop at
+// the program, "unknown"), never to a task's cgroup.
+func TestTriggersSoftirq(t *testing.T) {
+	privtest.Root(t)
+	host, send := privtest.FramesFromNetns(t)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "trigger_xdp", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R1, 20000),
+			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
+			asm.JNE.Imm(asm.R1, 0, "loop"),
+			asm.Mov.Imm(asm.R0, 1), // XDP_DROP
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: host.Attrs().Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	info, _ := prog.Info()
+	id, _ := info.ID()
+	d := startProfilingDaemon(t)
+	since := time.Now()
+	if err := send(100_000); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	var tr api.Triggers
+	d.json(t, &tr, "triggers", strconv.Itoa(int(id)), "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano))
+	var netRx, all int64
+	wantDev := "ifindex " + strconv.Itoa(host.Attrs().Index) + " (" + host.Attrs().Name + ")"
+	for _, r := range tr.Rows {
+		all += r.Samples
+		if r.Cgroup != "" {
+			t.Errorf("charged to a task's cgroup: %+v", r)
+		}
+		if r.Context == "softirq/net_rx" {
+			netRx += r.Samples
+			if len(r.Devices) != 1 || !strings.HasSuffix(r.Devices[0], wantDev) || !strings.Contains(r.Workload, wantDev) {
+				t.Errorf("softirq row names devices %q, workload %q; want %q", r.Devices, r.Workload, wantDev)
+			}
+		}
+	}
+	t.Logf("%d windows: %d samples of program %d, %d in softirq/net_rx; rows %+v", tr.Windows, all, id, netRx, tr.Rows)
+	if all < 50 {
+		t.Fatalf("%d samples in the XDP program: too few", all)
+	}
+	if netRx*20 < all*19 {
+		t.Errorf("%d of %d samples in softirq/net_rx, want at least 95%%", netRx, all)
+	}
+}
+
+// startProfilingDaemon starts a daemon with a 2 s profile window at
+// 999 Hz, enough samples to tell a 3:1 split, and waits for its first.
+func startProfilingDaemon(t *testing.T) *daemonProc {
+	t.Helper()
+	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999")
+	eventually(t, "the daemon's first profile window", func() bool {
+		var st api.Status
+		d.json(t, &st, "status")
+		return st.Profiling != nil && st.Profiling.Windows > 0
+	})
+	return d
+}
