@@ -52,3 +52,5 @@ func (s metricsSource) State() metrics.State {
 }
 
 func (s metricsSource) Owners() []api.OwnerRow { return s.d.query.OwnersLive() }
+
+func (s metricsSource) Triggers() []api.TriggerRow { return s.d.query.LatestTriggers() }

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"math"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestTriggersEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := info.ID()
-	d := startProfilingDaemon(t)
+	d, web := startProfilingDaemon(t)
 	since := time.Now()
 	const calls = 100_000
 	a, b := svc.Getppid(t, 3*calls), pod.Getppid(t, calls)
@@ -49,7 +50,14 @@ func TestTriggersEndToEnd(t *testing.T) {
 	if err := b.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4500 * time.Millisecond) // the window they ran in ends and is stored
+	// /metrics has the latest window's triggers: the window they ran in,
+	// once it ends, until the next one does.
+	series := `bpfperf_program_trigger_share_ratio{context="task",id="` + strconv.Itoa(int(id)) + `",name="trigger_e2e",workload="bpfperf-trigger.service"}`
+	eventually(t, "/metrics to show the service's share of the program", func() bool {
+		_, _, body := get(t, "http://"+web+"/metrics")
+		return strings.Contains(string(body), series)
+	})
+	time.Sleep(4500 * time.Millisecond) // every window they ran in ends and is stored
 	until := time.Now()
 	var tr api.Triggers
 	d.json(t, &tr, "triggers", strconv.Itoa(int(id)), "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano), "--until", until.Format(time.RFC3339Nano))
@@ -133,7 +141,7 @@ func TestTriggersSoftirq(t *testing.T) {
 	defer l.Close()
 	info, _ := prog.Info()
 	id, _ := info.ID()
-	d := startProfilingDaemon(t)
+	d, _ := startProfilingDaemon(t)
 	since := time.Now()
 	if err := send(100_000); err != nil {
 		t.Fatal(err)
@@ -165,14 +173,61 @@ func TestTriggersSoftirq(t *testing.T) {
 }
 
 // startProfilingDaemon starts a daemon with a 2 s profile window at
-// 999 Hz, enough samples to tell a 3:1 split, and waits for its first.
-func startProfilingDaemon(t *testing.T) *daemonProc {
+// 999 Hz, enough samples to tell a 3:1 split, and /metrics on web, and
+// waits for its first window.
+func startProfilingDaemon(t *testing.T) (d *daemonProc, web string) {
 	t.Helper()
-	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999")
+	web = freeAddr(t)
+	d = startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--web.listen-address", web)
 	eventually(t, "the daemon's first profile window", func() bool {
 		var st api.Status
 		d.json(t, &st, "status")
 		return st.Profiling != nil && st.Profiling.Windows > 0
 	})
-	return d
+	return d, web
+}
+
+// TestRealToolsTriggersExecsnoop: execsnoop (libbpf-tools) watches every
+// execve on the host; a workload in a cgroup named like a systemd service
+// runs /bin/true in a loop. execsnoop's programs are loaded by execsnoop,
+// but triggered by the workload: bpfperf triggers names the service for
+// their task-context samples.
+func TestRealToolsTriggersExecsnoop(t *testing.T) {
+	privtest.Root(t)
+	d, _ := startProfilingDaemon(t)
+	ex := startTool(t, "execsnoop")
+	progs := toolProgs(t, ex.pid, 2)
+	svc := privtest.MakeCgroup(t, "system.slice/bpfperf-execs.service")
+	since := time.Now()
+	loop := svc.Start(t, exec.Command("sh", "-c", "i=0; while [ $i -lt 4000 ]; do /bin/true; i=$((i+1)); done"))
+	if err := loop.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ran := time.Since(since)
+	time.Sleep(4500 * time.Millisecond)
+	var inSvc, task, all int64
+	for tp, id := range progs {
+		var tr api.Triggers
+		if err := d.query(&tr, "triggers", strconv.Itoa(int(id)), "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano)); err != nil {
+			t.Logf("%s (%d): %v", tp, id, err) // too short to be sampled: the other one decides
+			continue
+		}
+		for _, r := range tr.Rows {
+			all += r.Samples
+			if r.Context == "task" {
+				task += r.Samples
+			}
+			if r.Cgroup == svc.Path {
+				inSvc += r.Samples
+				if r.Unit != "bpfperf-execs.service" || r.Workload != "bpfperf-execs.service" {
+					t.Errorf("row %+v: want unit and workload bpfperf-execs.service", r)
+				}
+			}
+		}
+		t.Logf("%s (%d): %+v", tp, id, tr.Rows)
+	}
+	t.Logf("4000 execs in %s: execsnoop's programs sampled %d times, %d in task context, %d in the service", ran.Round(time.Millisecond), all, task, inSvc)
+	if inSvc == 0 || inSvc*10 < task*9 {
+		t.Errorf("%d of %d task-context samples charged to the service, want at least 1 and 90%%", inSvc, task)
+	}
 }

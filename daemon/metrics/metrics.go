@@ -56,6 +56,10 @@ type Source interface {
 	// Owners is every owner with what is charged to it now (GET
 	// /v1/owners).
 	Owners() []api.OwnerRow
+	// Triggers is what triggered each program in the latest continuous
+	// profile window, by program (costliest first) and within one,
+	// costliest trigger first; nil before the first window.
+	Triggers() []api.TriggerRow
 }
 
 // Program is one loaded program, as a scrape needs it.
@@ -123,7 +127,7 @@ func New(src Source, maxPrograms int) *Metrics {
 		}, []string{"kind", "type", "name"}),
 	}
 	m.registry.MustRegister(
-		m.sweep, m.write, m.findings, &daemonCollector{src: src}, &ownerCollector{src: src},
+		m.sweep, m.write, m.findings, &daemonCollector{src: src}, &ownerCollector{src: src}, &triggerCollector{src: src},
 		promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}),
 		promcollectors.NewGoCollector(),
 	)

@@ -17,8 +17,9 @@ import (
 // fakeSource holds the programs a test puts in it, as the daemon's
 // sampler and counter windows would.
 type fakeSource struct {
-	progs map[uint32]Program
-	perf  map[uint32]*api.PerfCounters
+	progs    map[uint32]Program
+	perf     map[uint32]*api.PerfCounters
+	triggers []api.TriggerRow
 }
 
 func newFakeSource() *fakeSource {
@@ -48,6 +49,7 @@ func (f *fakeSource) SampledNs([]uint32, []int64) bool { return false }
 func (f *fakeSource) Profiler() Profiler               { return Profiler{} }
 func (f *fakeSource) State() State                     { return State{} }
 func (f *fakeSource) Owners() []api.OwnerRow           { return nil }
+func (f *fakeSource) Triggers() []api.TriggerRow       { return f.triggers }
 
 // meta is a program's metadata as a fake holds it (by pointer, as the
 // sampler hands it out).

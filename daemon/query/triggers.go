@@ -16,9 +16,10 @@ import (
 )
 
 // Triggered reads what triggered programs out of the stored continuous
-// profile windows (profiling.Profiling).
+// profile windows, and out of the latest one (profiling.Profiling).
 type Triggered interface {
 	Triggers(from, to time.Time) (profiling.Triggered, error)
+	LastTriggers() (map[uint32][]profile.TriggerCost, time.Duration)
 }
 
 // Triggers builds GET /v1/triggers: what triggered the programs ref names
@@ -47,35 +48,9 @@ func (q *Query) Triggers(ref, workload string, since, until time.Time) (api.Trig
 		return out, err
 	}
 	out.Windows, out.DurationNs = tr.Windows, tr.Duration.Nanoseconds()
-	progs := q.programsOfThisBoot()
-	type prog struct {
-		id    uint32
-		total int64
-	}
-	var order []prog
-	for id, costs := range tr.ByProgram {
-		if only != nil && !only[id] {
-			continue
-		}
-		var total int64
-		for _, c := range costs {
-			total += c.Nanos
-		}
-		order = append(order, prog{id, total})
-	}
-	sort.Slice(order, func(i, j int) bool {
-		if order[i].total != order[j].total {
-			return order[i].total > order[j].total
-		}
-		return order[i].id < order[j].id
-	})
-	for _, p := range order {
-		info := progs[p.id]
-		for _, c := range tr.ByProgram[p.id] {
-			r := triggerRow(p.id, info, c, p.total, tr.Duration)
-			if workload == "" || workloadMatches(r, workload) {
-				out.Rows = append(out.Rows, r)
-			}
+	for _, r := range q.triggerRows(tr.ByProgram, tr.Duration, only) {
+		if workload == "" || workloadMatches(r, workload) {
+			out.Rows = append(out.Rows, r)
 		}
 	}
 	if len(out.Rows) > 0 {
@@ -91,6 +66,51 @@ func (q *Query) Triggers(ref, workload string, since, until time.Time) (api.Trig
 	return out, nil
 }
 
+// LatestTriggers is what triggered each program in the latest continuous
+// window, for /metrics; nil before the first.
+func (q *Query) LatestTriggers() []api.TriggerRow {
+	by, over := q.Triggered.LastTriggers()
+	if by == nil {
+		return nil
+	}
+	return q.triggerRows(by, over, nil)
+}
+
+// triggerRows makes the rows of by (the programs in only, or all when it
+// is nil), costliest program first, each program's costliest trigger
+// first; over is the time the samples cover.
+func (q *Query) triggerRows(by map[uint32][]profile.TriggerCost, over time.Duration, only map[uint32]bool) []api.TriggerRow {
+	progs := q.programsOf(by)
+	type prog struct {
+		id    uint32
+		total int64
+	}
+	var order []prog
+	for id, costs := range by {
+		if only != nil && !only[id] {
+			continue
+		}
+		var total int64
+		for _, c := range costs {
+			total += c.Nanos
+		}
+		order = append(order, prog{id, total})
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].total != order[j].total {
+			return order[i].total > order[j].total
+		}
+		return order[i].id < order[j].id
+	})
+	var rows []api.TriggerRow
+	for _, p := range order {
+		for _, c := range by[p.id] {
+			rows = append(rows, triggerRow(p.id, progs[p.id], c, p.total, over))
+		}
+	}
+	return rows
+}
+
 // workloadMatches says whether ref names r's workload: its name, unit,
 // container, pod uid or cgroup path.
 func workloadMatches(r api.TriggerRow, ref string) bool {
@@ -104,13 +124,28 @@ type progInfo struct {
 	devices []string
 }
 
-// programsOfThisBoot names this boot's programs, loaded or not, by id,
-// with their network devices.
-func (q *Query) programsOfThisBoot() map[uint32]progInfo {
-	out := map[uint32]progInfo{}
-	recs, _ := q.Store.Programs() // a damaged store: the loaded ones below
+// programsOf names this boot's programs with these ids, with their
+// network devices: the loaded ones from the sampler, the rest from the
+// store (read only when some are not loaded).
+func (q *Query) programsOf(ids map[uint32][]profile.TriggerCost) map[uint32]progInfo {
+	out := make(map[uint32]progInfo, len(ids))
+	q.Sampler.Read(func(v sampler.View) {
+		for id := range ids {
+			if p := v.Program(id); p != nil {
+				m := p.Meta()
+				out[id] = progInfo{name: m.Name, devices: devices(m.Attach)}
+			}
+		}
+	})
+	if len(out) == len(ids) {
+		return out
+	}
+	recs, _ := q.Store.Programs() // a damaged store: names of loaded ones only
 	for _, r := range recs {
-		if r.Key.Boot != q.Boot {
+		if _, want := ids[r.Key.ID]; !want || r.Key.Boot != q.Boot {
+			continue
+		}
+		if _, ok := out[r.Key.ID]; ok {
 			continue
 		}
 		var meta collectors.Meta
@@ -119,12 +154,6 @@ func (q *Query) programsOfThisBoot() map[uint32]progInfo {
 		}
 		out[r.Key.ID] = progInfo{name: r.Name, devices: devices(meta.Attach)}
 	}
-	q.Sampler.Read(func(v sampler.View) {
-		for id, p := range v.Programs() {
-			m := p.Meta()
-			out[id] = progInfo{name: m.Name, devices: devices(m.Attach)}
-		}
-	})
 	return out
 }
 

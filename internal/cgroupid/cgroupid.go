@@ -23,9 +23,12 @@ import (
 	"time"
 )
 
-// MinRewalk is the least time between two walks of the mount: a burst of
-// samples from cgroups already gone costs one walk, not one per sample.
-const MinRewalk = 10 * time.Second
+// MinRewalk is the least time between two walks of the mount: samples
+// from many cgroups already gone cost a walk a second at most, not one per
+// id (a profile asks once per id and window). Longer would hide a cgroup
+// made just after a walk for as long: a 10 s floor once left a service
+// started 3 s after the daemon unnamed for its first windows.
+const MinRewalk = time.Second
 
 // ErrNoCgroup2 is returned where no cgroup2 file system is mounted (a
 // v1-only host): samples there carry ids that name nothing.

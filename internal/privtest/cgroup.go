@@ -82,17 +82,26 @@ func HelperMain() {
 	os.Exit(0)
 }
 
-// Getppid starts a process, in cgroup c from its first instruction
-// (clone3's CLONE_INTO_CGROUP), that calls getppid(2) n times and exits.
-// The test binary must call HelperMain in its TestMain. Wait for it.
+// Getppid starts a process, in cgroup c from its first instruction,
+// that calls getppid(2) n times and exits. The test binary must call
+// HelperMain in its TestMain. Wait for it.
 func (c *Cgroup) Getppid(tb testing.TB, n int) *exec.Cmd {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), getppidEnv+"="+strconv.Itoa(n))
+	return c.Start(tb, cmd)
+}
+
+// Start starts cmd in cgroup c from its first instruction (clone3's
+// CLONE_INTO_CGROUP), killed when the test ends if still running.
+func (c *Cgroup) Start(tb testing.TB, cmd *exec.Cmd) *exec.Cmd {
+	tb.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
-	cmd.Stderr = os.Stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
 	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start a getppid driver in %s: %v", c.Path, err)
+		tb.Fatalf("start %s in %s: %v", cmd.Path, c.Path, err)
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd

@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Who triggers BPF programs, from the latest continuous profile window.
+// Cardinality is bounded twice over: per program, its topTriggers
+// costliest workloads get a series and the rest one workload="other";
+// across programs, the topWorkloads costliest workloads get a series and
+// the rest one "other". Workloads are names (unit, container, cgroup,
+// context), not ids, so a restarted service keeps its series.
+const (
+	topTriggers  = 3
+	topWorkloads = 20
+	other        = "other"
+)
+
+var (
+	descTriggerShare = prometheus.NewDesc("bpfperf_program_trigger_share_ratio",
+		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
+		[]string{"id", "name", "workload", "context"}, nil)
+	descWorkloadCPU = prometheus.NewDesc("bpfperf_workload_triggered_cpu_ratio",
+		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled). The 20 largest workloads, the rest as workload=\"other\".",
+		[]string{"workload", "context"}, nil)
+)
+
+// triggerCollector reports Source.Triggers.
+type triggerCollector struct{ src Source }
+
+var _ prometheus.Collector = (*triggerCollector)(nil)
+
+func (c *triggerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descTriggerShare
+	ch <- descWorkloadCPU
+}
+
+func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
+	rows := c.src.Triggers()
+	type key struct{ workload, context string }
+	byWorkload := map[key]float64{}
+	// Rows come by program, each program's costliest trigger first.
+	for start := 0; start < len(rows); {
+		end := start + 1
+		for end < len(rows) && rows[end].ProgID == rows[start].ProgID {
+			end++
+		}
+		id, name := strconv.FormatUint(uint64(rows[start].ProgID), 10), rows[start].ProgName
+		var rest float64
+		for i, r := range rows[start:end] {
+			if i < topTriggers {
+				ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, r.Share, id, name, r.Workload, r.Context)
+			} else {
+				rest += r.Share
+			}
+			byWorkload[key{r.Workload, r.Context}] += r.CPUPercent / 100
+		}
+		if end-start > topTriggers {
+			ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, rest, id, name, other, other)
+		}
+		start = end
+	}
+	keys := make([]key, 0, len(byWorkload))
+	for k := range byWorkload {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if byWorkload[keys[i]] != byWorkload[keys[j]] {
+			return byWorkload[keys[i]] > byWorkload[keys[j]]
+		}
+		return keys[i].workload < keys[j].workload
+	})
+	var rest float64
+	for i, k := range keys {
+		if i < topWorkloads {
+			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, byWorkload[k], k.workload, k.context)
+		} else {
+			rest += byWorkload[k]
+		}
+	}
+	if len(keys) > topWorkloads {
+		ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, rest, other, other)
+	}
+}

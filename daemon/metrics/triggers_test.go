@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/bpfperf/bpfperf/api"
+)
+
+// TestTriggerSeriesBounded: a program with five triggers gets its three
+// largest and one "other" summing the rest; 25 workloads across programs
+// get the 20 largest and one "other".
+func TestTriggerSeriesBounded(t *testing.T) {
+	f := newFakeSource()
+	for i, share := range []float64{0.5, 0.25, 0.125, 0.0625, 0.0625} {
+		f.triggers = append(f.triggers, api.TriggerRow{ProgID: 7, ProgName: "xdp_main", Workload: fmt.Sprintf("w%d.service", i), Context: "task", Share: share, CPUPercent: 100 * share})
+	}
+	for i := range 20 {
+		f.triggers = append(f.triggers, api.TriggerRow{ProgID: 9, ProgName: "execs", Workload: fmt.Sprintf("x%02d", i), Context: "task", Share: 0.03125, CPUPercent: 0.1})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&triggerCollector{src: f})
+	var want strings.Builder
+	want.WriteString(`# HELP bpfperf_program_trigger_share_ratio ` + helpOf(descTriggerShare) + `
+# TYPE bpfperf_program_trigger_share_ratio gauge
+bpfperf_program_trigger_share_ratio{context="other",id="7",name="xdp_main",workload="other"} 0.125
+bpfperf_program_trigger_share_ratio{context="other",id="9",name="execs",workload="other"} 0.53125
+bpfperf_program_trigger_share_ratio{context="task",id="7",name="xdp_main",workload="w0.service"} 0.5
+bpfperf_program_trigger_share_ratio{context="task",id="7",name="xdp_main",workload="w1.service"} 0.25
+bpfperf_program_trigger_share_ratio{context="task",id="7",name="xdp_main",workload="w2.service"} 0.125
+bpfperf_program_trigger_share_ratio{context="task",id="9",name="execs",workload="x00"} 0.03125
+bpfperf_program_trigger_share_ratio{context="task",id="9",name="execs",workload="x01"} 0.03125
+bpfperf_program_trigger_share_ratio{context="task",id="9",name="execs",workload="x02"} 0.03125
+`)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want.String()), "bpfperf_program_trigger_share_ratio"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(&triggerCollector{src: f}, "bpfperf_workload_triggered_cpu_ratio"); n != topWorkloads+1 {
+		t.Errorf("%d workload series, want %d and other", n, topWorkloads)
+	}
+	if n := testutil.CollectAndCount(&triggerCollector{src: newFakeSource()}); n != 0 {
+		t.Errorf("before the first window: %d series", n)
+	}
+}
+
+// helpOf is a description's help text.
+func helpOf(d *prometheus.Desc) string {
+	s := d.String()
+	_, s, _ = strings.Cut(s, `help: "`)
+	s, _, _ = strings.Cut(s, `", `)
+	return strings.ReplaceAll(s, `\"`, `"`)
+}
