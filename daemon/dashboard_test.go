@@ -142,6 +142,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	if strings.Contains(prog, `class="error"`) {
 		t.Errorf("program page shows an error:\n%.3000s", prog)
 	}
+	// The test spins hot_entry itself: its samples are task context,
+	// charged to the test's own cgroup.
+	if !regexp.MustCompile(`<div id="triggers"><table>.*<td class="text">task</td>`).MatchString(prog) {
+		t.Errorf("program page: no trigger table with a task-context row:\n%.3000s", prog)
+	}
 	src := regexp.MustCompile(`<iframe class="pprof" id="flamegraph" loading="lazy" src="([^"]+)"`).FindStringSubmatch(prog)
 	if src == nil {
 		t.Fatalf("program page: no flame graph frame")

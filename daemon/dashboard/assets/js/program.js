@@ -1,8 +1,9 @@
 // Program: one program's ns/run, runs/s, CPU % and sampled CPU % over a
 // range (/v1/history, /v1/counters/history), with reloads, new versions
 // and other events marked (/v1/events), its metadata (/v1/progs/{prog}),
-// its latest perf counter windows, and pprof's flame graph of the
-// continuous profiles of the range, focused on the program.
+// its latest perf counter windows, who triggers it over the range
+// (/v1/triggers), and pprof's flame graph of the continuous profiles of
+// the range, focused on the program.
 import { getJSON, el, header, showError, fmt, ranges, stepFor, timeChart } from './lib.js';
 
 header('Programs');
@@ -87,6 +88,23 @@ async function load() {
       }) }], marks);
   } else {
     box.append(el('p', { class: 'empty' }, 'sampled CPU %: no continuous profile windows in this range'));
+  }
+
+  // Who makes it run: the workloads (cgroup, unit, container, pod) or
+  // interrupt contexts its sampled CPU came from, as `bpfperf triggers`.
+  // Profiles name programs by this boot's ids.
+  main.append(el('h2', {}, 'Who triggers it'));
+  const triggers = el('div', { id: 'triggers' });
+  main.append(triggers);
+  try {
+    const tr = await getJSON(`/v1/triggers?prog=${det.id}&${window}`);
+    const rows = tr.rows.map((r) => el('tr', {}, ...[r.workload, r.context, fmt.count(r.samples), fmt.pct(r.cpu_percent), fmt.pct(100 * r.share)]
+      .map((v, i) => el('td', { class: i < 2 ? 'text' : null }, v))));
+    triggers.append(el('table', {}, el('tr', {}, ...['WORKLOAD', 'CONTEXT', 'SAMPLES', 'CPU % OF ONE CPU', 'SHARE']
+      .map((h, i) => el('th', { class: i < 2 ? 'text' : null }, h))), ...rows),
+    el('p', { class: 'empty' }, `from ${tr.windows} continuous profile windows; task context is charged to the cgroup that ran, interrupt context (softirq, hardirq) to the context and its devices`));
+  } catch (e) {
+    triggers.append(el('p', { class: 'empty' }, e.message));
   }
 
   main.append(el('h2', {}, 'Flame graph of the range (continuous profiles merged, this program\'s samples)'));
