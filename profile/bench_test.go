@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -333,5 +334,99 @@ func BenchmarkReaderCost(b *testing.B) {
 		}
 		slices.Sort(perSample)
 		b.ReportMetric(perSample[1], "cpu_us/sample")
+	}
+}
+
+// BenchmarkAttributionCost is what telling who triggered each sample adds
+// to the daemon, in its parts: reading samples that carry a cgroup id
+// against samples without (999 Hz with a BPF workload, the two samplers
+// alternated 5 times, median CPU per sample), one walk of this host's
+// cgroup2 tree (what a sample from an unknown cgroup costs, at most once a
+// second), and Build plus ProgramTriggers of a window with the cgroups
+// named against Build alone. attributed_cpu_% is their sum at the
+// daemon's defaults (99 Hz on every CPU, a window a minute, one walk per
+// window): the share of one CPU that attribution costs.
+func BenchmarkAttributionCost(b *testing.B) {
+	privtest.Root(b)
+	startWorkload(b)
+	root, err := cgroupid.Mount("/proc/self/mountinfo")
+	if err != nil {
+		b.Skip(err)
+	}
+	with := newSampler(b, SamplerConfig{Hz: 999})
+	without := newSampler(b, SamplerConfig{Hz: 999, noCgroup: true})
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if _, err := sym.LearnAll(); err != nil {
+		b.Fatal(err)
+	}
+	const window = 3 * time.Second
+	perSample := func(s *Sampler) (float64, *Capture) {
+		t0 := cpuTime()
+		time.Sleep(time.Second)
+		idle := cpuTime() - t0
+		t0 = cpuTime()
+		c, err := s.Capture(context.Background(), window)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu := cpuTime() - t0 - time.Duration(float64(idle)*window.Seconds())
+		return float64(cpu.Nanoseconds()) / 1000 / float64(max(len(c.Samples), 1)), c
+	}
+	for b.Loop() {
+		var withUs, withoutUs []float64
+		var last *Capture
+		for i := range 5 {
+			// Each goes first every other round: the one after a pause
+			// reads differently on this VM.
+			if i%2 == 1 {
+				wo, _ := perSample(without)
+				withoutUs = append(withoutUs, wo)
+			}
+			w, c := perSample(with)
+			withUs, last = append(withUs, w), c
+			if i%2 == 0 {
+				wo, _ := perSample(without)
+				withoutUs = append(withoutUs, wo)
+			}
+		}
+		r := cgroupid.NewAt(root, nil)
+		t0 := time.Now()
+		r.Path(1)
+		walk := time.Since(t0)
+		const builds = 20
+		if _, err := Build(last, sym, BuildOptions{}); err != nil { // kallsyms read once
+			b.Fatal(err)
+		}
+		t0 = time.Now()
+		for range builds {
+			if _, err := Build(last, sym, BuildOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		plain := time.Since(t0) / builds
+		t0 = time.Now()
+		for range builds {
+			p, err := Build(last, sym, BuildOptions{Cgroups: r})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := ProgramTriggers(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		named := time.Since(t0) / builds
+		readerDelta := max(medianF(withUs)-medianF(withoutUs), 0)
+		// At the defaults: 99 samples a second on each CPU, one window
+		// (with its walk and its triggers) a minute, scaled from this
+		// window's samples to a minute's.
+		cpus := float64(len(with.rings))
+		scale := 60 * 99 * cpus / float64(max(len(last.Samples), 1))
+		perSecond := readerDelta*1e3*99*cpus + (float64(walk)+float64(max(named-plain, 0))*scale)/60
+		b.ReportMetric(medianF(withUs), "cgroup_us/sample")
+		b.ReportMetric(medianF(withoutUs), "plain_us/sample")
+		b.ReportMetric(float64(walk.Microseconds()), "walk_us")
+		b.ReportMetric(float64(plain.Microseconds()), "build_us")
+		b.ReportMetric(float64(named.Microseconds()), "build+triggers_us")
+		b.ReportMetric(100*perSecond/1e9, "attributed_cpu_%")
 	}
 }

@@ -53,6 +53,9 @@ type SamplerConfig struct {
 	// RingPages is the size of each CPU's ring buffer in pages, a power of
 	// two; 0 means 32 (128 KiB), room for several seconds at MaxHz.
 	RingPages int
+	// noCgroup samples without PERF_SAMPLE_CGROUP, as a kernel before 5.7
+	// does: BenchmarkAttributionCost compares the two.
+	noCgroup bool
 	// Symbolizer, if set, learns the BPF programs that samples land in
 	// while the capture runs (see Symbolizer.Observe), so that programs
 	// loaded and unloaded between two of the daemon's sweeps still resolve.
@@ -155,11 +158,15 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if cfg.Event.Hardware() {
 		hz = min(hz, MaxHardwareHz)
 	}
-	attr, err := cfg.Event.SamplingAttr(hz, withCgroup)
+	format := uint64(withCgroup)
+	if cfg.noCgroup {
+		format = sampleType
+	}
+	attr, err := cfg.Event.SamplingAttr(hz, format)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sampler{cfg: cfg, cgroups: true}
+	s := &Sampler{cfg: cfg, cgroups: !cfg.noCgroup}
 	s.hz.Store(int64(hz))
 	if attr.Bits&unix.PerfBitFreq == 0 {
 		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
