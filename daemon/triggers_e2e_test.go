@@ -231,3 +231,12 @@ func TestRealToolsTriggersExecsnoop(t *testing.T) {
 		t.Errorf("%d of %d task-context samples charged to the service, want at least 1 and 90%%", inSvc, task)
 	}
 }
+
+// TestTriggersProfilingOff: with continuous profiling off and no stored
+// windows, triggers says why there is nothing, in one line.
+func TestTriggersProfilingOff(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "triggers")
+	oneLineError(t, "triggers with --profile.every 0", stdout, stderr, code, "continuous profiling is off")
+}

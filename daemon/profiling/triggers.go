@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/profile"
 )
 
@@ -26,7 +25,9 @@ func (p *Profiling) Triggers(from, to time.Time) (Triggered, error) {
 		on := p.prof != nil && p.cfg.Every > 0
 		p.mu.Unlock()
 		if !on {
-			return Triggered{}, fmt.Errorf("%w: triggers come from continuous profile windows, and there are none (--profile.every 0, or the daemon could not sample: see status)", errs.ProfilingOff)
+			// No data rather than unavailable (404, not 503): stored
+			// windows would still answer, and there are none.
+			return Triggered{}, fmt.Errorf("%w: continuous profiling is off, and triggers come from its windows (--profile.every 0, or the daemon could not sample: see status)", err)
 		}
 		return Triggered{}, fmt.Errorf("%w: triggers come from the continuous profile windows, one every %v, and none lies wholly in the range yet", err, p.Every())
 	}
