@@ -272,7 +272,7 @@ func (b *builder) add(s *Sample, st *stackInfo, scale float64) {
 		v = int64(math.Round(float64(s.Period) * scale))
 	}
 	cgroup := s.Cgroup
-	if st.context != ContextTask {
+	if st.context != ContextTask && st.context != ContextUnknown {
 		cgroup = 0 // an interrupt's work is not the interrupted task's
 	}
 	k := sampleKey{stack: st.key, pid: s.PID, cpu: s.CPU, comm: s.Comm, cgroup: cgroup}

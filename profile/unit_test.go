@@ -555,7 +555,7 @@ func TestBuildTriggers(t *testing.T) {
 		{Trigger{ContextHardirq, ""}, 1, 1000},
 		{Trigger{ContextSoftirq, ""}, 1, 1000},
 		{Trigger{ContextTask, "id 6"}, 1, 1000},
-		{Trigger{ContextUnknown, ""}, 1, 1000},
+		{Trigger{ContextUnknown, "/system.slice/app.service"}, 1, 1000},
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("triggers:\n got %+v\nwant %+v", got, want)

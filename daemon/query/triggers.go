@@ -104,8 +104,9 @@ func (q *Query) triggerRows(by map[uint32][]profile.TriggerCost, over time.Durat
 	})
 	var rows []api.TriggerRow
 	for _, p := range order {
-		for _, c := range by[p.id] {
-			rows = append(rows, triggerRow(p.id, progs[p.id], c, p.total, over))
+		info := progs[p.id]
+		for _, c := range resolveUnknown(by[p.id], info) {
+			rows = append(rows, triggerRow(p.id, info, c, p.total, over))
 		}
 	}
 	return rows
@@ -122,6 +123,54 @@ func workloadMatches(r api.TriggerRow, ref string) bool {
 type progInfo struct {
 	name    string
 	devices []string
+	// taskOnly: every hook it is attached to runs in task context only
+	// (syscall tracepoints), so a sample whose chain stops at it is the
+	// interrupted task's work.
+	taskOnly bool
+}
+
+func infoOf(m *collectors.Meta) progInfo {
+	return progInfo{name: m.Name, devices: devices(m.Attach), taskOnly: taskOnly(m.Attach)}
+}
+
+// taskOnly says whether every attach point is a syscall's enter or exit
+// tracepoint (perf_event, raw or BTF), which fire only in the task making
+// the system call.
+func taskOnly(attach []collectors.AttachPoint) bool {
+	for _, a := range attach {
+		t := strings.TrimPrefix(a.Target, "tracepoint ")
+		if !strings.HasPrefix(t, "sys_enter") && !strings.HasPrefix(t, "sys_exit") {
+			return false
+		}
+	}
+	return len(attach) > 0
+}
+
+// resolveUnknown charges the samples whose chain stopped at the program:
+// to their cgroup, as task context, where the program's hooks run in task
+// context only; else to no cgroup. Rows that then name the same trigger
+// are summed, and the list is sorted again, costliest first.
+func resolveUnknown(costs []profile.TriggerCost, info progInfo) []profile.TriggerCost {
+	at := map[profile.Trigger]int{}
+	var out []profile.TriggerCost
+	for _, c := range costs {
+		if c.Context == profile.ContextUnknown {
+			if info.taskOnly {
+				c.Context = profile.ContextTask
+			} else {
+				c.Cgroup = ""
+			}
+		}
+		if i, ok := at[c.Trigger]; ok {
+			out[i].Samples += c.Samples
+			out[i].Nanos += c.Nanos
+			continue
+		}
+		at[c.Trigger] = len(out)
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Nanos > out[j].Nanos })
+	return out
 }
 
 // programsOf names this boot's programs with these ids, with their
@@ -132,8 +181,7 @@ func (q *Query) programsOf(ids map[uint32][]profile.TriggerCost) map[uint32]prog
 	q.Sampler.Read(func(v sampler.View) {
 		for id := range ids {
 			if p := v.Program(id); p != nil {
-				m := p.Meta()
-				out[id] = progInfo{name: m.Name, devices: devices(m.Attach)}
+				out[id] = infoOf(p.Meta())
 			}
 		}
 	})
@@ -152,7 +200,9 @@ func (q *Query) programsOf(ids map[uint32][]profile.TriggerCost) map[uint32]prog
 		if len(r.Meta) > 0 {
 			json.Unmarshal(r.Meta, &meta) // a bad record: no devices
 		}
-		out[r.Key.ID] = progInfo{name: r.Name, devices: devices(meta.Attach)}
+		info := infoOf(&meta)
+		info.name = r.Name
+		out[r.Key.ID] = info
 	}
 	return out
 }
