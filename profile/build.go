@@ -32,9 +32,9 @@ const (
 // BuildOptions tune Build.
 type BuildOptions struct {
 	// All keeps every sample taken in the kernel. By default Build keeps
-	// only the samples with a BPF frame in their stack: the profile then
-	// says where BPF programs spend their time, and pprof's "Total samples
-	// = X (Y%)" line gives their share of the capture's duration.
+	// only the samples with a BPF frame in their stack, and those in a
+	// hook's machinery around one (LabelHook): the profile then says where
+	// BPF programs and their hooks spend their time.
 	All bool
 	// Threads, if set, keeps only the samples of these threads (by
 	// kernel thread id): a benchmark's profile is of the threads that ran
@@ -51,7 +51,9 @@ type BuildOptions struct {
 // mappings [bpf] and [kernel.kallsyms], and on each sample the labels
 // prog_id, prog_name and prog_tag of the innermost BPF frame's program (a
 // tail call's target, not the entry program), pid, comm and cpu, and who
-// triggered the run: context, and cgroup in task context (trigger.go). A program
+// triggered the run: context, and cgroup in task context (trigger.go).
+// Samples in a hook's machinery around a program are kept too, labelled
+// hook (hook.go). A program
 // the symbolizer never learned is known by its kallsyms name only: its
 // samples get prog_tag and prog_name (its function's) but no prog_id. The
 // profile passes CheckValid.
@@ -111,7 +113,7 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 		st := b.stack(s, exact)
 		if st.bpf {
 			bpfSamples++
-		} else if !opts.All {
+		} else if !opts.All && st.hook == "" {
 			continue
 		}
 		b.add(s, st, scale)
@@ -165,6 +167,7 @@ type stackInfo struct {
 	bpf     bool
 	prog    *Frame
 	context string
+	hook    string // LabelHook, on stacks without BPF frames (hook.go)
 }
 
 type sampleKey struct {
@@ -186,9 +189,11 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 	b.nextStackKey++
 	st := &stackInfo{key: b.nextStackKey, locs: make([]*profile.Location, len(s.Stack))}
 	outermostIsBPF := false
+	funcs := make([]string, len(s.Stack))
 	for i, a := range s.Stack {
 		l := b.location(a, i == 0, s.Time)
 		st.locs[i] = l.loc
+		funcs[i] = l.frame.Func
 		outermostIsBPF = l.frame.BPF()
 		if l.frame.BPF() {
 			st.bpf = true
@@ -199,6 +204,9 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 		} else if st.context == "" {
 			st.context = frameContext(l.frame.Func)
 		}
+	}
+	if !st.bpf {
+		st.hook = hookOf(funcs)
 	}
 	switch {
 	case st.context != "":
@@ -293,6 +301,9 @@ func (b *builder) add(s *Sample, st *stackInfo, scale float64) {
 	}
 	if l := b.cgroupLabel(cgroup); l != "" {
 		ps.Label[LabelCgroup] = []string{l}
+	}
+	if st.hook != "" {
+		ps.Label[LabelHook] = []string{st.hook}
 	}
 	if st.prog != nil {
 		if st.prog.ProgID != 0 {

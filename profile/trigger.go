@@ -126,15 +126,7 @@ type TriggerCost struct {
 // (profiles built before it existed) count as Trigger{} so totals still
 // add up. It fails with ErrNoCPUValue when p has no cpu/nanoseconds values.
 func ProgramTriggers(p *profile.Profile) (map[uint32][]TriggerCost, error) {
-	vi, si := -1, -1
-	for i, st := range p.SampleType {
-		switch {
-		case st.Type == "cpu" && st.Unit == "nanoseconds":
-			vi = i
-		case st.Type == "samples" && st.Unit == "count":
-			si = i
-		}
-	}
+	vi, si := cpuAndSamples(p)
 	if vi < 0 {
 		return nil, ErrNoCPUValue
 	}

@@ -564,3 +564,26 @@ func TestBuildTriggers(t *testing.T) {
 		t.Errorf("a profile without cpu values: %v", err)
 	}
 }
+
+// TestHookOf names the hook machinery of real stacks (innermost first,
+// as this host's kernel gave them) and of a stats clock read inside it.
+func TestHookOf(t *testing.T) {
+	for want, stack := range map[string]string{
+		"syscall_enter":           "__pi_memcpy;perf_syscall_enter;syscall_trace_enter;do_syscall_64",
+		"syscall_exit":            "perf_trace_buf_alloc;perf_syscall_exit;syscall_exit_work;do_syscall_64",
+		"syscall_slow_path":       "syscall_trace_enter;do_syscall_64",
+		"stats_clock":             "native_sched_clock;sched_clock;trace_call_bpf;perf_call_bpf_enter;perf_syscall_enter;syscall_trace_enter",
+		"raw_tp:sys_enter":        "__rcu_read_lock;__bpf_trace_run;__bpf_trace_sys_enter;syscall_trace_enter;do_syscall_64",
+		"kprobe":                  "trace_call_bpf;kprobe_perf_func;kprobe_ftrace_handler;__x64_sys_getppid",
+		"tracepoint:sched_switch": "its_return_thunk;trace_call_bpf;perf_trace_run_bpf_submit;perf_trace_sched_switch;__schedule",
+		"":                        "__task_pid_nr_ns;__x64_sys_getppid;do_syscall_64",
+	} {
+		if got := hookOf(strings.Split(stack, ";")); got != want {
+			t.Errorf("hookOf(%s) = %q, want %q", stack, got, want)
+		}
+	}
+	// The slow path is the entry work's own time, not the system call's.
+	if got := hookOf(strings.Split("__task_pid_nr_ns;syscall_trace_enter", ";")); got != "" {
+		t.Errorf("a sample under syscall_trace_enter but not in it: %q", got)
+	}
+}
