@@ -54,3 +54,15 @@ func (s metricsSource) State() metrics.State {
 func (s metricsSource) Owners() []api.OwnerRow { return s.d.query.OwnersLive() }
 
 func (s metricsSource) Triggers() []api.TriggerRow { return s.d.query.LatestTriggers() }
+
+func (s metricsSource) Hooks() map[string]float64 {
+	costs, window := s.d.prof.LastHooks()
+	if costs == nil || window <= 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(costs))
+	for hook, c := range costs {
+		out[hook] = float64(c.Nanos) / float64(window.Nanoseconds())
+	}
+	return out
+}

@@ -63,7 +63,7 @@ func TestStrictInput(t *testing.T) {
 		{"counters", "list"}, {"counters", "enable", "1"}, {"counters", "disable", "1"}, {"counters", "history", "1"},
 		{"profile", "diff", "--base", "a", "--new", "b"}, {"profile", "view", "a"},
 		{"bench"}, {"bench", "runs"}, {"bench", "get", "1"}, {"bench", "compare", "a", "b"},
-		{"maps"}, {"maps", "show", "1"}, {"owners"}, {"owners", "--triggered"}, {"triggers", "1"}, {"regressions"}, {"regressions", "show", "1"},
+		{"maps"}, {"maps", "show", "1"}, {"owners"}, {"owners", "--triggered"}, {"triggers", "1"}, {"hooks", "1"}, {"regressions"}, {"regressions", "show", "1"},
 		{"check", "1", "--max-regression", "10%"},
 	} {
 		stdout, stderr, code := run(bin.cli, append(append([]string{"--socket", d.socket}, args...), "extra_arg")...)
@@ -98,6 +98,7 @@ var everyRoute = []struct{ method, path, takes string }{
 	{"GET", "/v1/maps/1", "since, until"},
 	{"GET", "/v1/owners", "since, until, owner"},
 	{"GET", "/v1/triggers", "prog, workload, since, until"},
+	{"GET", "/v1/hooks", "prog, since, until"},
 	{"GET", "/v1/regressions", "since, until, prog"},
 	{"GET", "/v1/regressions/1", ""},
 	{"GET", "/v1/regressions/1/diff", ""},

@@ -240,3 +240,55 @@ func TestTriggersProfilingOff(t *testing.T) {
 	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "triggers")
 	oneLineError(t, "triggers with --profile.every 0", stdout, stderr, code, "continuous profiling is off")
 }
+
+// TestHooksEndToEnd: a syscall tracepoint program of two instructions'
+// work, driven by 5M getppid() calls: bpfperf hooks charges the syscall
+// tracepoint's glue to it, per run and beside its run time (more than its
+// run time: an empty program's hook costs more than the program), and
+// show says so.
+func TestHooksEndToEnd(t *testing.T) {
+	privtest.Root(t)
+	prog := privtest.GetppidTracepoint(t, "hooks_e2e", 1)
+	info, _ := prog.Info()
+	id, _ := info.ID()
+	d, _ := startProfilingDaemon(t)
+	since := time.Now()
+	driver := privtest.MakeCgroup(t, "hooks-driver.scope").Getppid(t, 5_000_000)
+	if err := driver.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	var h api.Hooks
+	d.json(t, &h, "hooks", strconv.Itoa(int(id)), "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano))
+	var enter *api.HookRow
+	for i, r := range h.Rows {
+		t.Logf("%s: %d samples, %v ns/run, %v x run_time, programs %+v", r.Hook, r.Samples, deref(r.NsPerRun), deref(r.RunTimeRatio), r.Programs)
+		if r.Hook == "syscall_enter" {
+			enter = &h.Rows[i]
+		}
+		if r.CPUNs < 0 || (r.NsPerRun != nil && *r.NsPerRun < 0) {
+			t.Errorf("%s: negative", r.Hook)
+		}
+	}
+	if enter == nil || enter.NsPerRun == nil || enter.RunTimeRatio == nil {
+		t.Fatalf("no syscall_enter row with a cost per run: %+v", h.Rows)
+	}
+	// Its runs over the windows' span: the windows wholly in the range
+	// hold most of the 5M calls, not all.
+	if len(enter.Programs) != 1 || enter.Programs[0].ID != uint32(id) || enter.Programs[0].Runs < 1_000_000 || enter.Programs[0].Runs > 5_000_000 {
+		t.Errorf("syscall_enter charges %+v, want program %d alone with most of its 5M runs", enter.Programs, id)
+	}
+	if *enter.NsPerRun < 5 || *enter.NsPerRun > 500 || *enter.RunTimeRatio <= 0 {
+		t.Errorf("syscall_enter: %.1f ns a run, %.2fx run time", *enter.NsPerRun, *enter.RunTimeRatio)
+	}
+	if show := d.cli(t, "show", strconv.Itoa(int(id))); !strings.Contains(show, "hook overhead:      syscall_enter ") {
+		t.Errorf("show has no syscall_enter hook overhead:\n%s", show)
+	}
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
+}

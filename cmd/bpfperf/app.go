@@ -41,6 +41,7 @@ func newApp(dial clientFactory) *cli.App {
 			mapsCommand(dial),
 			ownersCommand(dial),
 			triggersCommand(dial),
+			hooksCommand(dial),
 			regressionsCommand(dial),
 			checkCommand(dial),
 		},

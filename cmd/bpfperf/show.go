@@ -40,6 +40,8 @@ func showCommand(dial clientFactory) *cli.Command {
 				// Profiles name programs by this boot's ids.
 				t, err := client.Triggers(strconv.FormatUint(uint64(d.ID), 10), "", time.Time{}, time.Time{})
 				kv = append(kv, [2]string{"triggered by", triggeredLine(t, err)})
+				h, err := client.Hooks(strconv.FormatUint(uint64(d.ID), 10), time.Time{}, time.Time{})
+				kv = append(kv, [2]string{"hook overhead", hookLine(h, err)})
 			}
 			return renderShow(c, d, kv)
 		},

@@ -38,6 +38,7 @@ func (s *server) apiRoutes() []route {
 		{"GET /v1/maps/{map}", []string{"since", "until"}, s.mapDetail},
 		{"GET /v1/owners", []string{"since", "until", "owner"}, s.owners},
 		{"GET /v1/triggers", []string{"prog", "workload", "since", "until"}, s.triggers},
+		{"GET /v1/hooks", []string{"prog", "since", "until"}, s.hooks},
 		{"GET /v1/store/stats", nil, s.storeStats},
 		{"GET /v1/store/check", nil, s.storeCheck},
 		{"GET /v1/export", []string{"since", "until", "format"}, s.export},

@@ -60,6 +60,10 @@ type Source interface {
 	// profile window, by program (costliest first) and within one,
 	// costliest trigger first; nil before the first window.
 	Triggers() []api.TriggerRow
+	// Hooks is what each hook's machinery cost in the latest continuous
+	// profile window, in CPU seconds per second (profile.hook.go names
+	// them); nil before the first window.
+	Hooks() map[string]float64
 }
 
 // Program is one loaded program, as a scrape needs it.

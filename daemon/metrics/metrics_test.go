@@ -20,6 +20,7 @@ type fakeSource struct {
 	progs    map[uint32]Program
 	perf     map[uint32]*api.PerfCounters
 	triggers []api.TriggerRow
+	hooks    map[string]float64
 }
 
 func newFakeSource() *fakeSource {
@@ -50,6 +51,7 @@ func (f *fakeSource) Profiler() Profiler               { return Profiler{} }
 func (f *fakeSource) State() State                     { return State{} }
 func (f *fakeSource) Owners() []api.OwnerRow           { return nil }
 func (f *fakeSource) Triggers() []api.TriggerRow       { return f.triggers }
+func (f *fakeSource) Hooks() map[string]float64        { return f.hooks }
 
 // meta is a program's metadata as a fake holds it (by pointer, as the
 // sampler hands it out).

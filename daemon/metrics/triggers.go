@@ -7,7 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Who triggers BPF programs, from the latest continuous profile window.
+// Who triggers BPF programs, and what their hooks cost, from the latest
+// continuous profile window.
 // Cardinality is bounded twice over: per program, its topTriggers
 // costliest workloads get a series and the rest one workload="other";
 // across programs, the topWorkloads costliest workloads get a series and
@@ -23,6 +24,9 @@ var (
 	descTriggerShare = prometheus.NewDesc("bpfperf_program_trigger_share_ratio",
 		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
 		[]string{"id", "name", "workload", "context"}, nil)
+	descHookCPU = prometheus.NewDesc("bpfperf_hook_cpu_ratio",
+		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, kprobe, stats_clock. One series per kind of hook and attached tracepoint.",
+		[]string{"hook"}, nil)
 	descWorkloadCPU = prometheus.NewDesc("bpfperf_workload_triggered_cpu_ratio",
 		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled). The 20 largest workloads, the rest as workload=\"other\".",
 		[]string{"workload", "context"}, nil)
@@ -36,9 +40,13 @@ var _ prometheus.Collector = (*triggerCollector)(nil)
 func (c *triggerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTriggerShare
 	ch <- descWorkloadCPU
+	ch <- descHookCPU
 }
 
 func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
+	for hook, v := range c.src.Hooks() {
+		ch <- prometheus.MustNewConstMetric(descHookCPU, prometheus.GaugeValue, v, hook)
+	}
 	rows := c.src.Triggers()
 	type key struct{ workload, context string }
 	byWorkload := map[key]float64{}

@@ -42,6 +42,10 @@ bpfperf_program_trigger_share_ratio{context="task",id="9",name="execs",workload=
 	if n := testutil.CollectAndCount(&triggerCollector{src: f}, "bpfperf_workload_triggered_cpu_ratio"); n != topWorkloads+1 {
 		t.Errorf("%d workload series, want %d and other", n, topWorkloads)
 	}
+	f.hooks = map[string]float64{"syscall_enter": 0.01, "stats_clock": 0.002}
+	if n := testutil.CollectAndCount(&triggerCollector{src: f}, "bpfperf_hook_cpu_ratio"); n != 2 {
+		t.Errorf("%d hook series, want 2", n)
+	}
 	if n := testutil.CollectAndCount(&triggerCollector{src: newFakeSource()}); n != 0 {
 		t.Errorf("before the first window: %d series", n)
 	}

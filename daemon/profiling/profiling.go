@@ -76,6 +76,7 @@ type Profiling struct {
 	// What triggered each program's samples in the latest window (for
 	// /metrics), nil before the first.
 	triggers map[uint32][]profile.TriggerCost
+	hooks    map[string]profile.HookCost
 }
 
 // New makes profiling, off until Start; now is the daemon's clock,
@@ -218,6 +219,7 @@ func (p *Profiling) window(pp *pprof.Profile, err error) {
 	shares, serr := profile.ProgramShares(pp)
 	nanos, _ := profile.ProgramNanos(pp)       // fails as ProgramShares does
 	triggers, _ := profile.ProgramTriggers(pp) // so does this
+	hooks, _ := profile.HookCosts(pp)          // and this
 	info, id, err := p.Store(pp, store.ProfileContinuous)
 	known := map[uint32]bool{}
 	for _, id := range p.prof.Symbolizer().Programs() {
@@ -238,7 +240,7 @@ func (p *Profiling) window(pp *pprof.Profile, err error) {
 		}
 	}
 	p.covered, p.known = p.known, known
-	p.shares, p.lastEnd, p.lastBuild, p.triggers = shares, end, build, triggers
+	p.shares, p.lastEnd, p.lastBuild, p.triggers, p.hooks = shares, end, build, triggers, hooks
 	if serr != nil {
 		p.shares = nil
 	}

@@ -8,10 +8,13 @@ import (
 	"github.com/bpfperf/bpfperf/profile"
 )
 
-// Triggered is what triggered each program's samples over some windows.
+// Triggered is what triggered each program's samples over some windows,
+// and what the hooks around the programs cost in them.
 type Triggered struct {
 	ByProgram map[uint32][]profile.TriggerCost
+	Hooks     map[string]profile.HookCost
 	Windows   int           // continuous windows merged
+	Start     time.Time     // the first window's start
 	Duration  time.Duration // their length summed: CPU % is over this
 }
 
@@ -38,7 +41,16 @@ func (p *Profiling) Triggers(from, to time.Time) (Triggered, error) {
 	if err != nil {
 		return Triggered{}, err
 	}
-	return Triggered{ByProgram: by, Windows: n, Duration: time.Duration(pp.DurationNanos)}, nil
+	hooks, _ := profile.HookCosts(pp) // fails as ProgramTriggers does
+	return Triggered{ByProgram: by, Hooks: hooks, Windows: n, Start: time.Unix(0, pp.TimeNanos), Duration: time.Duration(pp.DurationNanos)}, nil
+}
+
+// LastHooks is what the hooks cost in the latest continuous window, and
+// that window's length; nil before the first.
+func (p *Profiling) LastHooks() (map[string]profile.HookCost, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hooks, p.cfg.Duration
 }
 
 // LastTriggers is what triggered each program's samples in the latest

@@ -1,0 +1,135 @@
+package query
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
+	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/store"
+)
+
+// Hooks builds GET /v1/hooks: what each hook's machinery cost over the
+// continuous windows wholly in [since, until], charged to the loaded
+// programs attached where it fires, per run and beside their run time
+// over the windows' span; only the hooks ref's program is attached to
+// where ref is set.
+func (q *Query) Hooks(ref string, since, until time.Time) (api.Hooks, error) {
+	out := api.Hooks{Since: since, Until: until, Rows: []api.HookRow{}}
+	var only *Instance
+	if ref != "" {
+		in, err := q.ResolveOne(ref)
+		if err != nil {
+			return out, err
+		}
+		only = &in
+	}
+	tr, err := q.Triggered.Triggers(since, until)
+	if err != nil {
+		return out, err
+	}
+	out.Windows, out.DurationNs = tr.Windows, tr.Duration.Nanoseconds()
+	attached := q.attachedByHook(tr.Hooks)
+	from, to := tr.Start, tr.Start.Add(tr.Duration) // continuous windows: no gaps
+	for hook, c := range tr.Hooks {
+		progs := attached[hook]
+		if only != nil && !charges(progs, only.Rec.Key) {
+			continue
+		}
+		row := api.HookRow{Hook: hook, Samples: c.Samples, CPUNs: c.Nanos, Programs: []api.HookProgram{}}
+		if tr.Duration > 0 {
+			row.CPUPercent = 100 * float64(c.Nanos) / float64(tr.Duration.Nanoseconds())
+		}
+		var runs, runTime uint64
+		for _, p := range progs {
+			p.Runs, p.RunTimeNs = q.countersOver(store.InstanceKey{Boot: q.Boot, ID: p.ID}, from, to)
+			runs, runTime = runs+p.Runs, runTime+p.RunTimeNs
+			row.Programs = append(row.Programs, p)
+		}
+		if runs > 0 {
+			v := float64(c.Nanos) / float64(runs)
+			row.NsPerRun = &v
+		}
+		if runTime > 0 {
+			v := float64(c.Nanos) / float64(runTime)
+			row.RunTimeRatio = &v
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].CPUNs > out.Rows[j].CPUNs })
+	if len(out.Rows) == 0 && only != nil {
+		return out, fmt.Errorf("%w: no CPU profile sample landed in the hooks %q is attached to between %s and %s (%d profile windows), or its hooks are of a kind whose cost cannot be told apart (XDP, TC: docs/triggers.md)",
+			errs.NoData, ref, since.Format(time.RFC3339), until.Format(time.RFC3339), tr.Windows)
+	}
+	return out, nil
+}
+
+func charges(progs []api.HookProgram, k store.InstanceKey) bool {
+	for _, p := range progs {
+		if p.ID == k.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// attachedByHook lists, for each hook in hooks, the loaded programs
+// attached where it fires (stats_clock: every program).
+func (q *Query) attachedByHook(hooks map[string]profile.HookCost) map[string][]api.HookProgram {
+	out := map[string][]api.HookProgram{}
+	q.Sampler.Read(func(v sampler.View) {
+		for id, p := range v.Programs() {
+			m := p.Meta()
+			for hook := range hooks {
+				if firesAt(hook, m.Attach) {
+					out[hook] = append(out[hook], api.HookProgram{ID: id, Name: m.Name})
+				}
+			}
+		}
+	})
+	for _, ps := range out {
+		sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
+	}
+	return out
+}
+
+// firesAt says whether a program with these attach points runs from hook
+// (profile.hookOf's names).
+func firesAt(hook string, attach []collectors.AttachPoint) bool {
+	if hook == "stats_clock" {
+		return true
+	}
+	for _, a := range attach {
+		tp := strings.TrimPrefix(a.Target, "tracepoint ")
+		syscallTP := a.Type == "perf_event" && strings.HasPrefix(a.Target, "tracepoint sys_")
+		switch {
+		case hook == "syscall_enter" && syscallTP && strings.HasPrefix(tp, "sys_enter_"),
+			hook == "syscall_exit" && syscallTP && strings.HasPrefix(tp, "sys_exit_"),
+			hook == profile.HookSyscallSlowPath && (syscallTP || tp == "sys_enter" || tp == "sys_exit"),
+			hook == "raw_tp:"+tp && a.Type != "perf_event",
+			hook == "tracepoint:"+tp && a.Type == "perf_event" && !syscallTP,
+			hook == "kprobe" && (strings.Contains(a.Type, "kprobe") || strings.HasPrefix(a.Target, "kprobe")):
+			return true
+		}
+	}
+	return false
+}
+
+// countersOver is an instance's runs and run time between the stored
+// samples nearest from and to, 0 where it has fewer than two.
+func (q *Query) countersOver(k store.InstanceKey, from, to time.Time) (runs, runTime uint64) {
+	pts, err := q.Store.Series(k, from, to)
+	if err != nil || len(pts) < 2 {
+		return 0, 0
+	}
+	a, b := PointCounters(pts[0]), PointCounters(pts[len(pts)-1])
+	if b.RunCnt < a.RunCnt || b.RunTimeNs < a.RunTimeNs {
+		return 0, 0
+	}
+	return b.RunCnt - a.RunCnt, b.RunTimeNs - a.RunTimeNs
+}
