@@ -28,7 +28,8 @@ type TriggerRow struct {
 	// network softirq: the packets of those devices triggered it.
 	Devices []string `json:"devices,omitempty"`
 	// Workload is the one name to show: the container, else the unit,
-	// else the cgroup, else the context (and devices).
+	// else the cgroup ("/ (root cgroup)" for the root), else the context
+	// (and devices).
 	Workload string `json:"workload"`
 	Samples  int64  `json:"samples"`
 	CPUNs    int64  `json:"cpu_ns"`

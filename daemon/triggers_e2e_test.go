@@ -42,14 +42,7 @@ func TestTriggersEndToEnd(t *testing.T) {
 	id, _ := info.ID()
 	d, web := startProfilingDaemon(t)
 	since := time.Now()
-	const calls = 100_000
-	a, b := svc.Getppid(t, 3*calls), pod.Getppid(t, calls)
-	if err := a.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	privtest.GetppidThreeToOne(t, svc, pod, 100_000)
 	// /metrics has the latest window's triggers: the window they ran in,
 	// once it ends, until the next one does.
 	series := `bpfperf_program_trigger_share_ratio{context="task",id="` + strconv.Itoa(int(id)) + `",name="trigger_e2e",workload="bpfperf-trigger.service"}`

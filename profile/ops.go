@@ -129,15 +129,11 @@ func ProgramNanos(p *profile.Profile) (map[uint32]int64, error) {
 	}
 	ns := map[uint32]int64{}
 	for _, s := range p.Sample {
-		ids := s.Label[LabelProgID]
-		if len(ids) != 1 || vi >= len(s.Value) {
+		id, ok := sampleProg(s)
+		if !ok || vi >= len(s.Value) {
 			continue
 		}
-		id, err := strconv.ParseUint(ids[0], 10, 32)
-		if err != nil {
-			continue
-		}
-		ns[uint32(id)] += s.Value[vi]
+		ns[id] += s.Value[vi]
 	}
 	return ns, nil
 }
@@ -181,15 +177,11 @@ func ProgramEstimates(p *profile.Profile) (map[uint32]ProgramEstimate, string, e
 	}
 	out := map[uint32]ProgramEstimate{}
 	for _, s := range p.Sample {
-		ids := s.Label[LabelProgID]
-		if len(ids) != 1 {
+		id, ok := sampleProg(s)
+		if !ok {
 			continue
 		}
-		id, err := strconv.ParseUint(ids[0], 10, 32)
-		if err != nil {
-			continue
-		}
-		e := out[uint32(id)]
+		e := out[id]
 		n := int64(1)
 		if si >= 0 && si < len(s.Value) {
 			n = s.Value[si]
@@ -200,7 +192,19 @@ func ProgramEstimates(p *profile.Profile) (map[uint32]ProgramEstimate, string, e
 		} else {
 			e.Total += float64(n) * float64(p.Period)
 		}
-		out[uint32(id)] = e
+		out[id] = e
 	}
 	return out, event, nil
+}
+
+// sampleProg is the program a built sample's prog_id label names; false
+// for samples outside any program (hook samples, All's kernel samples)
+// and programs known by tag only.
+func sampleProg(s *profile.Sample) (uint32, bool) {
+	ids := s.Label[LabelProgID]
+	if len(ids) != 1 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(ids[0], 10, 32)
+	return uint32(id), err == nil
 }

@@ -132,19 +132,15 @@ func ProgramTriggers(p *profile.Profile) (map[uint32][]TriggerCost, error) {
 	}
 	byProg := map[uint32]map[Trigger]*TriggerCost{}
 	for _, s := range p.Sample {
-		ids := s.Label[LabelProgID]
-		if len(ids) != 1 || vi >= len(s.Value) {
-			continue
-		}
-		id, err := strconv.ParseUint(ids[0], 10, 32)
-		if err != nil {
+		id, ok := sampleProg(s)
+		if !ok || vi >= len(s.Value) {
 			continue
 		}
 		tr := Trigger{Context: first(s.Label[LabelContext]), Cgroup: first(s.Label[LabelCgroup])}
-		m := byProg[uint32(id)]
+		m := byProg[id]
 		if m == nil {
 			m = map[Trigger]*TriggerCost{}
-			byProg[uint32(id)] = m
+			byProg[id] = m
 		}
 		c := m[tr]
 		if c == nil {

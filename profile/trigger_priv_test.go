@@ -39,14 +39,7 @@ func TestTriggersByCgroup(t *testing.T) {
 		done <- capture{c, err}
 	}()
 	time.Sleep(100 * time.Millisecond)
-	const calls = 100_000
-	a, b := svc.Getppid(t, 3*calls), pod.Getppid(t, calls)
-	if err := a.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	privtest.GetppidThreeToOne(t, svc, pod, 100_000)
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)

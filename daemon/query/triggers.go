@@ -238,6 +238,8 @@ func triggerRow(id uint32, info progInfo, c profile.TriggerCost, progTotal int64
 		r.Workload = r.Container
 	case r.Unit != "":
 		r.Workload = r.Unit
+	case r.Cgroup == "/":
+		r.Workload = "/ (root cgroup)"
 	case r.Cgroup != "":
 		r.Workload = r.Cgroup
 	default:

@@ -92,6 +92,20 @@ func (c *Cgroup) Getppid(tb testing.TB, n int) *exec.Cmd {
 	return c.Start(tb, cmd)
 }
 
+// GetppidThreeToOne runs 3n getppid(2) calls from a process in a and n
+// from one in b, at once, and waits for both: the known split of events
+// the trigger tests check bpfperf's against.
+func GetppidThreeToOne(tb testing.TB, a, b *Cgroup, n int) {
+	tb.Helper()
+	ca, cb := a.Getppid(tb, 3*n), b.Getppid(tb, n)
+	if err := ca.Wait(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := cb.Wait(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // Start starts cmd in cgroup c from its first instruction (clone3's
 // CLONE_INTO_CGROUP), killed when the test ends if still running.
 func (c *Cgroup) Start(tb testing.TB, cmd *exec.Cmd) *exec.Cmd {
