@@ -59,6 +59,11 @@ func TestDashboardRealTools(t *testing.T) {
 	if !strings.Contains(prog, "<h1>"+name+" ") || !strings.Contains(prog, "perf_event tracepoint sys_exit_openat") {
 		t.Errorf("program page: no %s heading with where it is attached:\n%.3000s", name, prog)
 	}
+	// opensnoop's exit program, entered from the syscall exit tracepoint's
+	// perf glue, which the open load keeps busy.
+	if !regexp.MustCompile(`<div id="hooks"><table>.*<td class="text">syscall_exit</td>`).MatchString(prog) {
+		t.Errorf("program page: no hook overhead row for syscall_exit:\n%.4000s", prog)
+	}
 	src := regexp.MustCompile(`<iframe class="pprof" id="flamegraph" loading="lazy" src="([^"]+)"`).FindStringSubmatch(prog)
 	if src == nil {
 		t.Fatalf("program page: no flame graph frame")

@@ -67,7 +67,11 @@ func TestRegressionExplained(t *testing.T) {
 	if ex.Off != "" || top == nil {
 		t.Fatalf("no line in the explanation: %+v", ex)
 	}
-	if !strings.HasPrefix(top.Name, "extra_work work.c:") || top.Before != 0 || top.After <= 0 {
+	// New in the after window: near nothing before. Not nothing: the new
+	// version starts before the old one stops, and runs up to a sweep
+	// before the detector sees the switch, so a before window can hold a
+	// sample of it (CI: 0.07% before, 4.0% after).
+	if !strings.HasPrefix(top.Name, "extra_work work.c:") || top.After <= 0 || top.Before*10 > top.After {
 		t.Errorf("top changed line %+v, want extra_work's line in work.c, new in the after window", *top)
 	}
 	out := d.cli(t, "regressions", "show", r.ID, "-o", filepath.Join(t.TempDir(), "diff.pb.gz"))

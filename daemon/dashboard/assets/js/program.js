@@ -2,7 +2,7 @@
 // range (/v1/history, /v1/counters/history), with reloads, new versions
 // and other events marked (/v1/events), its metadata (/v1/progs/{prog}),
 // its latest perf counter windows, who triggers it over the range
-// (/v1/triggers), and pprof's flame graph of the continuous profiles of
+// (/v1/triggers) and what its hook costs (/v1/hooks), and pprof's flame graph of the continuous profiles of
 // the range, focused on the program.
 import { getJSON, el, header, showError, fmt, ranges, stepFor, timeChart } from './lib.js';
 
@@ -105,6 +105,21 @@ async function load() {
     el('p', { class: 'empty' }, `from ${tr.windows} continuous profile windows; task context is charged to the cgroup that ran, interrupt context (softirq, hardirq) to the context and its devices`));
   } catch (e) {
     triggers.append(el('p', { class: 'empty' }, e.message));
+  }
+
+  // What entering it from its hook costs, outside its run time, as
+  // `bpfperf hooks PROG`.
+  main.append(el('h2', {}, 'Hook overhead (outside run_time_ns)'));
+  const hooks = el('div', { id: 'hooks' });
+  main.append(hooks);
+  try {
+    const h = await getJSON(`/v1/hooks?prog=${det.id}&${window}`);
+    const rows = h.rows.map((r) => el('tr', {}, ...[r.hook, fmt.ns(r.ns_per_run), r.run_time_ratio == null ? '' : r.run_time_ratio.toFixed(2) + 'x',
+      fmt.pct(r.cpu_percent), String(r.programs.length)].map((v, i) => el('td', { class: i < 1 ? 'text' : null }, v))));
+    hooks.append(el('table', {}, el('tr', {}, ...['HOOK', 'NS/RUN', 'VS RUN_TIME', 'CPU % OF ONE CPU', 'PROGRAMS SHARING IT']
+      .map((t, i) => el('th', { class: i < 1 ? 'text' : null }, t))), ...rows));
+  } catch (e) {
+    hooks.append(el('p', { class: 'empty' }, e.message));
   }
 
   main.append(el('h2', {}, 'Flame graph of the range (continuous profiles merged, this program\'s samples)'));
