@@ -170,11 +170,15 @@ func (d *decoder) record(c *Capture, typ uint32, data []byte) {
 // looking each thread's name up once.
 type decoder struct {
 	procRoot string
-	cgroups  bool   // samples end with a cgroup id (withCgroup)
-	toBoot   uint64 // added to sample times: see bootOffset
-	stacks   map[string][]uint64
-	fresh    [][]uint64 // stacks in the order first seen
-	comms    map[uint32]string
+	cgroups  bool // samples end with a cgroup id (withCgroup)
+	// cgroupRoot is the cgroup2 mount, for tasks whose samples name the
+	// root cgroup (procCgroup); "" where there is none.
+	cgroupRoot string
+	tidCgroups map[uint32]uint64
+	toBoot     uint64 // added to sample times: see bootOffset
+	stacks     map[string][]uint64
+	fresh      [][]uint64 // stacks in the order first seen
+	comms      map[uint32]string
 }
 
 func newDecoder(procRoot string) *decoder {
@@ -202,6 +206,9 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 		if end := offIPs + 8*nr; uint64(len(rec)) >= end+8 {
 			s.Cgroup = ne.Uint64(rec[end:])
 		}
+		if s.Cgroup == rootCgroupID && s.TID != 0 && d.cgroupRoot != "" {
+			s.Cgroup = d.procCgroup(s.PID, s.TID)
+		}
 	}
 	st, ok := d.stacks[string(raw)]
 	if !ok {
@@ -222,6 +229,41 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 	s.Stack = st
 	s.Comm = d.comm(s.PID, s.TID)
 	return s, true
+}
+
+// rootCgroupID is the cgroup2 root's id (its directory's inode number).
+const rootCgroupID = 1
+
+// procCgroup is the cgroup2 id of a task whose samples name the root
+// cgroup, read from /proc while the capture drains (once a task and
+// capture). Some kernels put the root's id in every sample, whatever the
+// task's cgroup: Debian's 6.1 and 6.12 in the test VM did, with cgroup2
+// mounted alone (this host's 6.18 does not). There the task's own
+// cgroup, from its /proc entry, is the better answer; a task that exited
+// before the drain stays the root's.
+func (d *decoder) procCgroup(pid, tid uint32) uint64 {
+	if id, ok := d.tidCgroups[tid]; ok {
+		return id
+	}
+	id := uint64(rootCgroupID)
+	p, t := strconv.FormatUint(uint64(pid), 10), strconv.FormatUint(uint64(tid), 10)
+	if b, err := os.ReadFile(d.procRoot + "/" + p + "/task/" + t + "/cgroup"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			path, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::")
+			if !ok || path == "/" {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(d.cgroupRoot+path, &st) == nil {
+				id = st.Ino
+			}
+		}
+	}
+	if d.tidCgroups == nil {
+		d.tidCgroups = map[uint32]uint64{}
+	}
+	d.tidCgroups[tid] = id
+	return id
 }
 
 func (d *decoder) comm(pid, tid uint32) string {

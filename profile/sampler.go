@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
@@ -71,9 +72,10 @@ type Sampler struct {
 	period uint64 // ns between samples for CPUClock; 0 in frequency mode
 	rings  []*ring
 	// cgroups is whether samples carry the cgroup id (the kernel took
-	// PERF_SAMPLE_CGROUP).
-	cgroups bool
-	busy    atomic.Bool
+	// PERF_SAMPLE_CGROUP); cgroupRoot is the cgroup2 mount ("" for none).
+	cgroups    bool
+	cgroupRoot string
+	busy       atomic.Bool
 	// hz is the frequency in force: cfg.Hz, bounded for hardware events,
 	// halved after a capture the kernel throttled (see backOff).
 	hz atomic.Int64
@@ -167,6 +169,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{cfg: cfg, cgroups: !cfg.noCgroup}
+	s.cgroupRoot, _ = cgroupid.Mount(cfg.ProcRoot + "/self/mountinfo") // none: no /proc fallback
 	s.hz.Store(int64(hz))
 	if attr.Bits&unix.PerfBitFreq == 0 {
 		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
@@ -265,7 +268,7 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 
 	c := &Capture{Event: s.cfg.Event, Hz: s.Hz(), Period: s.period, CPUs: len(s.rings)}
 	d2 := newDecoder(s.cfg.ProcRoot)
-	d2.cgroups = s.cgroups
+	d2.cgroups, d2.cgroupRoot = s.cgroups, s.cgroupRoot
 	d2.toBoot = bootOffset()
 	var before []times
 	for _, r := range s.rings {

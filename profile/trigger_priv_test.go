@@ -14,17 +14,16 @@ import (
 // TestTriggersByCgroup: one tracepoint program, driven by two processes
 // in two cgroups of the test's own, 3 getppid calls in one for 1 in the
 // other: the profile charges the program's samples 3:1 (within 20%) to
-// the two cgroups, by path, and almost none to anything else.
-//
-// Not in the test VM: there (Debian's 6.1 and 6.12, cgroup2 mounted
-// alone) every sample carried the root cgroup's id, 1, though the drivers
-// ran in their cgroups (their /proc/self/cgroup said so): see
-// docs/triggers.md. The VM's emulated CPU would want less work and a
-// longer capture, which the parameters below allow.
+// the two cgroups, by path, and almost none to anything else. It runs
+// here (cgroup2 beside v1 controllers, Linux 6.18) and in the test VM
+// (cgroup2 alone, Debian's 6.1), whose kernel puts the root cgroup's id
+// in every sample, so the cgroups come from /proc as the rings drain
+// (decoder.procCgroup); there it checks the names and the order of the
+// split, not its ratio (see below).
 func TestTriggersByCgroup(t *testing.T) {
-	iterations, calls, window := int32(20000), 100_000, 4*time.Second
+	iterations, calls, window, minPod := int32(20000), 100_000, 6*time.Second, int64(50)
 	if vmtest.InVM() {
-		iterations, calls, window = 2000, 20_000, 30*time.Second
+		calls, window, minPod = 20_000, 10*time.Second, 20
 	}
 	privtest.Root(t)
 	svc := privtest.MakeCgroup(t, "system.slice/bpfperf-trigger.service")
@@ -52,7 +51,9 @@ func TestTriggersByCgroup(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	privtest.GetppidThreeToOne(t, svc, pod, calls)
-	if took := time.Since(start); took > window-time.Second {
+	took := time.Since(start)
+	t.Logf("the drivers took %s", took)
+	if took > window-time.Second {
 		t.Fatalf("the drivers took %s, too long for a %s capture", took, window)
 	}
 	r := <-done
@@ -75,10 +76,17 @@ func TestTriggersByCgroup(t *testing.T) {
 	}
 	nSvc, nPod := by[Trigger{ContextTask, svc.Path}], by[Trigger{ContextTask, pod.Path}]
 	t.Logf("program %d: %d samples: %d in %s, %d in %s; all: %+v", id, all, nSvc, svc.Path, nPod, pod.Path, triggers[id])
-	if nPod < 50 {
+	if nPod < minPod {
 		t.Fatalf("%d samples in the pod's cgroup: too few to tell a ratio", nPod)
 	}
-	if ratio := float64(nSvc) / float64(nPod); math.Abs(ratio-3) > 0.6 {
+	switch ratio := float64(nSvc) / float64(nPod); {
+	case vmtest.InVM() && ratio <= 1:
+		// Emulated, guest CPU time per instruction follows the host's
+		// load, so time splits far less exactly than events there (2.48
+		// and 5.3 to 1 in two runs): the VM shows the cgroups named, on
+		// cgroup2 alone, through /proc, with the 3x busier one ahead.
+		t.Errorf("split %d:%d = %.2f, want the busier cgroup ahead", nSvc, nPod, ratio)
+	case !vmtest.InVM() && math.Abs(ratio-3) > 0.6:
 		t.Errorf("split %d:%d = %.2f, want 3 within 20%%", nSvc, nPod, ratio)
 	}
 	if rest := all - nSvc - nPod; rest*20 > all {

@@ -587,3 +587,49 @@ func TestHookOf(t *testing.T) {
 		t.Errorf("a sample under syscall_trace_enter but not in it: %q", got)
 	}
 }
+
+// TestDecodeRootCgroupFromProc: a sample naming the root cgroup (as some
+// kernels put in every sample) takes its task's cgroup from /proc, read
+// once per task; a task /proc no longer has, or one in the root, stays
+// the root's, and samples naming another cgroup are left alone.
+func TestDecodeRootCgroupFromProc(t *testing.T) {
+	proc, cgroups := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "42/task/43"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "42/task/43/cgroup"), []byte("0::/system.slice/app.service\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cgroups, "system.slice/app.service")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder(proc)
+	d.cgroups, d.cgroupRoot = true, cgroups
+	rec := func(pid, tid uint32, cgroup uint64) []byte {
+		b := make([]byte, offIPs+8)
+		binary.NativeEndian.PutUint32(b[offPID:], pid)
+		binary.NativeEndian.PutUint32(b[offTID:], tid)
+		binary.NativeEndian.PutUint64(b[offIPs:], cgroup)
+		return b
+	}
+	for _, tc := range []struct {
+		pid, tid uint32
+		in, want uint64
+	}{
+		{42, 43, 1, st.Ino}, // root in the sample, the service in /proc
+		{42, 43, 1, st.Ino}, // again, from the cache
+		{42, 44, 1, 1},      // gone from /proc
+		{0, 0, 1, 1},        // the idle task
+		{42, 43, 77, 77},    // the kernel named a cgroup: kept
+	} {
+		s, ok := d.sample(rec(tc.pid, tc.tid, tc.in))
+		if !ok || s.Cgroup != tc.want {
+			t.Errorf("pid %d tid %d cgroup %d: got %d, want %d", tc.pid, tc.tid, tc.in, s.Cgroup, tc.want)
+		}
+	}
+}

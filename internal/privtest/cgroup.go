@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -79,11 +80,14 @@ func HelperMain() {
 	for range n {
 		syscall.Getppid()
 	}
+	// Alive a while after: a profiler that reads a task's cgroup from
+	// /proc as its rings drain (at most a second later) still finds it.
+	time.Sleep(1500 * time.Millisecond)
 	os.Exit(0)
 }
 
 // Getppid starts a process, in cgroup c from its first instruction,
-// that calls getppid(2) n times and exits. The test binary must call
+// that calls getppid(2) n times and exits 1.5 s later. The test binary must call
 // HelperMain in its TestMain. Wait for it.
 func (c *Cgroup) Getppid(tb testing.TB, n int) *exec.Cmd {
 	tb.Helper()

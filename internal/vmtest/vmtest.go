@@ -324,6 +324,8 @@ func lockVM(cacheDir string) (func(), error) {
 
 // initScript mounts what BPF tests need, runs the test binary and powers
 // off. The exit code goes to the console: qemu exits 0 either way.
+// cgroup2 is mounted alone at /sys/fs/cgroup, as on a pure cgroup2 host
+// (the host CI runs on mounts it beside v1 controllers).
 const initScript = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -334,6 +336,7 @@ mount -t tmpfs tmp /tmp
 mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 ip link set lo up
 ulimit -l unlimited
 %s
