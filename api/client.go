@@ -158,6 +158,15 @@ func timeRange(since, until time.Time) url.Values {
 	return url.Values{"since": {since.Format(time.RFC3339Nano)}, "until": {until.Format(time.RFC3339Nano)}}
 }
 
+// optionalRange is timeRange, or no parameters for a zero since: the
+// daemon's default range.
+func optionalRange(since, until time.Time) url.Values {
+	if since.IsZero() {
+		return url.Values{}
+	}
+	return timeRange(since, until)
+}
+
 // Status returns the daemon's status.
 func (c *Client) Status() (Status, error) {
 	var s Status

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/url"
 	"time"
 )
 
@@ -52,10 +51,7 @@ type Hooks struct {
 // the daemon's default, the last hour), only those prog is attached to
 // where prog is set.
 func (c *Client) Hooks(prog string, since, until time.Time) (Hooks, error) {
-	q := url.Values{}
-	if !since.IsZero() {
-		q = timeRange(since, until)
-	}
+	q := optionalRange(since, until)
 	if prog != "" {
 		q.Set("prog", prog)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/url"
 	"time"
 )
 
@@ -46,10 +45,7 @@ type Owners struct {
 // With owner (a name, pid, comm, unit or container) only the owners it
 // names.
 func (c *Client) Owners(since, until time.Time, owner string) (Owners, error) {
-	q := url.Values{}
-	if !since.IsZero() {
-		q = timeRange(since, until)
-	}
+	q := optionalRange(since, until)
 	if owner != "" {
 		q.Set("owner", owner)
 	}

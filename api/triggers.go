@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/url"
 	"time"
 )
 
@@ -57,10 +56,7 @@ type Triggers struct {
 // pod uid or cgroup path), over [since, until]; a zero since means the
 // daemon's default (the last hour).
 func (c *Client) Triggers(prog, workload string, since, until time.Time) (Triggers, error) {
-	q := url.Values{}
-	if !since.IsZero() {
-		q = timeRange(since, until)
-	}
+	q := optionalRange(since, until)
 	if prog != "" {
 		q.Set("prog", prog)
 	}

@@ -118,12 +118,7 @@ func ProgramShares(p *profile.Profile) (map[uint32]float64, error) {
 // does: tail-call targets get their own). It fails with ErrNoCPUValue when
 // p has no cpu/nanoseconds values.
 func ProgramNanos(p *profile.Profile) (map[uint32]int64, error) {
-	vi := -1
-	for i, st := range p.SampleType {
-		if st.Type == "cpu" && st.Unit == "nanoseconds" {
-			vi = i
-		}
-	}
+	vi, _ := cpuAndSamples(p)
 	if vi < 0 {
 		return nil, ErrNoCPUValue
 	}

@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func (q *Query) Hooks(ref string, since, until time.Time) (api.Hooks, error) {
 	from, to := tr.Start, tr.Start.Add(tr.Duration) // continuous windows: no gaps
 	for hook, c := range tr.Hooks {
 		progs := attached[hook]
-		if only != nil && !charges(progs, only.Rec.Key) {
+		if only != nil && !slices.ContainsFunc(progs, func(p api.HookProgram) bool { return p.ID == only.Rec.Key.ID }) {
 			continue
 		}
 		row := api.HookRow{Hook: hook, Samples: c.Samples, CPUNs: c.Nanos, Programs: []api.HookProgram{}}
@@ -61,21 +62,17 @@ func (q *Query) Hooks(ref string, since, until time.Time) (api.Hooks, error) {
 		}
 		out.Rows = append(out.Rows, row)
 	}
-	sort.Slice(out.Rows, func(i, j int) bool { return out.Rows[i].CPUNs > out.Rows[j].CPUNs })
+	sort.Slice(out.Rows, func(i, j int) bool {
+		if out.Rows[i].CPUNs != out.Rows[j].CPUNs {
+			return out.Rows[i].CPUNs > out.Rows[j].CPUNs
+		}
+		return out.Rows[i].Hook < out.Rows[j].Hook // rows come from a map
+	})
 	if len(out.Rows) == 0 && only != nil {
 		return out, fmt.Errorf("%w: no CPU profile sample landed in the hooks %q is attached to between %s and %s (%d profile windows), or its hooks are of a kind whose cost cannot be told apart (XDP, TC: docs/triggers.md)",
 			errs.NoData, ref, since.Format(time.RFC3339), until.Format(time.RFC3339), tr.Windows)
 	}
 	return out, nil
-}
-
-func charges(progs []api.HookProgram, k store.InstanceKey) bool {
-	for _, p := range progs {
-		if p.ID == k.ID {
-			return true
-		}
-	}
-	return false
 }
 
 // attachedByHook lists, for each hook in hooks, the loaded programs
@@ -121,15 +118,17 @@ func firesAt(hook string, attach []collectors.AttachPoint) bool {
 }
 
 // countersOver is an instance's runs and run time between the stored
-// samples nearest from and to, 0 where it has fewer than two.
+// samples nearest from and to, 0 where it has fewer than two or its
+// counters went back (api.DeltaBetween).
 func (q *Query) countersOver(k store.InstanceKey, from, to time.Time) (runs, runTime uint64) {
 	pts, err := q.Store.Series(k, from, to)
 	if err != nil || len(pts) < 2 {
 		return 0, 0
 	}
-	a, b := PointCounters(pts[0]), PointCounters(pts[len(pts)-1])
-	if b.RunCnt < a.RunCnt || b.RunTimeNs < a.RunTimeNs {
+	a, b := pts[0], pts[len(pts)-1]
+	d, ok := api.DeltaBetween(PointCounters(a), PointCounters(b), b.Time.Sub(a.Time))
+	if !ok {
 		return 0, 0
 	}
-	return b.RunCnt - a.RunCnt, b.RunTimeNs - a.RunTimeNs
+	return uint64(d.Runs), uint64(d.Ns)
 }
