@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,16 @@ func TestDashboardRealTools(t *testing.T) {
 	var profiles []api.ProfileInfo
 	eventuallyFor(t, 20*time.Second, "two continuous profile windows with samples", func() bool {
 		return d.query(&profiles, "profile", "list") == nil && len(profiles) > 1 && profiles[len(profiles)-1].Samples > 0
+	})
+	// The page shows the hooks over stored windows: wait for one that
+	// sampled the exit program's syscall_exit glue (the open load makes
+	// it busy, but a window at 499 Hz may miss it).
+	eventuallyFor(t, 20*time.Second, "a stored window with syscall_exit samples of the exit program", func() bool {
+		var h api.Hooks
+		if d.query(&h, "hooks", fmt.Sprint(exit)) != nil {
+			return false
+		}
+		return slices.ContainsFunc(h.Rows, func(r api.HookRow) bool { return r.Hook == "syscall_exit" })
 	})
 	eventuallyFor(t, 10*time.Second, "three stored sweeps", func() bool {
 		var pts []api.HistoryPoint
