@@ -264,8 +264,9 @@ func TestCaptureCounts(t *testing.T) {
 	// cpu-clock fires Hz times a second on a busy CPU, but a timer that
 	// fires late skips samples (perf's too), and an idle CPU in a tickless
 	// kernel may not fire at all. So: no CPU above its due, samples only
-	// from online CPUs, and the busy one (the workload's thread) near its
-	// due.
+	// from online CPUs, and the workload's thread near its due. The thread
+	// is counted, not its CPU: the scheduler may move it (in the 16-vCPU
+	// VM its busiest CPU once held 1,217 of the 2,477 due).
 	due := float64(c.Hz) * c.Duration.Seconds()
 	t.Logf("%d samples in %v on %d CPUs at %d Hz", len(c.Samples), c.Duration, c.CPUs, c.Hz)
 	online := map[uint32]bool{}
@@ -273,10 +274,12 @@ func TestCaptureCounts(t *testing.T) {
 		online[uint32(cpu)] = true
 	}
 	perCPU := map[uint32]int{}
-	busiest := 0
+	workload := 0
 	for _, s := range c.Samples {
 		perCPU[s.CPU]++
-		busiest = max(busiest, perCPU[s.CPU])
+		if int(s.TID) == r.tid {
+			workload++
+		}
 		if s.Period != c.Period {
 			t.Fatalf("sample period %d, want %d", s.Period, c.Period)
 		}
@@ -286,8 +289,8 @@ func TestCaptureCounts(t *testing.T) {
 			t.Errorf("cpu %d (online %v): %d samples, due %.0f", cpu, online[cpu], n, due)
 		}
 	}
-	if float64(busiest) < 0.5*due {
-		t.Errorf("busiest CPU: %d samples, due %.0f", busiest, due)
+	if float64(workload) < 0.5*due {
+		t.Errorf("workload thread: %d samples, due %.0f", workload, due)
 	}
 }
 
