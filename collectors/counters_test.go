@@ -301,6 +301,16 @@ func TestCountersExactAgreesWithRunTime(t *testing.T) {
 
 func TestCountersExactDetachRemovesCost(t *testing.T) {
 	c := exactCounters(t, ExactConfig{})
+	checkDetachRemovesCost(t, "counting", func(target *ebpf.Program) (stop func()) {
+		return startWindow(t, c, target, time.Minute).Stop
+	})
+	waitNoCounterPrograms(t)
+}
+
+// checkDetachRemovesCost: a window (attach starts it, stop ends it) adds
+// to each run of an empty target's run_time, and once stopped no longer.
+func checkDetachRemovesCost(t *testing.T, doing string, attach func(target *ebpf.Program) (stop func())) {
+	t.Helper()
 	statsOn(t)
 	target := loadTarget(t, 1)
 	cost := func() float64 {
@@ -308,28 +318,26 @@ func TestCountersExactDetachRemovesCost(t *testing.T) {
 		// The median of a few batches keeps a stray interrupt out.
 		var batches []float64
 		for range 5 {
-			before, _ := target.Stats()
-			if err := privtest.Run(target, 300); err != nil {
-				t.Fatal(err)
-			}
-			after, _ := target.Stats()
-			batches = append(batches, float64(after.Runtime-before.Runtime)/float64(after.RunCount-before.RunCount))
+			batches = append(batches, statsMean(t, target, func() {
+				if err := privtest.Run(target, 300); err != nil {
+					t.Fatal(err)
+				}
+			}))
 		}
 		return medianFloat(batches)
 	}
 	base := cost()
-	w := startWindow(t, c, target, time.Minute)
+	stop := attach(target)
 	during := cost()
-	w.Stop()
+	stop()
 	after := cost()
-	t.Logf("run_time per run of an empty target: %.0f ns before, %.0f ns counting, %.0f ns after", base, during, after)
+	t.Logf("run_time per run of an empty target: %.0f ns before, %.0f ns %s, %.0f ns after", base, during, doing, after)
 	if during <= base {
-		t.Errorf("counting cost nothing (%.0f <= %.0f ns): is the trampoline inside run_time?", during, base)
+		t.Errorf("%s cost nothing (%.0f <= %.0f ns): is the trampoline inside run_time?", doing, during, base)
 	}
 	if after-base > 0.25*(during-base) {
 		t.Errorf("after detaching a run costs %.0f ns, %.0f ns before: cost left behind", after, base)
 	}
-	waitNoCounterPrograms(t)
 }
 
 func TestCountersExactStopsWhenOwnerLetsGo(t *testing.T) {
@@ -469,6 +477,12 @@ func startWindow(tb testing.TB, c *ExactCounters, target *ebpf.Program, d time.D
 // program is loaded: a stopped window leaves nothing attached.
 func waitNoCounterPrograms(tb testing.TB) {
 	tb.Helper()
+	waitNoPrograms(tb, "counters_entry", "counters_exit")
+}
+
+// waitNoPrograms waits until no program of these names is loaded.
+func waitNoPrograms(tb testing.TB, names ...string) {
+	tb.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var left []string
@@ -477,7 +491,7 @@ func waitNoCounterPrograms(tb testing.TB) {
 			tb.Fatal(err)
 		}
 		for _, s := range samples {
-			if s.Name == "counters_entry" || s.Name == "counters_exit" {
+			if slices.Contains(names, s.Name) {
 				left = append(left, s.Name)
 			}
 		}
@@ -498,10 +512,4 @@ func openFDs(tb testing.TB) int {
 		tb.Fatal(err)
 	}
 	return len(fds)
-}
-
-func medianFloat(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -3,12 +3,9 @@ package collectors
 import (
 	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
@@ -33,11 +30,9 @@ const maxCounterEvents = 4
 // mechanism; see ProbeCounters for whether the kernel allows it). Safe for
 // concurrent use.
 type ExactCounters struct {
-	cfg  ExactConfig
-	ncpu int
-
-	mu     sync.Mutex
-	active map[uint32]*CounterWindow
+	cfg   ExactConfig
+	ncpu  int
+	slots *targetSlots
 }
 
 // NewExactCounters checks cfg and fills in defaults. It opens nothing.
@@ -74,51 +69,34 @@ func NewExactCounters(cfg ExactConfig) (*ExactCounters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exact counters: %w", err)
 	}
-	return &ExactCounters{cfg: cfg, ncpu: ncpu, active: make(map[uint32]*CounterWindow)}, nil
+	return &ExactCounters{cfg: cfg, ncpu: ncpu, slots: newTargetSlots("count", cfg.MaxTargets)}, nil
 }
 
 // Events returns the events each window counts.
 func (c *ExactCounters) Events() []perfevent.Event { return c.cfg.Events }
 
 // Active returns the ids of the targets being counted now.
-func (c *ExactCounters) Active() []uint32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids := make([]uint32, 0, len(c.active))
-	for id := range c.active {
-		ids = append(ids, id)
-	}
-	return ids
-}
+func (c *ExactCounters) Active() []uint32 { return c.slots.ids() }
 
-// StopReason says why a window stopped counting.
+// StopReason says why a window stopped.
 type StopReason string
 
 const (
-	StopNone     StopReason = ""                             // still counting
+	StopNone     StopReason = ""                             // still running
 	StopEnded    StopReason = "window ended"                 // its duration passed
 	StopReleased StopReason = "target released by its owner" // no process fd, link or pin left
 	StopStopped  StopReason = "stopped"                      // Stop or Close
 )
 
-// CounterWindow counts one target for a bounded time. While it counts it
-// holds the target loaded (an attached fentry program does); once stopped
-// it holds nothing of the target, and only Read and Close remain useful.
+// CounterWindow counts one target for a bounded time (tracedWindow: what
+// holds the target, and when it lets go). Once stopped only Read and
+// Close remain useful.
 type CounterWindow struct {
-	target  uint32
-	events  []perfevent.Event
-	tracked bool
-	parent  *ExactCounters
+	*tracedWindow
+	events []perfevent.Event
 
 	totals, runs, entryReadings, eventsMap *ebpf.Map
-
-	mu         sync.Mutex
-	links      []link.Link
-	perfEvents []*perf.Event // one per event and CPU; nil for an offline CPU
-	reason     StopReason
-	forget     func() // drops the fentry/fexit pair from this process's own (own.go)
-	done       chan struct{}
-	quit       chan struct{}
+	perfEvents                             []*perf.Event // one per event and CPU; nil for an offline CPU
 }
 
 // Start attaches counting to the target program with the given id for at
@@ -132,209 +110,92 @@ func (c *ExactCounters) Start(target uint32, window time.Duration) (*CounterWind
 	if window <= 0 {
 		return nil, fmt.Errorf("counter window %v: want > 0", window)
 	}
-	w := &CounterWindow{
-		target: target,
-		events: c.cfg.Events,
-		parent: c,
-		done:   make(chan struct{}),
-		quit:   make(chan struct{}),
-	}
-	if err := c.reserve(w); err != nil {
-		return nil, err
-	}
-	if err := w.attach(c); err != nil {
-		w.detach(StopStopped)
+	w := &CounterWindow{events: c.cfg.Events}
+	tw, err := startTraced(c.slots, target, c.cfg.ProcRoot, w.load(c), w.closePerf)
+	if err != nil {
+		w.closePerf()
 		w.closeMaps()
 		return nil, err
 	}
-	go w.watch(window, c.cfg.OwnerPoll, c.cfg.ProcRoot)
+	w.tracedWindow = tw
+	go tw.watch(window, c.cfg.OwnerPoll, c.cfg.ProcRoot)
 	return w, nil
 }
 
-func (c *ExactCounters) reserve(w *CounterWindow) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	op := fmt.Sprintf("count program %d", w.target)
-	if _, ok := c.active[w.target]; ok {
-		return fmt.Errorf("%s: already counting it", op)
-	}
-	if len(c.active) >= c.cfg.MaxTargets {
-		return &CounterError{Op: op, Reason: ErrTooManyTargets,
-			Err: fmt.Errorf("%d of %d targets counting", len(c.active), c.cfg.MaxTargets)}
-	}
-	c.active[w.target] = w
-	return nil
-}
-
-func (c *ExactCounters) release(w *CounterWindow) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.active[w.target] == w {
-		delete(c.active, w.target)
-	}
-}
-
-func (w *CounterWindow) attach(c *ExactCounters) error {
-	op := fmt.Sprintf("count program %d", w.target)
-	// Look for owners before we open the target ourselves.
-	held, err := targetHeld(c.cfg.ProcRoot, w.target)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	w.tracked = held
-
-	target, err := ebpf.NewProgramFromID(ebpf.ProgramID(w.target))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s: %w", op, ErrGone)
-		}
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	// The links hold the target from here on; our fd must not outlive them.
-	defer target.Close()
-	fn, err := mainFuncName(target)
-	if err != nil {
-		return &CounterError{Op: op, Reason: ErrNoBTF, Err: err}
-	}
-
-	for _, e := range w.events {
-		for cpu := 0; cpu < c.ncpu; cpu++ {
-			ev, err := openCounter(e, cpu)
-			if errors.Is(err, unix.ENODEV) && cpu > 0 {
-				ev = nil // offline CPU: nothing runs there
-			} else if err != nil {
-				return err
+// load opens the per-CPU perf events and loads the counting pair against
+// the target.
+func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (tracedPair, error) {
+	return func(target *ebpf.Program, fn string) (tracedPair, error) {
+		op := fmt.Sprintf("count program %d", tracedID(target))
+		for _, e := range w.events {
+			for cpu := 0; cpu < c.ncpu; cpu++ {
+				ev, err := openCounter(e, cpu)
+				if errors.Is(err, unix.ENODEV) && cpu > 0 {
+					ev = nil // offline CPU: nothing runs there
+				} else if err != nil {
+					return tracedPair{}, err
+				}
+				w.perfEvents = append(w.perfEvents, ev)
 			}
-			w.perfEvents = append(w.perfEvents, ev)
 		}
-	}
 
-	spec, err := loadCounters()
-	if err != nil {
-		return err
-	}
-	if err := spec.Variables["num_cpus"].Set(uint32(c.ncpu)); err != nil {
-		return err
-	}
-	if err := spec.Variables["num_events"].Set(uint32(len(w.events))); err != nil {
-		return err
-	}
-	spec.Maps["events"].MaxEntries = uint32(c.ncpu * len(w.events))
-	for _, p := range spec.Programs {
-		p.AttachTarget, p.AttachTo = target, fn
-	}
-	var objs countersObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return tracingError(op+": load fentry/fexit", err)
-	}
-	defer objs.CountersEntry.Close()
-	defer objs.CountersExit.Close()
-	w.forget = markOwn(objs.CountersEntry, objs.CountersExit)
-	w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
-
-	for i, ev := range w.perfEvents {
-		if ev == nil {
-			continue
-		}
-		fd, err := ev.FD()
+		spec, err := loadCounters()
 		if err != nil {
-			return fmt.Errorf("%s: perf event %d: %w", op, i, err)
+			return tracedPair{}, err
 		}
-		if err := w.eventsMap.Put(uint32(i), uint32(fd)); err != nil {
-			return fmt.Errorf("%s: put perf event %d: %w", op, i, err)
+		if err := spec.Variables["num_cpus"].Set(uint32(c.ncpu)); err != nil {
+			return tracedPair{}, err
 		}
+		if err := spec.Variables["num_events"].Set(uint32(len(w.events))); err != nil {
+			return tracedPair{}, err
+		}
+		spec.Maps["events"].MaxEntries = uint32(c.ncpu * len(w.events))
+		for _, p := range spec.Programs {
+			p.AttachTarget, p.AttachTo = target, fn
+		}
+		var objs countersObjects
+		if err := spec.LoadAndAssign(&objs, nil); err != nil {
+			return tracedPair{}, tracingError(op+": load fentry/fexit", err)
+		}
+		w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
+		pair := tracedPair{objs.CountersEntry, objs.CountersExit, ebpf.AttachTraceFEntry, ebpf.AttachTraceFExit}
+		for i, ev := range w.perfEvents {
+			if ev == nil {
+				continue
+			}
+			fd, err := ev.FD()
+			if err == nil {
+				err = w.eventsMap.Put(uint32(i), uint32(fd))
+			}
+			if err != nil {
+				pair.first.Close()
+				pair.second.Close()
+				return tracedPair{}, fmt.Errorf("%s: perf event %d: %w", op, i, err)
+			}
+		}
+		return pair, nil
 	}
-	for _, a := range []struct {
-		prog *ebpf.Program
-		typ  ebpf.AttachType
-	}{{objs.CountersEntry, ebpf.AttachTraceFEntry}, {objs.CountersExit, ebpf.AttachTraceFExit}} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog, AttachType: a.typ})
-		if err != nil {
-			return tracingError(op+": attach "+a.typ.String(), err)
-		}
-		w.mu.Lock()
-		w.links = append(w.links, l)
-		w.mu.Unlock()
-	}
-	return nil
 }
 
-// mainFuncName returns the BTF name of the program's main function, which
-// fentry/fexit attach to.
-func mainFuncName(prog *ebpf.Program) (string, error) {
+// tracedID is prog's id, for messages; 0 if the kernel will not say.
+func tracedID(prog *ebpf.Program) uint32 {
 	info, err := prog.Info()
 	if err != nil {
-		return "", err
+		return 0
 	}
-	if _, ok := info.BTFID(); !ok {
-		return "", errors.New("loaded without BTF")
-	}
-	funcs, err := info.FuncInfos()
-	if err != nil {
-		return "", fmt.Errorf("func info: %w", err)
-	}
-	for _, f := range funcs {
-		if f.Offset == 0 && f.Func != nil && f.Func.Name != "" {
-			return f.Func.Name, nil
-		}
-	}
-	return "", errors.New("no BTF function at offset 0")
+	id, _ := info.ID()
+	return uint32(id)
 }
 
-// watch stops the window when its time is up, when Stop is called, or when
-// nothing besides the window holds the target any more. A target that had
-// no visible owner at the start (held by a legacy attachment, a prog array)
-// is not watched: the window's bound is all that limits it.
-func (w *CounterWindow) watch(window, poll time.Duration, procRoot string) {
-	end := time.NewTimer(window)
-	defer end.Stop()
-	var tick <-chan time.Time
-	if w.tracked {
-		t := time.NewTicker(poll)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-end.C:
-			w.detach(StopEnded)
-			return
-		case <-w.quit:
-			w.detach(StopStopped)
-			return
-		case <-tick:
-			if held, err := targetHeld(procRoot, w.target); err == nil && !held {
-				w.detach(StopReleased)
-				return
-			}
-		}
-	}
-}
-
-// detach drops everything that holds the target or costs it time: the
-// links and the perf events. The maps stay for Read.
-func (w *CounterWindow) detach(reason StopReason) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.reason != StopNone {
-		return
-	}
-	w.reason = reason
-	for _, l := range w.links {
-		l.Close()
-	}
-	w.links = nil
+// closePerf closes the perf events: they cost every run of the target
+// while open.
+func (w *CounterWindow) closePerf() {
 	for _, ev := range w.perfEvents {
 		if ev != nil {
 			ev.Close()
 		}
 	}
 	w.perfEvents = nil
-	if w.forget != nil {
-		w.forget()
-	}
-	w.parent.release(w)
-	close(w.done)
 }
 
 func (w *CounterWindow) closeMaps() {
@@ -343,37 +204,6 @@ func (w *CounterWindow) closeMaps() {
 			m.Close()
 		}
 	}
-}
-
-// Target returns the id of the counted program.
-func (w *CounterWindow) Target() uint32 { return w.target }
-
-// Tracked reports whether the window watches the target's owners and
-// stops early when they let it go. It does not when the target had no
-// process fd, link or pin when the window started.
-func (w *CounterWindow) Tracked() bool { return w.tracked }
-
-// Done is closed when the window stops counting, whatever stopped it (its
-// time, its owner letting go, Stop or Close): a caller waits on it rather
-// than polling Stopped, which then says why.
-func (w *CounterWindow) Done() <-chan struct{} { return w.done }
-
-// Stopped returns why the window stopped, or StopNone while it counts.
-func (w *CounterWindow) Stopped() StopReason {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.reason
-}
-
-// Stop detaches from the target now. It returns once the window holds
-// nothing of the target. Read still works afterwards.
-func (w *CounterWindow) Stop() {
-	select {
-	case <-w.quit:
-	default:
-		close(w.quit)
-	}
-	<-w.done
 }
 
 // Close stops the window and frees its maps.
@@ -434,7 +264,7 @@ func (r CounterReading) PerRun(e perfevent.Event) (float64, bool) {
 // Read returns the totals so far. It works while counting and after the
 // window stopped, until Close.
 func (w *CounterWindow) Read() (CounterReading, error) {
-	r := CounterReading{Target: w.target}
+	r := CounterReading{Target: w.Target()}
 	var runs []uint64
 	for key, dst := range []*uint64{&r.Entries, &r.Exits, &r.Counted} {
 		if err := w.runs.Lookup(uint32(key), &runs); err != nil {

@@ -1,0 +1,287 @@
+package collectors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/bpfperf/bpfperf/internal/latency"
+)
+
+// LatencyConfig configures latency windows.
+type LatencyConfig struct {
+	MaxTargets int    // targets timed at once; default 4
+	ProcRoot   string // for the owner check; default /proc
+	// OwnerPoll is how often a window checks that something besides itself
+	// still holds its target; default 1s.
+	OwnerPoll time.Duration
+}
+
+// LatencyTimer times every run of chosen target programs into a per-CPU
+// histogram (internal/latency's buckets), in bounded windows, with an
+// fentry/fexit pair around the target (bpf/latency/latency.c). Like exact
+// counting it needs a kernel that allows tracing programs and a target
+// with BTF. Safe for concurrent use.
+type LatencyTimer struct {
+	cfg   LatencyConfig
+	slots *targetSlots
+
+	calMu sync.Mutex
+	cal   *Calibration // nil until one succeeded
+}
+
+// NewLatencyTimer checks cfg and fills in defaults. It opens nothing.
+func NewLatencyTimer(cfg LatencyConfig) (*LatencyTimer, error) {
+	if cfg.MaxTargets == 0 {
+		cfg.MaxTargets = 4
+	}
+	if cfg.MaxTargets < 0 {
+		return nil, fmt.Errorf("latency: max targets %d < 0", cfg.MaxTargets)
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.OwnerPoll <= 0 {
+		cfg.OwnerPoll = time.Second
+	}
+	return &LatencyTimer{cfg: cfg, slots: newTargetSlots("time", cfg.MaxTargets)}, nil
+}
+
+// Active returns the ids of the targets being timed now.
+func (t *LatencyTimer) Active() []uint32 { return t.slots.ids() }
+
+// LatencyWindow times one target's runs for a bounded time (tracedWindow:
+// what holds the target, and when it lets go). Once stopped only Read and
+// Close remain useful.
+type LatencyWindow struct {
+	*tracedWindow
+	hist *ebpf.Map
+	// The timing pair, held only until the window detaches, to read what
+	// it cost from its own bpf_stats as it goes.
+	pair [2]*ebpf.Program
+	cost TimingCost
+}
+
+// TimingCost is what the timing pair's own programs ran, from their
+// bpf_stats: the part of the window's cost that lands inside the target's
+// run_time_ns (the trampoline that calls them adds a little more; `make
+// bench` measures the whole). Zero while the kernel's stats are off.
+type TimingCost struct {
+	RunTimeNs uint64 // both programs, all runs
+	Runs      uint64 // fexit runs: one per timed or untimed run of the target
+}
+
+// Start attaches timing to the target program with the given id for at
+// most window, then detaches by itself. It fails as ExactCounters.Start
+// does (ErrTooManyTargets, ErrNoBTF, ErrTracingRefused, ErrGone) and holds
+// nothing when it fails.
+func (t *LatencyTimer) Start(target uint32, window time.Duration) (*LatencyWindow, error) {
+	if window <= 0 {
+		return nil, fmt.Errorf("latency window %v: want > 0", window)
+	}
+	return t.start(t.slots, target, window)
+}
+
+func (t *LatencyTimer) start(slots *targetSlots, target uint32, window time.Duration) (*LatencyWindow, error) {
+	w := &LatencyWindow{}
+	tw, err := startTraced(slots, target, t.cfg.ProcRoot, w.load, w.letGo)
+	if err != nil {
+		w.letGo()
+		if w.hist != nil {
+			w.hist.Close()
+		}
+		return nil, err
+	}
+	w.tracedWindow = tw
+	go tw.watch(window, t.cfg.OwnerPoll, t.cfg.ProcRoot)
+	return w, nil
+}
+
+// load loads the timing pair against the target, fexit first (see
+// tracedPair).
+func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error) {
+	spec, err := loadLatency()
+	if err != nil {
+		return tracedPair{}, err
+	}
+	for _, p := range spec.Programs {
+		p.AttachTarget, p.AttachTo = target, fn
+	}
+	var objs latencyObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return tracedPair{}, tracingError(fmt.Sprintf("time program %d: load fentry/fexit", tracedID(target)), err)
+	}
+	w.hist = objs.Latency
+	for i, p := range []*ebpf.Program{objs.LatencyEntry, objs.LatencyExit} {
+		if w.pair[i], err = p.Clone(); err != nil {
+			objs.Close()
+			return tracedPair{}, err
+		}
+	}
+	return tracedPair{objs.LatencyExit, objs.LatencyEntry, ebpf.AttachTraceFExit, ebpf.AttachTraceFEntry}, nil
+}
+
+// letGo reads the timing pair's cost once its links are gone (no run can
+// add to it any more) and closes it.
+func (w *LatencyWindow) letGo() {
+	for i, p := range w.pair {
+		if p == nil {
+			continue
+		}
+		if s, err := p.Stats(); err == nil {
+			w.cost.RunTimeNs += uint64(s.Runtime)
+			if i == 1 {
+				w.cost.Runs = s.RunCount
+			}
+		}
+		p.Close()
+		w.pair[i] = nil
+	}
+}
+
+// LatencyReading is what a window has timed so far.
+type LatencyReading struct {
+	Target  uint32
+	Entries uint64 // runs the fentry program saw
+	// Untimed are runs left out of the histogram: exits whose entry the
+	// window missed (a run under way when it attached) and runs nested
+	// more than 4 deep on one CPU.
+	Untimed uint64
+	Hist    latency.Histogram
+	// Cost is the timing pair's own run time; set once the window stopped.
+	Cost TimingCost
+}
+
+// Read returns the runs timed so far, summed over CPUs. It works while
+// timing and after the window stopped, until Close.
+func (w *LatencyWindow) Read() (LatencyReading, error) {
+	r := LatencyReading{Target: w.Target(), Hist: latency.New()}
+	var cpus []latencyLatency
+	if err := w.hist.Lookup(uint32(0), &cpus); err != nil {
+		return r, fmt.Errorf("read latency: %w", err)
+	}
+	for _, c := range cpus {
+		r.Entries += c.Entries
+		r.Untimed += c.Untimed
+		r.Hist.Count += c.Timed
+		r.Hist.Sum += c.SumNs
+		r.Hist.Max = max(r.Hist.Max, c.MaxNs)
+		for i, n := range c.Counts {
+			r.Hist.Counts[i] += n
+		}
+	}
+	select {
+	case <-w.Done():
+		r.Cost = w.cost
+	default:
+	}
+	return r, nil
+}
+
+// Close stops the window and frees its map.
+func (w *LatencyWindow) Close() error {
+	w.Stop()
+	return w.hist.Close()
+}
+
+// Calibration is what timing adds, measured on an empty program of our
+// own driven with BPF_PROG_TEST_RUN: the same trampoline and clock reads
+// any target gets.
+type Calibration struct {
+	// FloorNs is the median time the pair measures for an empty run: the
+	// part of the timing inside each measured interval. Views take it off.
+	FloorNs float64
+	// AddedNs is what the pair adds to each run's bpf_stats run time (the
+	// trampoline and both programs), the median over batches; 0 when the
+	// kernel's stats were off, when nothing is added to undo either.
+	AddedNs float64
+}
+
+// calibrationRuns is how many empty runs each of the 3 batches makes.
+const calibrationRuns = 2000
+
+// Calibrate measures the timing floor and cost once and keeps them: they
+// are the kernel's and the CPU's, the same for every target. It holds
+// nothing after it returns.
+func (t *LatencyTimer) Calibrate() (Calibration, error) {
+	t.calMu.Lock()
+	defer t.calMu.Unlock()
+	if t.cal != nil {
+		return *t.cal, nil
+	}
+	empty, err := loadBTFProgram("bpfperf_floor", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	if err != nil {
+		return Calibration{}, fmt.Errorf("latency calibration: load empty program: %w", err)
+	}
+	defer empty.Close()
+	in := make([]byte, 14) // the smallest input a socket filter's test run takes
+	batch := func() (float64, error) {
+		before, err := empty.Stats()
+		if err != nil {
+			return 0, err
+		}
+		if _, err := empty.Run(&ebpf.RunOptions{Data: in, Repeat: calibrationRuns}); err != nil {
+			return 0, err
+		}
+		after, err := empty.Stats()
+		if err != nil {
+			return 0, err
+		}
+		if after.RunCount == before.RunCount {
+			return 0, nil // stats off
+		}
+		return float64(after.Runtime-before.Runtime) / float64(after.RunCount-before.RunCount), nil
+	}
+	var bare, timed []float64
+	for range 3 {
+		ns, err := batch()
+		if err != nil {
+			return Calibration{}, fmt.Errorf("latency calibration: %w", err)
+		}
+		bare = append(bare, ns)
+	}
+	info, err := empty.Info()
+	if err != nil {
+		return Calibration{}, err
+	}
+	id, _ := info.ID()
+	// Its own slot: calibrating is not one of the targets the limit counts.
+	w, err := t.start(newTargetSlots("time", 1), uint32(id), time.Minute)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("latency calibration: %w", err)
+	}
+	defer w.Close()
+	for range 3 {
+		ns, err := batch()
+		if err != nil {
+			return Calibration{}, fmt.Errorf("latency calibration: %w", err)
+		}
+		timed = append(timed, ns)
+	}
+	w.Stop()
+	r, err := w.Read()
+	if err != nil {
+		return Calibration{}, fmt.Errorf("latency calibration: %w", err)
+	}
+	if r.Hist.Count == 0 {
+		return Calibration{}, errors.New("latency calibration: the empty program's runs were not timed")
+	}
+	c := Calibration{FloorNs: r.Hist.Quantile(0.5)}
+	if b, tm := medianFloat(bare), medianFloat(timed); b > 0 && tm > b {
+		c.AddedNs = tm - b
+	}
+	t.cal = &c
+	return c, nil
+}
+
+func medianFloat(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
