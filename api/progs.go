@@ -72,6 +72,8 @@ type ProgCounters struct {
 type ProgDetail struct {
 	ProgRow
 	Meta Meta `json:"meta"`
+	// Latency is the program's newest latency window, absent before one.
+	Latency *LatencyWindow `json:"latency,omitempty"`
 }
 
 // Meta is everything about one program instance that does not change while

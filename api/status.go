@@ -69,6 +69,7 @@ type Status struct {
 
 	Profiling *ProfilingStatus `json:"profiling,omitempty"`
 	Counters  *CountersStatus  `json:"counters,omitempty"`
+	Latency   *LatencyStatus   `json:"latency,omitempty"`
 }
 
 // ProfilingStatus is the profiling part of GET /v1/status.

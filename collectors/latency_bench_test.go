@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
-	"github.com/bpfperf/bpfperf/internal/latency"
+	"github.com/bpfperf/bpfperf/internal/loglinear"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -100,7 +100,7 @@ func BenchmarkLatencyCost(b *testing.B) {
 			// Exact per-run times of the mix, each run's own test-run
 			// duration (repeat 1), then the same mix through a window.
 			exact := mixDurations(b, mix, 2000)
-			h := latency.New()
+			h := loglinear.New()
 			for _, ns := range exact {
 				h.Add(uint64(ns))
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/bpfperf/bpfperf/internal/latency"
+	"github.com/bpfperf/bpfperf/internal/loglinear"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -140,7 +140,7 @@ func TestLatencyMix(t *testing.T) {
 	// compared by the median of their ratios: under TCG on a shared host a
 	// batch now and then runs far slower than the one beside it.
 	const runs, rounds = 1000, 3
-	h := latency.New()
+	h := loglinear.New()
 	var gaps []float64
 	for round := range rounds {
 		mixMean := statsMean(t, target, func() { runMix(t, target, runs) })
@@ -171,7 +171,7 @@ func TestLatencyMix(t *testing.T) {
 	split := math.Sqrt(fast * slow)
 	var above uint64
 	for i, n := range h.Counts {
-		if lo, _ := latency.Bounds(i); float64(lo) >= split {
+		if lo, _ := loglinear.Bounds(i); float64(lo) >= split {
 			above += n
 		}
 	}

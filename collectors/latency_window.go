@@ -11,7 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/bpfperf/bpfperf/internal/latency"
+	"github.com/bpfperf/bpfperf/internal/loglinear"
 )
 
 // LatencyConfig configures latency windows.
@@ -24,7 +24,7 @@ type LatencyConfig struct {
 }
 
 // LatencyTimer times every run of chosen target programs into a per-CPU
-// histogram (internal/latency's buckets), in bounded windows, with an
+// histogram (internal/loglinear's buckets), in bounded windows, with an
 // fentry/fexit pair around the target (bpf/latency/latency.c). Like exact
 // counting it needs a kernel that allows tracing programs and a target
 // with BTF. Safe for concurrent use.
@@ -153,7 +153,7 @@ type LatencyReading struct {
 	// window missed (a run under way when it attached) and runs nested
 	// more than 4 deep on one CPU.
 	Untimed uint64
-	Hist    latency.Histogram
+	Hist    loglinear.Histogram
 	// Cost is the timing pair's own run time; set once the window stopped.
 	Cost TimingCost
 }
@@ -161,7 +161,7 @@ type LatencyReading struct {
 // Read returns the runs timed so far, summed over CPUs. It works while
 // timing and after the window stopped, until Close.
 func (w *LatencyWindow) Read() (LatencyReading, error) {
-	r := LatencyReading{Target: w.Target(), Hist: latency.New()}
+	r := LatencyReading{Target: w.Target(), Hist: loglinear.New()}
 	var cpus []latencyLatency
 	if err := w.hist.Lookup(uint32(0), &cpus); err != nil {
 		return r, fmt.Errorf("read latency: %w", err)
@@ -206,9 +206,10 @@ type Calibration struct {
 // calibrationRuns is how many empty runs each of the 3 batches makes.
 const calibrationRuns = 2000
 
-// Calibrate measures the timing floor and cost once and keeps them: they
-// are the kernel's and the CPU's, the same for every target. It holds
-// nothing after it returns.
+// Calibrate measures the timing floor and cost and keeps them once it has
+// both (the added cost needs the kernel's stats on): they are the
+// kernel's and the CPU's, the same for every target. It holds nothing
+// after it returns.
 func (t *LatencyTimer) Calibrate() (Calibration, error) {
 	t.calMu.Lock()
 	defer t.calMu.Unlock()
@@ -275,8 +276,8 @@ func (t *LatencyTimer) Calibrate() (Calibration, error) {
 	c := Calibration{FloorNs: r.Hist.Quantile(0.5)}
 	if b, tm := medianFloat(bare), medianFloat(timed); b > 0 && tm > b {
 		c.AddedNs = tm - b
+		t.cal = &c // kept only once stats were on to measure what is added
 	}
-	t.cal = &c
 	return c, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/httpapi"
+	"github.com/bpfperf/bpfperf/daemon/latency"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
@@ -53,7 +54,8 @@ type Config struct {
 	Version     string
 	Logger      *slog.Logger
 	Counters    CountersConfig
-	Web         WebConfig // the opt-in TCP listener (daemon/httpapi)
+	Latency     LatencyConfig // latency windows (daemon/latency)
+	Web         WebConfig     // the opt-in TCP listener (daemon/httpapi)
 	// Maps (daemon/mapwatch): how often every map is read, the window over which
 	// steady growth is a leak, and the keys one reading may walk.
 	MapsEvery      time.Duration
@@ -162,6 +164,7 @@ func (c *Config) validate() error {
 type (
 	WebConfig      = httpapi.WebConfig // the opt-in TCP listener
 	CountersConfig = counters.Config   // which programs are counted and how
+	LatencyConfig  = latency.Config    // which programs' runs are timed and how
 	ProfileConfig  = profiling.Config  // continuous and on-demand profiling
 )
 
@@ -174,6 +177,8 @@ const (
 	DefaultCountersWindow      = counters.DefaultWindow
 	DefaultCountersEvery       = counters.DefaultEvery
 	DefaultCountersMax         = counters.DefaultMax
+	DefaultLatencyWindow       = latency.DefaultWindow
+	DefaultLatencyMax          = latency.DefaultMax
 	DefaultProfileEvery        = profiling.DefaultEvery
 	DefaultProfileHz           = profiling.DefaultHz
 	DefaultProfileLimit        = profiling.DefaultLimit

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,12 @@ func TestCountersBadInput(t *testing.T) {
 		{[]string{"counters", "history", name, "--since", "1h", "--until", "2h"}, "is not after --since"},
 		{[]string{"counters", "list", "extra"}, "unexpected argument"},
 		{[]string{"counters", "list", "-o", "yaml"}, `-o "yaml"`},
+		{[]string{"latency", "no_such_prog_xyz"}, `unknown program "no_such_prog_xyz"`},
+		{[]string{"latency"}, "missing PROG"},
+		{[]string{"latency", "--duration", "1ms", name}, "duration 1ms is outside 100ms..10m0s"},
+		{[]string{"latency", "--duration", "soon", name}, "soon"},
+		{[]string{"latency", "-o", "yaml", name}, `-o "yaml"`},
+		{[]string{"history", name, "--latency", "--since", "1h", "--until", "2h"}, "is not after --since"},
 	} {
 		stdout, stderr, code := run(bin.cli, append([]string{"--socket", d.socket}, c.args...)...)
 		oneLineError(t, "bpfperf "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
@@ -156,6 +163,10 @@ func TestCountersBadInput(t *testing.T) {
 		{[]string{"--counters.max", "65"}, "--counters.max 65 is outside 1..64"},
 		{[]string{"--counters.max", "-1"}, "--counters.max -1"},
 		{[]string{"--counters.programs", "xdp["}, `--counters.programs "xdp["`},
+		{[]string{"--latency.window", "11m"}, "--latency.window 11m0s is outside 100ms..10m0s"},
+		{[]string{"--latency.window", "10s", "--latency.every", "5s"}, "--latency.every 5s must be between"},
+		{[]string{"--latency.max", "17"}, "--latency.max 17 is outside 1..16"},
+		{[]string{"--latency.programs", "xdp["}, `--latency.programs "xdp["`},
 	} {
 		stdout, stderr, code := run(bin.daemon, append([]string{"--state-dir", dir, "--socket", sock}, c.args...)...)
 		oneLineError(t, "bpfperfd "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
@@ -195,7 +206,7 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 // end-to-end counter test there.
 func TestCountersInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestCountersExactEndToEnd"})
+		[]string{"TestCountersExactEndToEnd", "TestLatencyEndToEnd"})
 }
 
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a
@@ -348,13 +359,19 @@ func waitShown(t *testing.T, d *daemonProc, name string) {
 // program is loaded.
 func waitNoCountingPrograms(t *testing.T) {
 	t.Helper()
-	eventually(t, "no counting program left loaded", func() bool {
+	waitNoProgramsNamed(t, "counters_entry", "counters_exit")
+}
+
+// waitNoProgramsNamed waits until no program of these names is loaded.
+func waitNoProgramsNamed(t *testing.T, names ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("no %v left loaded", names), func() bool {
 		samples, err := collectors.Sweep(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range samples {
-			if s.Name == "counters_entry" || s.Name == "counters_exit" {
+			if slices.Contains(names, s.Name) {
 				return false
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/daemon/httpapi"
+	"github.com/bpfperf/bpfperf/daemon/latency"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
@@ -44,6 +45,7 @@ type Daemon struct {
 	lastLoop atomic.Int64
 	prof     *profiling.Profiling
 	ctr      *counters.Counters
+	lat      *latency.Latency
 	metrics  *metrics.Metrics
 	api      *httpapi.API
 	query    *query.Query
@@ -207,6 +209,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	}
 	d.sampler = smp
 	d.ctr = counters.New(cfg.Counters, counters.Deps{Sampler: smp, Profiler: d.prof, Store: db, Logger: log, Now: cfg.Now, Boot: d.boot, ProcRoot: cfg.ProcRoot, Interval: cfg.Interval})
+	d.lat = latency.New(cfg.Latency, latency.Deps{Sampler: smp, Store: db, Logger: log, Now: cfg.Now, ProcRoot: cfg.ProcRoot})
 	d.maps = mapwatch.New(mapwatch.Config{Every: cfg.MapsEvery, LeakWindow: cfg.MapsLeakWindow, WalkBudget: cfg.MapsWalkBudget, BPFFS: cfg.BPFFS, Logger: log},
 		scanner, db, d.bootID, d.boot, d.sampler.MapUsers)
 	d.metrics = metrics.New(metricsSource{d}, cfg.Web.MaxPrograms)
@@ -220,7 +223,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	d.api = httpapi.New(httpapi.Config{
 		Version: cfg.Version, Interval: cfg.Interval, Logger: log, Now: cfg.Now, Web: cfg.Web,
 	}, httpapi.Rooms{
-		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Metrics: d.metrics, Query: d.query,
+		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Latency: d.lat, Metrics: d.metrics, Query: d.query,
 		BootID: d.bootID, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
 	})
 	d.cost.Sample(d.started)
@@ -294,6 +297,7 @@ func (d *Daemon) runUntil(ctx context.Context) (err error) {
 	if err := d.ctr.Start(loopCtx); err != nil {
 		log.Warn("perf counters off", "err", err)
 	}
+	d.lat.Start(loopCtx)
 	go d.expire(loopCtx)
 	wg.Go(func() { d.maps.Run(loopCtx, d.now) })
 	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
@@ -309,6 +313,7 @@ func (d *Daemon) runUntil(ctx context.Context) (err error) {
 	// Their last windows, cut short, are stored before the store closes.
 	d.prof.Wait()
 	d.ctr.Wait()
+	d.lat.Wait()
 	now := d.now()
 	if werr := d.store.WriteTick(store.Tick{Time: now, Events: []store.Event{{Time: now, Kind: "daemon_stop"}}}); werr != nil {
 		log.Warn("store stop event", "err", werr)

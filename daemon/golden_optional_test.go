@@ -85,6 +85,7 @@ var optionalKeys = map[string]optionalReason{
 	"counters:status.sampled[].detail":             sometime(both, "how a sampled event is measured, or why it is not, at length: absent where continuous profiling is off (the bare daemon), whose reason says it all"),
 	"status:counters.sampled[].detail":             sometime(both, "how a sampled event is measured, or why it is not, at length: absent where continuous profiling is off (the bare daemon), whose reason says it all"),
 	"counters:status.exact.reason":                 sometime(presentOnly, "why exact counting is unavailable (fentry/fexit refused here); absent where it works"),
+	"status:latency.reason":                        sometime(presentOnly, "why latency windows are unavailable (fentry/fexit refused here); absent where they work"),
 	"status:counters.exact.reason":                 sometime(presentOnly, "why exact counting is unavailable (fentry/fexit refused here); absent where it works"),
 	"counters:targets[].reason":                    sometime(presentOnly, "why the target failed; the test's only target fails here (fentry/fexit refused)"),
 	"counters:status.failed":                       sometime(timing, "the count of failed targets: absent until the target has tried and failed, which the first polls may precede"),

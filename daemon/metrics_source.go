@@ -66,3 +66,18 @@ func (s metricsSource) Hooks() map[string]float64 {
 	}
 	return out
 }
+
+// Latency is the newest latency window of each loaded program the daemon
+// timed since it started.
+func (s metricsSource) Latency() []api.LatencyWindow {
+	last := s.d.lat.Last()
+	var out []api.LatencyWindow
+	s.d.sampler.Read(func(v sampler.View) {
+		for key, w := range last {
+			if v.Live(key) != nil {
+				out = append(out, w)
+			}
+		}
+	})
+	return out
+}

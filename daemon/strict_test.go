@@ -35,7 +35,7 @@ func TestStrictInput(t *testing.T) {
 	}
 	for _, path := range []string{
 		"/v1/progs/nope_nope", "/v1/history?prog=nope_nope", "/v1/events?prog=nope_nope", "/v1/counters/history?prog=nope_nope",
-		"/v1/regressions?prog=nope_nope", "/v1/check?prog=nope_nope&max=10%25",
+		"/v1/latency/history?prog=nope_nope", "/v1/regressions?prog=nope_nope", "/v1/check?prog=nope_nope&max=10%25",
 	} {
 		if body, code := a.do("GET", path, nil); code != http.StatusNotFound || !strings.Contains(errorOf(body), "unknown program") {
 			t.Errorf("GET %s: %d %q, want 404 unknown program", path, code, body)
@@ -89,6 +89,8 @@ var everyRoute = []struct{ method, path, takes string }{
 	{"POST", "/v1/counters/enable", "prog, window"},
 	{"POST", "/v1/counters/disable", "prog"},
 	{"GET", "/v1/counters/history", "prog, since, until"},
+	{"POST", "/v1/latency", "prog, duration"},
+	{"GET", "/v1/latency/history", "prog, since, until"},
 	{"GET", "/v1/profiles", "since, until, kind"},
 	{"GET", "/v1/profiles/merge", "since, until, kind"},
 	{"GET", "/v1/profiles/1", ""},

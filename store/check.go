@@ -125,7 +125,7 @@ func (db *DB) Check() ([]string, error) {
 		// chunk must come after them.
 		lastEnd := map[string]int64{}
 		checkChunk := func(series []byte, start int64, v []byte, what string) {
-			if len(series) != 9 || series[8] > groupCounters {
+			if len(series) != 9 || series[8] > groupLatency {
 				report("%s key %x: not a series key", what, series)
 				return
 			}

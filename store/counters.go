@@ -167,13 +167,20 @@ func (db *DB) LastCountersOf(k InstanceKey, mechanism uint64) (CounterSample, bo
 			last, found = s, true
 		}
 	}
-	key := seriesKey(k, groupCounters)
-	err := db.view(func(tx *bolt.Tx) error {
+	err := db.newestFirst(seriesKey(k, groupCounters), keep, func() bool { return found })
+	return last, found, err
+}
+
+// newestFirst reads a series' chunks newest first, the open one, then the
+// sealed ones, each in time order through keep, and stops after the first
+// chunk at whose end done says so.
+func (db *DB) newestFirst(key []byte, keep func(t int64, v []uint64), done func() bool) error {
+	return db.view(func(tx *bolt.Tx) error {
 		if hv := tx.Bucket(bucketHead).Get(key); hv != nil {
 			if _, err := decodeChunk(hv, keep); err != nil {
 				return fmt.Errorf("%w: open chunk %x: %v", ErrCorrupt, key, err)
 			}
-			if found {
+			if done() {
 				return nil
 			}
 		}
@@ -189,11 +196,10 @@ func (db *DB) LastCountersOf(k InstanceKey, mechanism uint64) (CounterSample, bo
 			if _, _, err := decodeSealed(cv, keep); err != nil {
 				return fmt.Errorf("%w: chunk %x: %v", ErrCorrupt, ck, err)
 			}
-			if found {
+			if done() {
 				return nil
 			}
 		}
 		return nil
 	})
-	return last, found, err
 }

@@ -15,6 +15,7 @@ import (
 var mergePeriod = map[byte]time.Duration{
 	groupStats:     24 * time.Hour,
 	groupCounters:  24 * time.Hour,
+	groupLatency:   30 * 24 * time.Hour, // a window every few minutes at most
 	Minute.group(): 7 * 24 * time.Hour,
 	Hour.group():   90 * 24 * time.Hour,
 }

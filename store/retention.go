@@ -46,8 +46,11 @@ const (
 func (db *DB) Expire(now time.Time, keep Retention) (Expired, error) {
 	var out Expired
 	cutoff := map[byte]int64{
-		groupStats:     now.Add(-keep.Raw).UnixMilli(),
-		groupCounters:  now.Add(-keep.Raw).UnixMilli(),
+		groupStats:    now.Add(-keep.Raw).UnixMilli(),
+		groupCounters: now.Add(-keep.Raw).UnixMilli(),
+		// Latency windows are few and are what a regression's tail is
+		// judged on: kept as long as the rollups.
+		groupLatency:   now.Add(-keep.Rollup).UnixMilli(),
 		Minute.group(): now.Add(-cmp.Or(keep.Minute, keep.Rollup)).UnixMilli(),
 		Hour.group():   now.Add(-keep.Rollup).UnixMilli(),
 	}

@@ -41,7 +41,7 @@ type Stats struct {
 // chunk headers, not whole chunks, except the newest chunk of each series.
 func (db *DB) Stats() (Stats, error) {
 	st := Stats{Path: db.path, FileBytes: db.Size(), Schema: SchemaVersion, Groups: map[string]GroupStats{}}
-	name := map[byte]string{groupStats: Raw.String(), Minute.group(): Minute.String(), Hour.group(): Hour.String(), groupCounters: "counters"}
+	name := map[byte]string{groupStats: Raw.String(), Minute.group(): Minute.String(), Hour.group(): Hour.String(), groupCounters: "counters", groupLatency: "latency"}
 	oldest, newest := int64(-1), int64(-1)
 	note := func(first, last int64) {
 		if oldest < 0 || first < oldest {

@@ -24,7 +24,7 @@ import (
 
 // SchemaVersion is the layout this code writes. Open migrates older files
 // forward and refuses newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 var (
 	ErrLocked       = errors.New("store is in use by another process")
@@ -64,6 +64,10 @@ const groupStats = 0
 // groupCounters is the series group of per-program perf counters (cycles,
 // instructions, ...), stored raw like bpf_stats.
 const groupCounters = 3
+
+// groupLatency is the series group of latency windows (latency.go); the
+// last group a series key may carry.
+const groupLatency = 4
 
 // InstanceKey identifies one loaded program: the boot it was loaded in (a
 // small index assigned by the store) and its kernel program id.
@@ -272,6 +276,7 @@ var schemaBuckets = [][][]byte{
 	{},
 	{bucketMeta, bucketBoots, bucketPrograms, bucketHead, bucketChunks, bucketEvents},
 	{bucketProfiles, bucketBench},
+	{}, // schema 3 adds the latency series group: no bucket, but older code would call its chunks corrupt
 }
 
 // migrations[i] brings a store from schema i to i+1. Schema 0 is an empty
@@ -281,6 +286,8 @@ var migrations = []func(tx *bolt.Tx) error{
 	func(tx *bolt.Tx) error { return createBuckets(tx, schemaBuckets[1]...) },
 	// 1 -> 2: profiles and benchmark runs.
 	func(tx *bolt.Tx) error { return createBuckets(tx, schemaBuckets[2]...) },
+	// 2 -> 3: latency windows, in the series buckets.
+	func(tx *bolt.Tx) error { return nil },
 }
 
 func createBuckets(tx *bolt.Tx, names ...[]byte) error {

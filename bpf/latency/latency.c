@@ -7,7 +7,7 @@
 // fentry and detaches fentry first, so that an exit never looks for an
 // entry that was not taken (it finds depth 0 and counts the run untimed).
 //
-// The buckets are internal/latency's: values below 32 ns have a bucket of
+// The buckets are internal/loglinear's: values below 32 ns have a bucket of
 // their own; above, each power of two is cut into 32 equal buckets, up to
 // 2^36 ns (68 s), beyond which everything lands in the last one.
 

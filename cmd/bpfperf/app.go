@@ -42,6 +42,7 @@ func newApp(dial clientFactory) *cli.App {
 			ownersCommand(dial),
 			triggersCommand(dial),
 			hooksCommand(dial),
+			latencyCommand(dial),
 			regressionsCommand(dial),
 			checkCommand(dial),
 		},

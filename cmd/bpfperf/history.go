@@ -21,6 +21,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 		Flags: slices.Concat([]cli.Flag{outputFlag}, timeRangeFlags("1h"), []cli.Flag{
 			&cli.StringFlag{Name: "step", Usage: "one point per step (10s, 5m); default every sample"},
 			&cli.BoolFlag{Name: "counters", Usage: "one line per perf counter window"},
+			&cli.BoolFlag{Name: "latency", Usage: "one line per latency window (bpfperf latency, --latency.programs)"},
 			&cli.StringFlag{Name: "map", Usage: "a map's memory and entries over time instead (an id, or a name when unique)"},
 		}),
 		Action: func(c *cli.Context) error {
@@ -50,6 +51,9 @@ func historyCommand(dial clientFactory) *cli.Command {
 			}
 			if c.Bool("counters") {
 				return countersHistory(c, client, prog, since, until)
+			}
+			if c.Bool("latency") {
+				return latencyHistory(c, client, prog, since, until)
 			}
 			h, err := client.History(prog, since, until, step)
 			if err != nil {

@@ -43,6 +43,7 @@ func showCommand(dial clientFactory) *cli.Command {
 				h, err := client.Hooks(strconv.FormatUint(uint64(d.ID), 10), time.Time{}, time.Time{})
 				kv = append(kv, [2]string{"hook overhead", hookLine(h, err)})
 			}
+			kv = append(kv, [2]string{"latency", latencyLine(d.Latency)})
 			return renderShow(c, d, kv)
 		},
 	}

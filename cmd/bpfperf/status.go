@@ -77,6 +77,9 @@ func statusFields(s api.Status) [][2]string {
 		}
 	}
 	kv = append(kv, countersStatusKV(s.Counters)...)
+	if l := s.Latency; l != nil {
+		kv = append(kv, [2]string{"latency", latencyStatusText(l)})
+	}
 	if s.SkippedPrograms > 0 {
 		kv = append(kv, [2]string{"skipped programs", fmt.Sprintf("%d (%s)", s.SkippedPrograms, s.SkipReason)})
 	}

@@ -67,6 +67,10 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "counters.window", Value: daemon.DefaultCountersWindow, Usage: "how long each perf counter window counts a target (100ms to 1h)"},
 			&cli.DurationFlag{Name: "counters.every", Usage: "how often a target's counter window starts (default 1m, at least --counters.window)"},
 			&cli.IntFlag{Name: "counters.max", Value: daemon.DefaultCountersMax, Usage: "programs counted at once (1 to 64); each adds cost to every run"},
+			&cli.StringSliceFlag{Name: "latency.programs", Usage: "names or globs of programs whose every run is timed in latency windows on a schedule (repeat the flag for more)"},
+			&cli.DurationFlag{Name: "latency.window", Value: daemon.DefaultLatencyWindow, Usage: "how long each scheduled latency window times a target (100ms to 10m)"},
+			&cli.DurationFlag{Name: "latency.every", Usage: "how often a target's latency window starts (default 10m, at least --latency.window)"},
+			&cli.IntFlag{Name: "latency.max", Value: daemon.DefaultLatencyMax, Usage: "latency windows open at once, on demand and scheduled (1 to 16); each adds cost to every run of its target"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "serve /metrics, /debug/pprof/profile and the read-only /v1 GETs over TCP on this host:port, e.g. 127.0.0.1:9476 (off when empty)"},
 			&cli.StringFlag{Name: "web.config.file", Usage: "exporter-toolkit web config for TLS and basic auth on --web.listen-address"},
 			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
@@ -145,6 +149,10 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 	if err := counters.Validate(); err != nil {
 		return daemon.Config{}, err
 	}
+	lat := daemon.LatencyConfig{Programs: c.StringSlice("latency.programs"), Window: c.Duration("latency.window"), Every: c.Duration("latency.every"), Max: c.Int("latency.max")}
+	if err := lat.Validate(); err != nil {
+		return daemon.Config{}, err
+	}
 	minChange, err := api.ParsePercent(c.String("regressions.min-change"))
 	if err != nil {
 		return daemon.Config{}, fmt.Errorf("--regressions.min-change: %w", err)
@@ -182,6 +190,7 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		PanicAfter:  c.Duration("debug.panic-after"),
 		Counters:    counters,
+		Latency:     lat,
 		Regressions: regressions,
 		Web: daemon.WebConfig{
 			ListenAddress: c.String("web.listen-address"), ConfigFile: c.String("web.config.file"),

@@ -1,11 +1,9 @@
 package counters
 
 import (
-	"fmt"
-	"path"
 	"time"
 
-	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/windowflags"
 )
 
 // Config configures which programs are counted and how.
@@ -43,30 +41,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// limits bound the counters flags.
+var limits = windowflags.Limits{Prefix: "counters", MinWindow: minCountersWindow, MaxWindow: maxCountersWindow, MaxEvery: maxCountersEvery, MaxMax: maxCountersMax}
+
 // Validate checks the counters flags, with defaults for what is unset.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if err := CheckWindow(c.Window); err != nil {
-		return fmt.Errorf("%w: --counters.window %w", errs.BadConfig, err)
-	}
-	if c.Every < c.Window || c.Every > maxCountersEvery {
-		return fmt.Errorf("%w: --counters.every %v must be between --counters.window (%v) and %v", errs.BadConfig, c.Every, c.Window, maxCountersEvery)
-	}
-	if c.Max < 1 || c.Max > maxCountersMax {
-		return fmt.Errorf("%w: --counters.max %d is outside 1..%d", errs.BadConfig, c.Max, maxCountersMax)
-	}
-	for _, g := range c.Programs {
-		if _, err := path.Match(g, ""); err != nil || g == "" {
-			return fmt.Errorf("%w: --counters.programs %q is not a name or glob", errs.BadConfig, g)
-		}
-	}
-	return nil
+	return limits.Check(c.Programs, c.Window, c.Every, c.Max)
 }
 
 // CheckWindow checks a counting window's length.
-func CheckWindow(d time.Duration) error {
-	if d < minCountersWindow || d > maxCountersWindow {
-		return fmt.Errorf("%v is outside %v..%v", d, minCountersWindow, maxCountersWindow)
-	}
-	return nil
-}
+func CheckWindow(d time.Duration) error { return limits.CheckWindow(d) }

@@ -37,6 +37,9 @@ var (
 	BadRequest       = errors.New("bad request")
 	// CountersUnavailable: the exact mechanism cannot run here.
 	CountersUnavailable = errors.New("exact perf counters unavailable")
+	// LatencyUnavailable: latency windows cannot run here (the kernel
+	// refuses tracing programs).
+	LatencyUnavailable = errors.New("latency windows unavailable")
 	// TooManyCounterTargets: --counters.max targets are enabled.
 	TooManyCounterTargets = collectors.ErrTooManyTargets
 	// ProfilingOff means CPU profiling could not start on this host.

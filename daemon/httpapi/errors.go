@@ -21,7 +21,7 @@ func statusOf(err error) int {
 		{http.StatusNotFound, []error{errs.UnknownProgram, errs.UnknownMap, errs.UnknownOwner, errs.UnknownWorkload, errs.UnknownBenchRun, errs.UnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
 		{http.StatusConflict, []error{errs.AmbiguousProgram, errs.AmbiguousMap, errs.TooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
 		{http.StatusMethodNotAllowed, []error{errs.ReadOnly}},
-		{http.StatusServiceUnavailable, []error{errs.CountersUnavailable, errs.ProfilingOff, errs.TooManyScrapes}},
+		{http.StatusServiceUnavailable, []error{errs.CountersUnavailable, errs.LatencyUnavailable, errs.ProfilingOff, errs.TooManyScrapes}},
 		// This host cannot sample or count the event.
 		{http.StatusNotImplemented, []error{perfevent.ErrNoPMU, perfevent.ErrPMURefused}},
 	} {

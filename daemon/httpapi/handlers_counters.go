@@ -3,10 +3,12 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/query"
 )
 
 func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
@@ -16,34 +18,53 @@ func (s *server) countersList(w http.ResponseWriter, r *http.Request) {
 func (s *server) countersEnable(enable bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		ref, err := progParam(q)
+		window, err := durationParam(q, "window", 0, counters.CheckWindow)
 		if err != nil {
 			reply(w, nil, err)
 			return
 		}
-		var window time.Duration
-		if v := q.Get("window"); v != "" {
-			if window, err = time.ParseDuration(v); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %q is not a duration", errs.BadRequest, v))
-				return
-			}
-			if err := counters.CheckWindow(window); err != nil {
-				reply(w, nil, fmt.Errorf("%w: window %w", errs.BadRequest, err))
-				return
-			}
-		}
-		inst, err := s.d.Query.ResolveOne(ref)
+		inst, err := s.liveProgram(q)
 		if err != nil {
 			reply(w, nil, err)
-			return
-		}
-		if inst.Live == nil {
-			reply(w, nil, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.Rec.ID))
 			return
 		}
 		t, err := s.d.Counters.Enable(r.Context(), enable, inst.Rec.Key, inst.Rec.Name, window)
 		reply(w, t, err)
 	}
+}
+
+// durationParam reads the duration parameter name, def when absent, and
+// checks a given one.
+func durationParam(q url.Values, name string, def time.Duration, check func(time.Duration) error) (time.Duration, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q is not a duration", errs.BadRequest, name, v)
+	}
+	if err := check(d); err != nil {
+		return 0, fmt.Errorf("%w: %s %w", errs.BadRequest, name, err)
+	}
+	return d, nil
+}
+
+// liveProgram resolves the prog parameter to one loaded program: what a
+// window opens on.
+func (s *server) liveProgram(q url.Values) (query.Instance, error) {
+	ref, err := progParam(q)
+	if err != nil {
+		return query.Instance{}, err
+	}
+	inst, err := s.d.Query.ResolveOne(ref)
+	if err != nil {
+		return inst, err
+	}
+	if inst.Live == nil {
+		return inst, fmt.Errorf("%w: program %q (id %d) is not loaded", errs.BadRequest, ref, inst.Rec.ID)
+	}
+	return inst, nil
 }
 
 func (s *server) countersHistory(w http.ResponseWriter, r *http.Request) {

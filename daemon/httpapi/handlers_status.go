@@ -48,6 +48,7 @@ func (d *daemon) status() api.Status {
 	st.StatsCost = d.StatsCost()
 	st.Profiling = d.Profiling.Status()
 	st.Counters = d.Counters.Status()
+	st.Latency = d.Latency.Status()
 	return st
 }
 

@@ -47,6 +47,7 @@ type Rooms struct {
 	Sampler   SamplerStatus
 	Profiling Profiling
 	Counters  Counters
+	Latency   Latency
 	Metrics   prometheus.TransactionalGatherer // /metrics on the TCP listener
 	// Query builds the documents: programs, history, maps, owners,
 	// events, findings, checks.
@@ -106,6 +107,14 @@ type Counters interface {
 	Status() *api.CountersStatus
 	List() api.CountersList
 	Enable(ctx context.Context, enable bool, key store.InstanceKey, name string, window time.Duration) (api.CounterTarget, error)
+}
+
+// Latency is the latency room's status and its on-demand windows.
+type Latency interface {
+	Status() *api.LatencyStatus
+	// Time opens a window on the loaded instance key for d and answers
+	// when it ends (ctx done stops it early).
+	Time(ctx context.Context, key store.InstanceKey, name string, d time.Duration) (api.LatencyWindow, error)
 }
 
 // daemon is what the handlers read: the rooms and the configuration.

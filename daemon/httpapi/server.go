@@ -56,6 +56,8 @@ func (s *server) apiRoutes() []route {
 		{"POST /v1/counters/enable", []string{"prog", "window"}, s.countersEnable(true)},
 		{"POST /v1/counters/disable", []string{"prog"}, s.countersEnable(false)},
 		{"GET /v1/counters/history", []string{"prog", "since", "until"}, s.countersHistory},
+		{"POST /v1/latency", []string{"prog", "duration"}, s.latencyWindow},
+		{"GET /v1/latency/history", []string{"prog", "since", "until"}, s.latencyHistory},
 		{"GET /v1/regressions", []string{"since", "until", "prog"}, s.listRegressions},
 		{"GET /v1/regressions/{id}", nil, s.getRegression},
 		{"GET /v1/regressions/{id}/diff", nil, s.regressionDiff},

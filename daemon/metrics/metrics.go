@@ -64,6 +64,9 @@ type Source interface {
 	// profile window, in CPU seconds per second (profile.hook.go names
 	// them); nil before the first window.
 	Hooks() map[string]float64
+	// Latency is the newest latency window of each loaded program timed
+	// since the daemon started (at most 50).
+	Latency() []api.LatencyWindow
 }
 
 // Program is one loaded program, as a scrape needs it.
@@ -131,7 +134,7 @@ func New(src Source, maxPrograms int) *Metrics {
 		}, []string{"kind", "type", "name"}),
 	}
 	m.registry.MustRegister(
-		m.sweep, m.write, m.findings, &daemonCollector{src: src}, &ownerCollector{src: src}, &triggerCollector{src: src},
+		m.sweep, m.write, m.findings, &daemonCollector{src: src}, &ownerCollector{src: src}, &triggerCollector{src: src}, &latencyCollector{src: src},
 		promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}),
 		promcollectors.NewGoCollector(),
 	)

@@ -21,6 +21,7 @@ type fakeSource struct {
 	perf     map[uint32]*api.PerfCounters
 	triggers []api.TriggerRow
 	hooks    map[string]float64
+	latency  []api.LatencyWindow
 }
 
 func newFakeSource() *fakeSource {
@@ -52,6 +53,7 @@ func (f *fakeSource) State() State                     { return State{} }
 func (f *fakeSource) Owners() []api.OwnerRow           { return nil }
 func (f *fakeSource) Triggers() []api.TriggerRow       { return f.triggers }
 func (f *fakeSource) Hooks() map[string]float64        { return f.hooks }
+func (f *fakeSource) Latency() []api.LatencyWindow     { return f.latency }
 
 // meta is a program's metadata as a fake holds it (by pointer, as the
 // sampler hands it out).

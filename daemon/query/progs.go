@@ -9,6 +9,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/latency"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
@@ -132,6 +133,22 @@ func (q *Query) storedRow(rec store.Program) (api.ProgRow, error) {
 
 // Detail is one program's row and its metadata, live or as stored.
 func (q *Query) Detail(inst Instance) (api.ProgDetail, error) {
+	d, err := q.detail(inst)
+	if err != nil {
+		return d, err
+	}
+	w, ok, err := q.Store.LastLatency(inst.Rec.Key)
+	if err != nil {
+		return d, err
+	}
+	if ok {
+		v := latency.View(w, inst.Rec.Name)
+		d.Latency = &v
+	}
+	return d, nil
+}
+
+func (q *Query) detail(inst Instance) (api.ProgDetail, error) {
 	if inst.Live != nil {
 		var detail api.ProgDetail
 		q.Sampler.Read(func(sampler.View) {

@@ -26,6 +26,8 @@ type Store interface {
 	RolledUpTo(res store.Resolution) (time.Time, error)
 	Rollups(k store.InstanceKey, res store.Resolution, from, to time.Time) ([]store.RollupPoint, error)
 	CounterSeries(k store.InstanceKey, from, to time.Time) ([]store.CounterSample, error)
+	LatencySeries(k store.InstanceKey, from, to time.Time) ([]store.LatencyWindow, error)
+	LastLatency(k store.InstanceKey) (store.LatencyWindow, bool, error)
 	Maps() ([]store.MapRecord, error)
 	MapSeries(k store.InstanceKey, from, to time.Time) ([]store.MapPoint, error)
 	Boot(bootID string) (uint32, error)

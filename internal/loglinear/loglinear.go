@@ -1,4 +1,4 @@
-// Package latency is the per-run latency histogram that the latency
+// Package loglinear is the per-run latency histogram that the latency
 // window (bpf/latency/latency.c) fills in the kernel: its buckets, and the
 // count, mean, quantiles and max read from it.
 //
@@ -8,7 +8,7 @@
 // is read as the middle of its bucket, at most half a bucket from the
 // true value: RelError. The last bucket takes everything from 2^36 ns
 // (68 s) up; Max is exact.
-package latency
+package loglinear
 
 import (
 	"math"
@@ -146,4 +146,25 @@ func (h Histogram) Summarize(floor float64) Summary {
 	s.P99, s.P999 = less(h.Quantile(0.99)), less(h.Quantile(0.999))
 	s.Max = less(float64(h.Max))
 	return s
+}
+
+// Octaves is how many powers of two Octave counts: as far as the buckets
+// reach, the last (from 2^35 ns, 34 s) open above.
+const Octaves = maxExp + 1
+
+// Octave returns the power of two holding ns: j where 2^j <= ns < 2^(j+1),
+// 0 for 0 and 1, Octaves-1 from 2^35 up.
+func Octave(ns uint64) int { return min(max(bits.Len64(ns)-1, 0), Octaves-1) }
+
+// ByOctave sums h's buckets by power of two: what a stored window keeps of
+// the distribution (each bucket lies within one power of two).
+func (h Histogram) ByOctave() [Octaves]uint64 {
+	var out [Octaves]uint64
+	for i, n := range h.Counts {
+		if n != 0 {
+			lo, _ := Bounds(i)
+			out[Octave(lo)] += n
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package latency
+package loglinear
 
 import (
 	"math"
@@ -117,5 +117,27 @@ func TestSummarize(t *testing.T) {
 	}
 	if got := New().Summarize(10); got != (Summary{Floor: 10}) {
 		t.Errorf("empty: %+v", got)
+	}
+}
+
+// Every bucket lies within one power of two, so summing by octave loses
+// nothing but resolution.
+func TestByOctave(t *testing.T) {
+	for i := range Buckets - 1 {
+		lo, hi := Bounds(i)
+		if Octave(lo) != Octave(hi-1) {
+			t.Fatalf("bucket %d [%d,%d) spans octaves %d and %d", i, lo, hi, Octave(lo), Octave(hi-1))
+		}
+	}
+	h := New()
+	for _, v := range []uint64{0, 1, 2, 3, 1000, 1023, 1024, 1 << 45} {
+		h.Add(v)
+	}
+	o := h.ByOctave()
+	want := map[int]uint64{0: 2, 1: 2, 9: 2, 10: 1, Octaves - 1: 1}
+	for j, n := range o {
+		if n != want[j] {
+			t.Errorf("octave %d: %d runs, want %d", j, n, want[j])
+		}
 	}
 }

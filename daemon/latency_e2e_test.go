@@ -1,0 +1,178 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
+)
+
+// TestLatencyEndToEnd runs the real daemon and CLI in the VM (TestCountersInVM
+// boots it): `bpfperf latency` times every run made while its window is
+// open, the window reaches show, history --latency, events and /metrics,
+// a --latency.programs target gets windows of its own, and between windows
+// the daemon holds nothing of the targets.
+func TestLatencyEndToEnd(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+	}
+	privtest.Root(t)
+	web := freeAddr(t)
+	d := startDaemon(t, t.TempDir(), "--web.listen-address", web,
+		"--latency.programs", "vm_sched*", "--latency.window", "1s", "--latency.every", "3s")
+	var st api.Status
+	d.json(t, &st, "status")
+	if st.Latency == nil || !st.Latency.Available || st.Latency.FloorNs <= 0 {
+		t.Fatalf("status latency = %+v, want available with a calibrated floor", st.Latency)
+	}
+	t.Logf("calibration: floor %.0f ns, added %.0f ns per run", st.Latency.FloorNs, st.Latency.AddedNsPerRun)
+	if out := d.cli(t, "status"); !strings.Contains(out, "available; timing floor") {
+		t.Errorf("status has no latency line:\n%s", out)
+	}
+
+	name := uniqueName("vm_lat")
+	target := loadBTFTarget(t, name, 2000)
+	waitShown(t, d, name)
+
+	const runs = 500
+	drive := func() {
+		if err := privtest.Run(target, runs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := latencyWhile(t, d, drive, name, "--duration", "3s", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("bpfperf latency: exit %d: %s", res.code, res.errOut)
+	}
+	var w api.LatencyWindow
+	if err := json.Unmarshal([]byte(res.out), &w); err != nil {
+		t.Fatalf("%v in %s", err, res.out)
+	}
+	if w.Runs != runs || w.Untimed != 0 || w.Name != name || w.Stopped != "window ended" {
+		t.Fatalf("window %+v: want %d runs of %s, none untimed, ended", w, runs, name)
+	}
+	if !(w.P50Ns > 0 && w.P50Ns <= w.P99Ns && w.P99Ns <= w.MaxNs && w.MeanNs > 0 && w.FloorNs > 0) {
+		t.Errorf("figures out of order: %+v", w)
+	}
+	var inBuckets uint64
+	for _, b := range w.Buckets {
+		inBuckets += b.Runs
+	}
+	if inBuckets != runs {
+		t.Errorf("buckets hold %d runs, want %d", inBuckets, runs)
+	}
+	table := latencyWhile(t, d, drive, name, "--duration", "2s")
+	t.Logf("$ bpfperf latency %s --duration 2s\n%s", name, table.out)
+
+	// show, history, events and /metrics carry it.
+	var shown api.ProgDetail
+	d.json(t, &shown, "show", name)
+	if shown.Latency == nil || shown.Latency.Runs != runs || !shown.Latency.End.After(w.End) {
+		t.Errorf("show latency = %+v, want the newer window", shown.Latency)
+	}
+	if out := d.cli(t, "show", name); !strings.Contains(out, "p99") {
+		t.Errorf("show has no latency line:\n%s", out)
+	}
+	var hist []api.LatencyWindow
+	d.json(t, &hist, "history", name, "--latency")
+	if len(hist) != 2 || hist[0].Runs != runs || hist[1].Runs != runs {
+		t.Errorf("history --latency = %+v, want the two windows", hist)
+	}
+	t.Logf("$ bpfperf history %s --latency\n%s", name, d.cli(t, "history", name, "--latency"))
+	if out := d.cli(t, "events"); !strings.Contains(out, "latency_window") || !strings.Contains(out, "timing added") {
+		t.Errorf("events have no latency_window saying what timing added:\n%s", out)
+	}
+	_, _, body := get(t, "http://"+web+"/metrics")
+	if !strings.Contains(string(body), `bpfperf_program_latency_seconds_count{id="`) || !strings.Contains(string(body), `name="`+name+`"} 500`) {
+		t.Errorf("/metrics has no latency histogram of %s with 500 runs", name)
+	}
+
+	// A scheduled target: windows of its own, without asking.
+	sched := uniqueName("vm_sched")
+	st2 := loadBTFTarget(t, sched, 10)
+	waitShown(t, d, sched)
+	eventually(t, "a scheduled window of "+sched, func() bool {
+		if err := privtest.Run(st2, 10); err != nil {
+			t.Fatal(err)
+		}
+		var h []api.LatencyWindow
+		return d.query(&h, "history", sched, "--latency") == nil && len(h) > 0 && h[0].Runs > 0
+	})
+
+	// No BTF, no window: one line, non-zero.
+	nobtf := uniqueName("vm_nobtf")
+	p, err := privtest.LoadSocketFilter(nobtf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitShown(t, d, nobtf)
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "latency", nobtf, "--duration", "1s")
+	oneLineError(t, "latency without BTF", stdout, stderr, code, "no BTF")
+
+	// Between windows the daemon holds nothing of the targets.
+	eventually(t, "no window open", func() bool {
+		return d.query(&st, "status") == nil && st.Latency.Timing == 0
+	})
+	if n := progFds(t, d.cmd.Process.Pid); n != 0 {
+		t.Errorf("daemon holds %d program or link fds between windows", n)
+	}
+	waitNoProgramsNamed(t, "latency_entry", "latency_exit", "bpfperf_floor")
+}
+
+type cliResult struct {
+	out, errOut string
+	code        int
+}
+
+// latencyWhile runs `bpfperf latency args...` and, once the daemon says
+// its window is open, drive: the runs drive makes are all the target's
+// runs in the window.
+func latencyWhile(t *testing.T, d *daemonProc, drive func(), args ...string) cliResult {
+	t.Helper()
+	done := make(chan cliResult, 1)
+	go func() {
+		out, errOut, code := run(bin.cli, append([]string{"--socket", d.socket, "latency"}, args...)...)
+		done <- cliResult{out, errOut, code}
+	}()
+	var st api.Status
+	eventually(t, "the window to open", func() bool {
+		return d.query(&st, "status") == nil && st.Latency.Timing > 0
+	})
+	drive()
+	return <-done
+}
+
+// TestLatencyRefused: where the kernel refuses tracing programs (this
+// project's hosts), status says why and `bpfperf latency` fails in one
+// line; nothing else changes.
+func TestLatencyRefused(t *testing.T) {
+	if vmtest.InVM() {
+		t.Skip("the VM's kernel allows tracing programs")
+	}
+	privtest.Root(t)
+	if collectors.ProbeCounters().Exact == nil {
+		t.Skip("this kernel allows tracing programs: TestLatencyEndToEnd covers it in the VM")
+	}
+	d := startDaemon(t, t.TempDir())
+	var st api.Status
+	d.json(t, &st, "status")
+	if st.Latency == nil || st.Latency.Available || !strings.Contains(st.Latency.Reason, "refuses tracing programs") {
+		t.Fatalf("status latency = %+v, want unavailable: refused", st.Latency)
+	}
+	if out := d.cli(t, "status"); !strings.Contains(out, "unavailable: the kernel refuses tracing programs") {
+		t.Errorf("status does not say latency windows are refused:\n%s", out)
+	}
+	name := uniqueName("lat_refused")
+	loadBTFTarget(t, name, 10)
+	waitShown(t, d, name)
+	stdout, stderr, code := run(bin.cli, "--socket", d.socket, "latency", name, "--duration", "1s")
+	oneLineError(t, "latency where tracing is refused", stdout, stderr, code, "latency windows unavailable")
+	if out := d.cli(t, "show", name); !strings.Contains(out, "no window yet") {
+		t.Errorf("show without a window:\n%s", out)
+	}
+}

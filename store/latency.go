@@ -1,0 +1,138 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Latency windows: one series per program instance, in group groupLatency,
+// one sample per window written when it ends (at its end time). Unlike
+// bpf_stats and the counters a sample stands alone: a window's runs, not a
+// running total, so a skipped window or a restart needs no bookkeeping.
+//
+// Each sample has latencyColumns columns, in this order:
+//
+//	0      window ms   how long the window timed
+//	1      entries     runs the fentry program saw
+//	2      timed       runs in the histogram
+//	3      untimed     runs left out (exit without entry, nested too deep)
+//	4      sum ns      the timed runs' total
+//	5      max ns      the longest timed run
+//	6      floor ns    the calibrated timing floor in force
+//	7      added ns    the calibrated cost timing added to each run
+//	8..11  p50, p90, p99, p99.9 in ns, raw (the floor not taken off), read
+//	       from the full-resolution histogram when the window ended
+//	12..   timed runs per power of two (internal/loglinear.Octaves of them)
+const (
+	LatColWindowMs = iota
+	LatColEntries
+	LatColTimed
+	LatColUntimed
+	LatColSum
+	LatColMax
+	LatColFloor
+	LatColAdded
+	LatColP50
+	LatColP90
+	LatColP99
+	LatColP999
+	LatColOctaves
+)
+
+// LatencyOctaves is how many power-of-two columns a window keeps; it
+// matches internal/loglinear.Octaves (checked by a test).
+const LatencyOctaves = 36
+
+const latencyColumns = LatColOctaves + LatencyOctaves
+
+// LatencyWindow is one stored latency window of an instance.
+type LatencyWindow struct {
+	Key     InstanceKey
+	End     time.Time
+	Length  time.Duration
+	Entries uint64
+	Timed   uint64
+	Untimed uint64
+	SumNs   uint64
+	MaxNs   uint64
+	FloorNs uint64
+	AddedNs uint64
+	// Quantiles are p50, p90, p99 and p99.9 in ns, the floor not taken off.
+	Quantiles [4]uint64
+	Octaves   [LatencyOctaves]uint64
+}
+
+func (w LatencyWindow) columns() []uint64 {
+	v := make([]uint64, latencyColumns)
+	v[LatColWindowMs], v[LatColEntries], v[LatColTimed], v[LatColUntimed] = uint64(w.Length.Milliseconds()), w.Entries, w.Timed, w.Untimed
+	v[LatColSum], v[LatColMax], v[LatColFloor], v[LatColAdded] = w.SumNs, w.MaxNs, w.FloorNs, w.AddedNs
+	copy(v[LatColP50:], w.Quantiles[:])
+	copy(v[LatColOctaves:], w.Octaves[:])
+	return v
+}
+
+func latencyWindowFrom(k InstanceKey, ms int64, v []uint64) (LatencyWindow, bool) {
+	if len(v) != latencyColumns {
+		return LatencyWindow{}, false
+	}
+	w := LatencyWindow{Key: k, End: time.UnixMilli(ms), Length: time.Duration(v[LatColWindowMs]) * time.Millisecond}
+	w.Entries, w.Timed, w.Untimed = v[LatColEntries], v[LatColTimed], v[LatColUntimed]
+	w.SumNs, w.MaxNs, w.FloorNs, w.AddedNs = v[LatColSum], v[LatColMax], v[LatColFloor], v[LatColAdded]
+	copy(w.Quantiles[:], v[LatColP50:LatColOctaves])
+	copy(w.Octaves[:], v[LatColOctaves:])
+	return w, true
+}
+
+// WriteLatency appends latency windows in one small transaction of their
+// own: all or nothing. Each instance's windows must come in time order.
+func (db *DB) WriteLatency(ws ...LatencyWindow) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	err := db.update(func(tx *bolt.Tx) error {
+		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
+		chunks.FillPercent = 1.0
+		for _, w := range ws {
+			if err := db.appendSample(head, chunks, seriesKey(w.Key, groupLatency), w.End.UnixMilli(), w.columns()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		clear(db.heads) // see WriteTicks
+		return fmt.Errorf("write latency: %w", err)
+	}
+	return nil
+}
+
+// LatencySeries returns the instance's latency windows that ended in
+// [from, to], oldest first.
+func (db *DB) LatencySeries(k InstanceKey, from, to time.Time) ([]LatencyWindow, error) {
+	var out []LatencyWindow
+	err := db.view(func(tx *bolt.Tx) error {
+		return readSeries(tx, seriesKey(k, groupLatency), from.UnixMilli(), to.UnixMilli(), func(t int64, v []uint64) {
+			if w, ok := latencyWindowFrom(k, t, v); ok {
+				out = append(out, w)
+			}
+		})
+	})
+	return out, err
+}
+
+// LastLatency returns the instance's newest latency window, and false when
+// it has none.
+func (db *DB) LastLatency(k InstanceKey) (LatencyWindow, bool, error) {
+	var last LatencyWindow
+	found := false
+	err := db.newestFirst(seriesKey(k, groupLatency), func(t int64, v []uint64) {
+		if w, ok := latencyWindowFrom(k, t, v); ok {
+			last, found = w, true
+		}
+	}, func() bool { return found })
+	return last, found, err
+}
