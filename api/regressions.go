@@ -19,7 +19,26 @@ type Regression struct {
 	NewTag   string `json:"new_tag"`
 	Windows
 	Comparison
+	// Tail compares the p99 of the latency windows (bpfperf latency,
+	// --latency.programs) of the two versions, where each side has them.
+	Tail *TailComparison `json:"tail,omitempty"`
+	// By says what decided the finding: "mean" (the intervals' ns/run) or
+	// "p99" (the tail, when the mean did not move).
+	By          string      `json:"by,omitempty"`
 	Explanation Explanation `json:"explanation"`
+}
+
+// TailComparison is the p99 run time of a program's latency windows in the
+// two windows of a finding: the median of each side's windows' p99 (the
+// timing floor not taken off: the same on both sides), and their ratio.
+type TailComparison struct {
+	BeforeP99Ns   float64 `json:"before_p99_ns"`
+	AfterP99Ns    float64 `json:"after_p99_ns"`
+	Ratio         float64 `json:"ratio"`
+	WindowsBefore int     `json:"windows_before"`
+	WindowsAfter  int     `json:"windows_after"`
+	RunsBefore    uint64  `json:"runs_before"`
+	RunsAfter     uint64  `json:"runs_after"`
 }
 
 // Windows says what was compared: Changed is when the new version

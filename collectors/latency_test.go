@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 
 	"github.com/bpfperf/bpfperf/internal/loglinear"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -25,26 +24,13 @@ const (
 	slowEvery = 50
 )
 
-var (
-	fastPacket = make([]byte, 14)  // a socket filter's test run: skb->len 0
-	slowPacket = make([]byte, 200) // skb->len 186
-)
+var fastPacket, slowPacket = privtest.FastPacket, privtest.SlowPacket
 
 // loadMixTarget loads a socket filter with BTF whose run time depends on
-// its input: it spins slowTurns times for a packet of 64 bytes or more
-// and fastTurns for a shorter one.
+// its input (privtest.LoadMix): fastTurns or slowTurns.
 func loadMixTarget(tb testing.TB) *ebpf.Program {
 	tb.Helper()
-	prog, err := loadBTFProgram(uniqueName("mix"), asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // __sk_buff.len
-		asm.Mov.Imm(asm.R1, fastTurns),
-		asm.JLT.Imm(asm.R2, 64, "loop"),
-		asm.Mov.Imm(asm.R1, slowTurns),
-		asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
-		asm.JNE.Imm(asm.R1, 0, "loop"),
-		asm.Mov.Imm(asm.R0, 0),
-		asm.Return(),
-	})
+	prog, err := privtest.LoadMix(uniqueName("mix"), fastTurns, slowTurns)
 	if err != nil {
 		tb.Fatalf("load target: %v", err)
 	}
@@ -55,14 +41,8 @@ func loadMixTarget(tb testing.TB) *ebpf.Program {
 // runMix runs the target n times, every slowEvery-th run slow.
 func runMix(tb testing.TB, prog *ebpf.Program, n int) {
 	tb.Helper()
-	for i := range n {
-		in := fastPacket
-		if i%slowEvery == slowEvery-1 {
-			in = slowPacket
-		}
-		if _, err := prog.Run(&ebpf.RunOptions{Data: in, Repeat: 1}); err != nil {
-			tb.Fatalf("run %d: %v", i, err)
-		}
+	if err := privtest.RunMix(prog, n, slowEvery); err != nil {
+		tb.Fatal(err)
 	}
 }
 

@@ -66,6 +66,19 @@ type LatencyWindow struct {
 	// it cost from its own bpf_stats as it goes.
 	pair [2]*ebpf.Program
 	cost TimingCost
+	// The target's bpf_stats when the pair was loaded, and over the
+	// window once it detached (zero where they could not be read).
+	targetID   uint32
+	statsStart *ebpf.ProgramStats
+	stats      TargetStats
+}
+
+// TargetStats is what the target's bpf_stats counted from just before the
+// window attached to just after it detached: with the histogram, what
+// timing really added to each of its runs (latency.measuredAdded).
+type TargetStats struct {
+	RunTimeNs uint64
+	Runs      uint64
 }
 
 // TimingCost is what the timing pair's own programs ran, from their
@@ -118,6 +131,10 @@ func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error
 		return tracedPair{}, tracingError(fmt.Sprintf("time program %d: load fentry/fexit", tracedID(target)), err)
 	}
 	w.hist = objs.Latency
+	w.targetID = tracedID(target)
+	if s, err := target.Stats(); err == nil {
+		w.statsStart = s
+	}
 	for i, p := range []*ebpf.Program{objs.LatencyEntry, objs.LatencyExit} {
 		if w.pair[i], err = p.Clone(); err != nil {
 			objs.Close()
@@ -128,8 +145,17 @@ func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error
 }
 
 // letGo reads the timing pair's cost once its links are gone (no run can
-// add to it any more) and closes it.
+// add to it any more) and closes it, and reads what the target's
+// bpf_stats counted over the window (a brief fd, if it is still loaded).
 func (w *LatencyWindow) letGo() {
+	if w.statsStart != nil {
+		if target, err := ebpf.NewProgramFromID(ebpf.ProgramID(w.targetID)); err == nil {
+			if s, err := target.Stats(); err == nil && s.RunCount >= w.statsStart.RunCount {
+				w.stats = TargetStats{RunTimeNs: uint64(s.Runtime - w.statsStart.Runtime), Runs: s.RunCount - w.statsStart.RunCount}
+			}
+			target.Close()
+		}
+	}
 	for i, p := range w.pair {
 		if p == nil {
 			continue
@@ -156,6 +182,9 @@ type LatencyReading struct {
 	Hist    loglinear.Histogram
 	// Cost is the timing pair's own run time; set once the window stopped.
 	Cost TimingCost
+	// Stats is the target's bpf_stats over the window; set once the
+	// window stopped, zero where they were off or could not be read.
+	Stats TargetStats
 }
 
 // Read returns the runs timed so far, summed over CPUs. It works while
@@ -178,7 +207,7 @@ func (w *LatencyWindow) Read() (LatencyReading, error) {
 	}
 	select {
 	case <-w.Done():
-		r.Cost = w.cost
+		r.Cost, r.Stats = w.cost, w.stats
 	default:
 	}
 	return r, nil

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
@@ -177,23 +176,13 @@ func TestCountersBadInput(t *testing.T) {
 // needs), that spins iters times per run. The test holds its only fd.
 func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 	t.Helper()
-	fn := &btf.Func{
-		Name:    name,
-		Linkage: btf.GlobalFunc,
-		Type: &btf.FuncProto{
-			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
-			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}},
-		},
-	}
-	insns := asm.Instructions{
+	prog, err := privtest.LoadWithBTF(name, asm.Instructions{
 		asm.Mov.Imm(asm.R1, iters),
 		asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
 		asm.JNE.Imm(asm.R1, 0, "loop"),
 		asm.Mov.Imm(asm.R0, 0),
 		asm.Return(),
-	}
-	insns[0] = btf.WithFuncMetadata(insns[0].WithSymbol(name), fn)
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SocketFilter, License: "MIT", Instructions: insns})
+	})
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
@@ -206,7 +195,15 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 // end-to-end counter test there.
 func TestCountersInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestCountersExactEndToEnd", "TestLatencyEndToEnd"})
+		[]string{"TestCountersExactEndToEnd"})
+}
+
+// TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it
+// and runs the latency tests there: windows end to end, and a regression
+// its tail decides.
+func TestLatencyInVM(t *testing.T) {
+	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+		[]string{"TestLatencyEndToEnd", "TestRegressionByTail"})
 }
 
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a

@@ -214,7 +214,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		scanner, db, d.bootID, d.boot, d.sampler.MapUsers)
 	d.metrics = metrics.New(metricsSource{d}, cfg.Web.MaxPrograms)
 	d.detector = regressions.New(cfg.Regressions, regressions.Deps{
-		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found,
+		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found, Timed: d.lat.TimedBetween,
 	})
 	d.query = &query.Query{
 		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr,

@@ -11,14 +11,14 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
-// TestLatencyEndToEnd runs the real daemon and CLI in the VM (TestCountersInVM
+// TestLatencyEndToEnd runs the real daemon and CLI in the VM (TestLatencyInVM
 // boots it): `bpfperf latency` times every run made while its window is
 // open, the window reaches show, history --latency, events and /metrics,
 // a --latency.programs target gets windows of its own, and between windows
 // the daemon holds nothing of the targets.
 func TestLatencyEndToEnd(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
 	}
 	privtest.Root(t)
 	web := freeAddr(t)

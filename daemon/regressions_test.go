@@ -16,11 +16,17 @@ import (
 // pace runs prog `batch` times every 10 ms until stop is called: a steady
 // load whose runs/s does not depend on how long a run takes.
 func pace(t *testing.T, prog *ebpf.Program, batch uint32) (stop func()) {
+	return paceWith(t, func() error {
+		_, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: batch})
+		return err
+	})
+}
+
+// paceWith calls run every 10 ms until stopped.
+func paceWith(t *testing.T, run func() error) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -29,12 +35,12 @@ func pace(t *testing.T, prog *ebpf.Program, batch uint32) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: batch}); err != nil {
+			if err := run(); err != nil {
 				t.Error(err)
 				return
 			}
 		}
-	}()
+	})
 	var once sync.Once
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }

@@ -31,15 +31,19 @@ func regressionsCommand(dial clientFactory) *cli.Command {
 				return err
 			}
 			t := table{
-				header: []string{"ID", "TIME", "KIND", "PROGRAM", "TAGS", "NS/RUN", "RATIO", "95% CI", "P", "N"},
-				fields: []string{"id", "time", "kind", "program", "old_tag", "new_tag", "before_ns_per_run", "after_ns_per_run", "ratio", "ratio_lo", "ratio_hi", "p", "n_before", "n_after"},
+				header: []string{"ID", "TIME", "KIND", "PROGRAM", "TAGS", "NS/RUN", "RATIO", "95% CI", "P", "N", "P99"},
+				fields: []string{"id", "time", "kind", "program", "old_tag", "new_tag", "before_ns_per_run", "after_ns_per_run", "ratio", "ratio_lo", "ratio_hi", "p", "n_before", "n_after", "p99_ratio", "by"},
 			}
 			for _, r := range list.Regressions {
 				t.rows = append(t.rows, []string{r.ID, fmtTime(r.Time), r.Kind, r.Program, r.OldTag[:min(8, len(r.OldTag))] + "->" + r.NewTag[:min(8, len(r.NewTag))],
 					fmt.Sprintf("%.0f->%.0f", r.BeforeNs, r.AfterNs), fmt.Sprintf("x%.2f", r.Ratio), fmt.Sprintf("%.2f-%.2f", r.RatioLo, r.RatioHi),
-					fmt.Sprintf("%.2g", r.P), fmt.Sprintf("%d+%d", r.NBefore, r.NAfter)})
+					fmt.Sprintf("%.2g", r.P), fmt.Sprintf("%d+%d", r.NBefore, r.NAfter), tailCell(r)})
+				tailRatio := ""
+				if r.Tail != nil {
+					tailRatio = ftoa(r.Tail.Ratio)
+				}
 				t.raw = append(t.raw, []string{r.ID, r.Time.UTC().Format(time.RFC3339Nano), r.Kind, r.Program, r.OldTag, r.NewTag,
-					ftoa(r.BeforeNs), ftoa(r.AfterNs), ftoa(r.Ratio), ftoa(r.RatioLo), ftoa(r.RatioHi), ftoa(r.P), strconv.Itoa(r.NBefore), strconv.Itoa(r.NAfter)})
+					ftoa(r.BeforeNs), ftoa(r.AfterNs), ftoa(r.Ratio), ftoa(r.RatioLo), ftoa(r.RatioHi), ftoa(r.P), strconv.Itoa(r.NBefore), strconv.Itoa(r.NAfter), tailRatio, r.By})
 			}
 			return render(c, os.Stdout, list.Regressions, t)
 		},
@@ -47,6 +51,19 @@ func regressionsCommand(dial clientFactory) *cli.Command {
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// tailCell is the list's P99 column: the latency windows' p99 ratio, and
+// "(decided)" where the tail decided the finding; "-" without windows.
+func tailCell(r api.Regression) string {
+	if r.Tail == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("x%.2f", r.Tail.Ratio)
+	if r.By == "p99" {
+		s += " (decided)"
+	}
+	return s
+}
 
 func regressionsShowCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
@@ -104,6 +121,14 @@ func printRegression(w io.Writer, r api.Regression) {
 	fmt.Fprintf(w, "  before   %s .. %s, %d intervals\n", fmtTime(r.BeforeFrom), fmtTime(r.BeforeTo), r.NBefore)
 	fmt.Fprintf(w, "  after    %s .. %s, %d intervals\n", fmtTime(r.AfterFrom), fmtTime(r.AfterTo), r.NAfter)
 	fmt.Fprintf(w, "  load     %.0f..%.0f runs/s (intervals compared)\n", r.LoadLo, r.LoadHi)
+	if tc := r.Tail; tc != nil {
+		decided := ""
+		if r.By == "p99" {
+			decided = "; the mean did not move, the tail decided"
+		}
+		fmt.Fprintf(w, "  p99      %s -> %s, x%.3f (median p99 of %d and %d latency windows, %d and %d runs)%s\n",
+			fmtDurationNs(tc.BeforeP99Ns), fmtDurationNs(tc.AfterP99Ns), tc.Ratio, tc.WindowsBefore, tc.WindowsAfter, tc.RunsBefore, tc.RunsAfter, decided)
+	}
 	ex := r.Explanation
 	if ex.Off != "" {
 		fmt.Fprintf(w, "  profile  %s\n", ex.Off)

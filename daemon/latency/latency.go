@@ -102,14 +102,29 @@ type Latency struct {
 	// last is each program's newest window since the daemon started, for
 	// /metrics; at most maxLast, the oldest dropped.
 	last map[store.InstanceKey]api.LatencyWindow
+	// timed are each instance's recent windows, open ones too, for
+	// TimedBetween; at most maxTimed per instance.
+	timed map[store.InstanceKey][]span
 }
+
+// span is a window's time; end is zero while it is open.
+type span struct{ start, end time.Time }
+
+// maxTimed bounds the windows remembered per instance for TimedBetween:
+// enough for a regression window of a few minutes at a window every few
+// seconds; older intervals are not asked about.
+const maxTimed = 256
+
+// forgetTimed is how long an instance's windows are remembered after its
+// last one ended.
+const forgetTimed = 24 * time.Hour
 
 // maxLast bounds the windows kept for /metrics (and so its series).
 const maxLast = 50
 
 // New makes the room; Start probes the kernel and starts the schedule.
 func New(cfg Config, deps Deps) *Latency {
-	return &Latency{cfg: cfg.withDefaults(), deps: deps, next: map[store.InstanceKey]time.Time{}, last: map[store.InstanceKey]api.LatencyWindow{}}
+	return &Latency{cfg: cfg.withDefaults(), deps: deps, next: map[store.InstanceKey]time.Time{}, last: map[store.InstanceKey]api.LatencyWindow{}, timed: map[store.InstanceKey][]span{}}
 }
 
 // Start calibrates timing (which also tells whether the kernel allows
@@ -153,7 +168,7 @@ func (l *Latency) Time(ctx context.Context, key store.InstanceKey, name string, 
 	if err := CheckWindow(d); err != nil {
 		return api.LatencyWindow{}, fmt.Errorf("%w: duration %w", errs.BadRequest, err)
 	}
-	w, start, err := l.open(key.ID, d)
+	w, start, err := l.open(key, d)
 	if err != nil {
 		return api.LatencyWindow{}, err
 	}
@@ -165,8 +180,9 @@ func (l *Latency) Time(ctx context.Context, key store.InstanceKey, name string, 
 	return l.finish(w, key, name, start)
 }
 
-// open starts a window on program id, counting it open.
-func (l *Latency) open(id uint32, d time.Duration) (*collectors.LatencyWindow, time.Time, error) {
+// open starts a window on instance key, counting it open.
+func (l *Latency) open(key store.InstanceKey, d time.Duration) (*collectors.LatencyWindow, time.Time, error) {
+	id := key.ID
 	l.mu.Lock()
 	timer, refused := l.timer, l.refused
 	l.mu.Unlock()
@@ -190,6 +206,15 @@ func (l *Latency) open(id uint32, d time.Duration) (*collectors.LatencyWindow, t
 	}
 	l.mu.Lock()
 	l.opened++
+	ts := append(l.timed[key], span{start: start})
+	l.timed[key] = ts[max(len(ts)-maxTimed, 0):]
+	// Instances timed long ago (unloaded since, most of them) are
+	// forgotten: no interval that old is asked about.
+	for k, ss := range l.timed {
+		if last := ss[len(ss)-1]; !last.end.IsZero() && start.Sub(last.end) > forgetTimed {
+			delete(l.timed, k)
+		}
+	}
 	l.mu.Unlock()
 	return w, start, nil
 }
@@ -199,15 +224,9 @@ func (l *Latency) finish(w *collectors.LatencyWindow, key store.InstanceKey, nam
 	defer w.Close()
 	r, err := w.Read()
 	end := l.deps.Now()
-	l.mu.Lock()
-	l.opened--
-	cal := l.cal
-	l.mu.Unlock()
+	cal := l.closeSpan(key, start, end, r, err)
 	if err != nil {
 		return api.LatencyWindow{}, err
-	}
-	if r.Cost.Runs > 0 && r.Cost.RunTimeNs == 0 {
-		cal.AddedNs = 0 // stats were off: nothing was added to them
 	}
 	sw := Stored(key, r, cal, start, end)
 	ev := store.Event{Time: end, Kind: "latency_window", ID: key.ID, Name: name, Detail: eventDetail(sw)}
@@ -230,6 +249,43 @@ func (l *Latency) finish(w *collectors.LatencyWindow, key store.InstanceKey, nam
 func eventDetail(w store.LatencyWindow) string {
 	return fmt.Sprintf("timed %d runs over %v; timing added about %d ns to each run's bpf_stats run time while open",
 		w.Timed, w.Length.Round(time.Millisecond), w.AddedNs)
+}
+
+// closeSpan counts the window closed and ends its span, and returns the
+// floor in force and what timing added to each run: as measured over the
+// window, else the calibration's, or 0 where stats were off.
+func (l *Latency) closeSpan(key store.InstanceKey, start, end time.Time, r collectors.LatencyReading, readErr error) collectors.Calibration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opened--
+	cal := l.cal
+	if readErr == nil {
+		switch a, ok := measuredAdded(r, cal.FloorNs); {
+		case ok:
+			cal.AddedNs = a
+		case r.Cost.Runs > 0 && r.Cost.RunTimeNs == 0:
+			cal.AddedNs = 0 // stats were off: nothing was added to them
+		}
+	}
+	for i, s := range l.timed[key] {
+		if s.start.Equal(start) && s.end.IsZero() {
+			l.timed[key][i].end = end
+		}
+	}
+	return cal
+}
+
+// measuredAdded is what timing added to each run of the target over the
+// window: bpf_stats' mean per run less the timed mean, plus the floor
+// (which lies inside both). Under TCG it came to 1.3-1.7 times what the
+// calibration on an empty program says: a run made by its own syscall
+// pays more for the trampoline than one in a test-run loop. ok is false
+// where stats were off or nothing was timed.
+func measuredAdded(r collectors.LatencyReading, floor float64) (float64, bool) {
+	if r.Stats.Runs == 0 || r.Hist.Count == 0 {
+		return 0, false
+	}
+	return max(float64(r.Stats.RunTimeNs)/float64(r.Stats.Runs)-r.Hist.Mean()+floor, 0), true
 }
 
 // Stored is a window's reading as the store keeps it.
@@ -290,7 +346,7 @@ func (l *Latency) schedule(ctx context.Context) {
 		case <-tick.C:
 		}
 		for _, t := range l.due() {
-			w, start, err := l.open(t.key.ID, l.cfg.Window)
+			w, start, err := l.open(t.key, l.cfg.Window)
 			if err != nil {
 				l.mu.Lock()
 				l.lastErr = err.Error()
@@ -379,6 +435,22 @@ func (l *Latency) Last() map[store.InstanceKey]api.LatencyWindow {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.last)
+}
+
+// TimedBetween says whether a window of instance key was open at any time
+// in (from, to]. A reader of bpf_stats over the interval (the regression
+// detector) leaves such an interval out: timing adds to each run's run
+// time, and a window must never read as the program slowing down.
+func (l *Latency) TimedBetween(key store.InstanceKey, from, to time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.timed[key] {
+		open := s.end.IsZero()
+		if s.start.Before(to) && (open || s.end.After(from)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Status is the room's part of /v1/status.

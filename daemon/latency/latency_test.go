@@ -76,3 +76,46 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TimedBetween: an interval is timed when any window, closed or still
+// open, overlaps it.
+func TestTimedBetween(t *testing.T) {
+	l := New(Config{}, Deps{})
+	key := store.InstanceKey{Boot: 1, ID: 3}
+	t0 := time.UnixMilli(1_800_000_000_000)
+	l.timed[key] = []span{{start: t0, end: t0.Add(2 * time.Second)}, {start: t0.Add(10 * time.Second)}}
+	for _, c := range []struct {
+		from, to time.Duration
+		want     bool
+	}{
+		{-time.Second, 0, false}, // ends as the window starts
+		{time.Second, 3 * time.Second, true},
+		{2 * time.Second, 9 * time.Second, false},  // between windows
+		{9 * time.Second, 11 * time.Second, true},  // the open one
+		{20 * time.Second, 21 * time.Second, true}, // still open
+	} {
+		if got := l.TimedBetween(key, t0.Add(c.from), t0.Add(c.to)); got != c.want {
+			t.Errorf("(%v, %v]: %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if l.TimedBetween(store.InstanceKey{Boot: 1, ID: 4}, t0, t0.Add(time.Second)) {
+		t.Error("an instance never timed reads timed")
+	}
+}
+
+// What timing added, measured over a window: bpf_stats' mean less the
+// timed mean, plus the floor that lies in both.
+func TestMeasuredAdded(t *testing.T) {
+	h := loglinear.New()
+	for range 100 {
+		h.Add(1300) // 1000 ns of program, 300 of floor
+	}
+	r := collectors.LatencyReading{Hist: h, Stats: collectors.TargetStats{RunTimeNs: 100 * 2900, Runs: 100}} // 1000 + 1900 added
+	if a, ok := measuredAdded(r, 300); !ok || a != 1900 {
+		t.Errorf("measuredAdded = %v, %v; want 1900", a, ok)
+	}
+	r.Stats = collectors.TargetStats{}
+	if _, ok := measuredAdded(r, 300); ok {
+		t.Error("measured with stats off")
+	}
+}

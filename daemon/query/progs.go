@@ -138,9 +138,10 @@ func (q *Query) Detail(inst Instance) (api.ProgDetail, error) {
 		return d, err
 	}
 	w, ok, err := q.Store.LastLatency(inst.Rec.Key)
-	if err != nil {
+	if err != nil && q.Store.Damaged() == "" {
 		return d, err
 	}
+	// A damaged store may fail this read: the live figures still answer.
 	if ok {
 		v := latency.View(w, inst.Rec.Name)
 		d.Latency = &v

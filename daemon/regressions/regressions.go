@@ -88,6 +88,10 @@ type Deps struct {
 	ProfilesOn bool
 	// Found, if set, counts each finding (for /metrics).
 	Found func(kind, typ, name string)
+	// Timed, if set, says a latency window was open on an instance in an
+	// interval (latency.TimedBetween): such an interval is left out, since
+	// timing adds to each run's run time and must never read as a change.
+	Timed func(key store.InstanceKey, from, to time.Time) bool
 }
 
 // Detector is the daemon's regression detection state, used by the
@@ -111,6 +115,8 @@ type foundIn struct {
 	finding        *regress.Finding
 	name, typ, key string
 	id             uint32
+	tail           *api.TailComparison // the p99 of the two versions' latency windows, where both have them
+	by             string              // what decided it: "mean" or "p99"
 }
 
 // New makes a detector with cfg (a zero Window turns it off).
@@ -136,9 +142,21 @@ func (dt *Detector) Tick(now time.Time) {
 	}
 	for _, in := range found {
 		f := in.finding
+		if f.NewTag != "" {
+			// A new version: its tail too, where latency windows exist.
+			tc, err := tail(dt.deps.Store, in.key, f.OldTag, f.NewTag, f.Windows)
+			if err != nil {
+				dt.deps.Logger.Warn("regression tail", "program", in.name, "err", err)
+			}
+			in.tail = tc
+			f.Kind, in.by = byTail(f.Kind, tc, dt.cfg.MinChange)
+		}
 		if f.Kind == "" {
-			if f.Undecided != "" {
-				dt.deps.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter)
+			switch {
+			case f.Undecided != "":
+				dt.deps.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter, "tail", tailText(in.tail))
+			case f.NewTag != "":
+				dt.deps.Logger.Info("new version: no change", "program", f.Key, "tag", f.NewTag, "ratio", f.Ratio, "p", f.P, "tail", tailText(in.tail))
 			}
 			continue
 		}
@@ -181,7 +199,7 @@ func (dt *Detector) observe(v sampler.View, now time.Time) []foundIn {
 		cur, curAt := p.Latest()
 		prev, prevAt, _ := p.Previous()
 		smp, ok := IntervalSample(now, sampler.Counters(prev), sampler.Counters(cur), curAt.Sub(prevAt))
-		if !ok {
+		if !ok || (dt.deps.Timed != nil && dt.deps.Timed(p.Key(), prevAt, curAt)) {
 			continue
 		}
 		m := p.Meta()
@@ -198,7 +216,7 @@ func (dt *Detector) storeFinding(now time.Time, in foundIn) error {
 	f := in.finding
 	r := api.Regression{
 		Kind: f.Kind, Time: now, Program: in.name, Type: in.typ, Identity: in.key, ProgID: in.id,
-		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison,
+		OldTag: f.OldTag, NewTag: f.NewTag, Windows: f.Windows, Comparison: f.Comparison, Tail: in.tail, By: in.by,
 	}
 	r.ID = FindingID(r)
 	r.Explanation = dt.explain(r.Program, r.BeforeFrom, r.BeforeTo, r.AfterFrom, r.AfterTo)
@@ -207,6 +225,12 @@ func (dt *Detector) storeFinding(now time.Time, in foundIn) error {
 		return err
 	}
 	detail := fmt.Sprintf("%s: ns/run x%.2f [%.2f, %.2f] vs tag %s, p=%.2g, %d+%d intervals", r.ID, r.Ratio, r.RatioLo, r.RatioHi, r.OldTag, r.P, r.NBefore, r.NAfter)
+	if tc := r.Tail; tc != nil {
+		detail += fmt.Sprintf("; p99 x%.2f (%.0f -> %.0f ns, %d+%d latency windows)", tc.Ratio, tc.BeforeP99Ns, tc.AfterP99Ns, tc.WindowsBefore, tc.WindowsAfter)
+	}
+	if r.By == "p99" {
+		detail += "; decided by p99"
+	}
 	dt.deps.Logger.Info("regression detection", "kind", r.Kind, "program", r.Program, "detail", detail)
 	if dt.deps.Found != nil {
 		dt.deps.Found(r.Kind, r.Type, r.Program)

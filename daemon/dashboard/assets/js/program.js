@@ -2,8 +2,10 @@
 // range (/v1/history, /v1/counters/history), with reloads, new versions
 // and other events marked (/v1/events), its metadata (/v1/progs/{prog}),
 // its latest perf counter windows, who triggers it over the range
-// (/v1/triggers) and what its hook costs (/v1/hooks), and pprof's flame graph of the continuous profiles of
-// the range, focused on the program.
+// (/v1/triggers) and what its hook costs (/v1/hooks), its per-run latency
+// windows (/v1/latency/history: p50, p99, p99.9 over time and the newest
+// window's distribution), and pprof's flame graph of the continuous
+// profiles of the range, focused on the program.
 import { getJSON, el, header, showError, fmt, ranges, stepFor, timeChart } from './lib.js';
 
 header('Programs');
@@ -12,7 +14,7 @@ const params = new URLSearchParams(location.search);
 const prog = params.get('prog');
 const range = ranges[params.get('range')] ? params.get('range') : '1h';
 
-const markColors = { reload: '#dc2626', new_version: '#ea580c', loaded: '#16a34a', unloaded: '#6b7280' };
+const markColors = { reload: '#dc2626', new_version: '#ea580c', loaded: '#16a34a', unloaded: '#6b7280', latency_window: '#0891b2' };
 
 async function load() {
   if (!prog) throw new Error('no program: open a program from the Programs page');
@@ -39,9 +41,10 @@ async function load() {
     ref = String(det.id);
     hist = await historyOf(ref, step);
   }
-  const [events, counters] = await Promise.all([
+  const [events, counters, latency] = await Promise.all([
     getJSON(`/v1/events?prog=${encodeURIComponent(ref)}&${window}`),
     getJSON(`/v1/counters/history?prog=${encodeURIComponent(ref)}&${window}`),
+    getJSON(`/v1/latency/history?prog=${encodeURIComponent(ref)}&${window}`).catch(() => ({ windows: [] })),
   ]);
 
   const where = det.where ? ` · ${det.where}` : '';
@@ -57,7 +60,9 @@ async function load() {
   const marks = [];
   for (const p of hist.points) if (p.reload) marks.push({ t: Date.parse(p.time) / 1000, label: 'reload', color: markColors.reload });
   for (const e of events.events) {
-    if (e.kind === 'loaded' || e.kind === 'unloaded' || e.kind === 'new_version' || /regression|improvement|shift/.test(e.kind)) {
+    // A latency window is marked too: while open, timing adds to each
+    // run's bpf_stats run time (its event says how much).
+    if (e.kind === 'loaded' || e.kind === 'unloaded' || e.kind === 'new_version' || e.kind === 'latency_window' || /regression|improvement|shift/.test(e.kind)) {
       marks.push({ t: Date.parse(e.time) / 1000, label: e.kind.replace('_', ' '), color: markColors[e.kind] || '#9333ea' });
     }
   }
@@ -120,6 +125,33 @@ async function load() {
       .map((t, i) => el('th', { class: i < 1 ? 'text' : null }, t))), ...rows));
   } catch (e) {
     hooks.append(el('p', { class: 'empty' }, e.message));
+  }
+
+  // Per-run latency, as `bpfperf history PROG --latency` and `bpfperf
+  // latency PROG`: every run timed in bounded windows.
+  main.append(el('h2', {}, 'Latency per run (timed windows)'));
+  const lat = el('div', { id: 'latency' });
+  main.append(lat);
+  const ws = latency.windows;
+  if (ws.length) {
+    const box = el('div', { class: 'chart' });
+    lat.append(box);
+    timeChart(box, 'p50, p99, p99.9 per window', ws.map((w) => Date.parse(w.end) / 1000), [
+      { label: 'p50', format: fmt.ns, values: ws.map((w) => w.p50_ns) },
+      { label: 'p99', format: fmt.ns, values: ws.map((w) => w.p99_ns) },
+      { label: 'p99.9', format: fmt.ns, values: ws.map((w) => w.p999_ns) },
+    ], marks);
+    const w = ws[ws.length - 1];
+    const most = Math.max(...w.buckets.map((b) => b.runs));
+    const rows = w.buckets.map((b) => el('tr', {}, el('td', { class: 'text' }, `${fmt.ns(b.lo_ns)} – ${b.hi_ns ? fmt.ns(b.hi_ns) : '∞'}`),
+      el('td', {}, fmt.count(b.runs)),
+      el('td', { class: 'text' }, el('span', { class: 'bar', style: `width:${Math.max(1, Math.round(300 * b.runs / most))}px` }))));
+    lat.append(el('p', {}, `Newest window (${fmt.time(w.end)}, ${w.duration_s.toFixed(1)} s): ${fmt.count(w.runs)} runs, mean ${fmt.ns(w.mean_ns)}, `
+      + `p50 ${fmt.ns(w.p50_ns)}, p90 ${fmt.ns(w.p90_ns)}, p99 ${fmt.ns(w.p99_ns)}, p99.9 ${fmt.ns(w.p999_ns)}, max ${fmt.ns(w.max_ns)}`),
+    el('table', { class: 'distribution' }, el('tr', {}, ...['RUN TIME (RAW)', 'RUNS', ''].map((h, i) => el('th', { class: i !== 1 ? 'text' : null }, h))), ...rows),
+    el('p', { class: 'empty' }, `figures less the timing floor of ${fmt.ns(w.floor_ns)}, within ${w.error_pct.toFixed(1)}%; while a window is open timing adds about ${fmt.ns(w.added_ns_per_run)} to each run's bpf_stats run time`));
+  } else {
+    lat.append(el('p', { class: 'empty' }, 'No latency windows in this range: bpfperf latency PROG, or bpfperfd --latency.programs.'));
   }
 
   main.append(el('h2', {}, 'Flame graph of the range (continuous profiles merged, this program\'s samples)'));
