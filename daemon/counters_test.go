@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
@@ -198,12 +199,25 @@ func TestCountersInVM(t *testing.T) {
 		[]string{"TestCountersExactEndToEnd"})
 }
 
-// TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it
-// and runs the latency tests there: windows end to end, and a regression
-// its tail decides.
+// TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it,
+// and the host's execsnoop and bpftool, and runs the latency tests there:
+// windows end to end, a regression its tail decides, and a window on a
+// program we did not write.
 func TestLatencyInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestLatencyEndToEnd", "TestRegressionByTail"})
+	var files []vmtest.File
+	for _, tool := range []string{"execsnoop", "bpftool"} {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			privtest.Skip(t, tool+" not installed (apt-get install libbpf-tools bpftool)")
+		}
+		fs, err := vmtest.HostBinary(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: files}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+		[]string{"TestLatencyEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
 }
 
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a

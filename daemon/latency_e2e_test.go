@@ -2,8 +2,12 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
@@ -174,5 +178,85 @@ func TestLatencyRefused(t *testing.T) {
 	oneLineError(t, "latency where tracing is refused", stdout, stderr, code, "latency windows unavailable")
 	if out := d.cli(t, "show", name); !strings.Contains(out, "no window yet") {
 		t.Errorf("show without a window:\n%s", out)
+	}
+}
+
+// TestRealToolsLatencyExecsnoop (in the VM: TestLatencyInVM, with the
+// host's execsnoop and bpftool and their libraries): a window on
+// execsnoop's sys_exit_execve program, a program this project did not
+// write, times exactly the execs made while it is open, and bpftool's
+// run_cnt over the same span counts those and the two execs around them
+// (the bpfperf CLI's own and bpftool's). The status polls and the read of
+// the window go through the API in-process: a CLI would exec, and count.
+func TestRealToolsLatencyExecsnoop(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+	}
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir())
+	ex := startTool(t, "execsnoop")
+	progs := toolProgs(t, ex.pid, 2)
+	id, ok := progs["sys_exit_execve"]
+	if !ok {
+		t.Fatalf("execsnoop's programs by tracepoint: %v, want sys_exit_execve", progs)
+	}
+	ref := strconv.Itoa(int(id))
+	waitShown(t, d, ref)
+	client, err := api.Dial(d.socket, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCnt := func() (runs, ns float64) {
+		m, ok := bpftoolProg(t, id)
+		if !ok {
+			t.Fatalf("bpftool does not know program %d", id)
+		}
+		runs, _ = m["run_cnt"].(float64)
+		ns, _ = m["run_time_ns"].(float64)
+		return runs, ns
+	}
+	runsBefore, nsBefore := runCnt()
+	// A long window, ended by killing the CLI once the loop is done (the
+	// daemon stops a window whose caller went away, and stores it): on a
+	// loaded host the loop may take many seconds.
+	since := time.Now()
+	cli := exec.Command(bin.cli, "--socket", d.socket, "latency", ref, "--duration", "5m")
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Process.Kill()
+	eventually(t, "the window to open", func() bool {
+		st, err := client.Status()
+		return err == nil && st.Latency != nil && st.Latency.Timing > 0
+	})
+	const execs = 300
+	// sh's own exec is one more, inside the window.
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done", execs)).CombinedOutput(); err != nil {
+		t.Fatalf("exec loop: %v %s", err, out)
+	}
+	cli.Process.Kill()
+	cli.Wait()
+	var w api.LatencyWindow
+	eventually(t, "the window to be stored", func() bool {
+		h, err := client.LatencyHistory(ref, since, time.Now().Add(time.Minute))
+		if err != nil || len(h.Windows) == 0 {
+			return false
+		}
+		w = h.Windows[0]
+		return true
+	})
+	runsAfter, nsAfter := runCnt()
+	bpftoolRuns := runsAfter - runsBefore
+	bpftoolMean := (nsAfter - nsBefore) / bpftoolRuns
+	t.Logf("execsnoop's %s (%d): window %d runs, mean %.0f ns, p50 %.0f, p99 %.0f, max %.0f (less a %.0f ns floor); bpftool over the span: %.0f runs, %.0f ns/run (timing included)",
+		w.Name, id, w.Runs, w.MeanNs, w.P50Ns, w.P99Ns, w.MaxNs, w.FloorNs, bpftoolRuns, bpftoolMean)
+	if w.Runs != execs+1 || w.Untimed != 0 {
+		t.Errorf("window timed %d runs (%d untimed), want the %d execs and sh's", w.Runs, w.Untimed, execs)
+	}
+	if bpftoolRuns != float64(w.Runs+2) {
+		t.Errorf("bpftool counted %.0f runs over the span, want the window's %d and the CLI's and bpftool's own execs", bpftoolRuns, w.Runs)
+	}
+	if w.MeanNs <= 0 || w.MeanNs >= bpftoolMean {
+		t.Errorf("window mean %.0f ns, want above 0 and below bpftool's %.0f ns, which includes what timing added", w.MeanNs, bpftoolMean)
 	}
 }

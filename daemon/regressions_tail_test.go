@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,71 +14,125 @@ import (
 )
 
 // TestRegressionByTail (in the VM: TestLatencyInVM): a reload whose mean
-// run time is the same but whose slowest 2% of runs take 1.5 times as
-// long (and the rest a little less). The mean finds nothing; the latency windows of the two versions
+// run time is the same but whose slow runs, half as many, take twice as
+// long. The mean finds nothing; the latency windows of the two versions
 // (--latency.programs) find the tail, and the finding says p99 decided it.
 func TestRegressionByTail(t *testing.T) {
 	if !vmtest.InVM() {
 		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
 	}
 	privtest.Root(t)
-	const window = 8 * time.Second
-	d := startDaemon(t, t.TempDir(), "--regressions.window", window.String(),
-		"--latency.programs", "rg_tail*", "--latency.window", "1s", "--latency.every", "3s")
-	name := uniqueName("rg_tail")
-	// 98% of runs 1,000 turns and 2% 20,000; then 796 and 30,000: the mean
-	// stays within 0.1%, the slow 2% (so p99) grows by half. The slow path
-	// is long enough to stand above the emulator's own slow runs (under
-	// TCG the first run of each batch, after the pacer's sleep, takes 4-8
-	// µs: 2% of runs too).
-	old, err := privtest.LoadMix(name, 1000, 20000)
+	// --regressions.min-change 20%: the emulated VM's mean wanders by
+	// 10-15% between windows; the tail below doubles.
+	d := startDaemon(t, t.TempDir(), "--regressions.window", tailWindow.String(), "--regressions.min-change", "20%",
+		"--latency.programs", "rg_tail*", "--latency.window", "1s", "--latency.every", "2s")
+	// A neighbour that runs one version throughout: the detector divides
+	// the machine's own drift out of the mean by it (the emulated VM's
+	// speed wanders by 10% and more from one 8 s window to the next).
+	control, err := privtest.LoadMix(uniqueName("rg_ctl"), 1000, 15000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopOld := paceMix(t, old)
+	t.Cleanup(func() { control.Close() })
+	t.Cleanup(paceMix(t, control, 40))
+	// Under TCG a program loaded anew may run its same code 8% faster or
+	// slower than the one before it, and the whole VM half as fast for a
+	// while, so the mean may move by more than the design's 0% (rightly a
+	// finding of its own) and the tail by less than its 100%. The latency
+	// windows measure both exactly: a reload whose windows' means agree
+	// within 10% and whose p99 grew by 30% or more is the case under test,
+	// tried up to 3 times.
+	for try := 1; try <= 3; try++ {
+		r, meanRatio, p99Ratio := reloadWithSlowerTail(t, d)
+		t.Logf("try %d: finding %s by %s; ns/run x%.3f (p=%.2g); the windows' means x%.3f, p99 x%.3f; tail %+v", try, r.Kind, r.By, r.Ratio, r.P, meanRatio, p99Ratio, r.Tail)
+		if math.Abs(meanRatio-1) > 0.10 || p99Ratio < 1.3 {
+			continue
+		}
+		if r.Kind != "regression" || r.By != "p99" || r.Tail == nil || r.Tail.Ratio < 1.2 {
+			t.Errorf("finding %s by %q, tail %+v: want a regression decided by p99, up 20%% or more (100%% by design; 35-90%% seen under TCG)", r.Kind, r.By, r.Tail)
+		}
+		t.Logf("$ bpfperf regressions show %s\n%s", r.ID, d.cli(t, "regressions", "show", r.ID))
+		return
+	}
+	t.Fatal("in 3 tries the emulator never ran the two versions' means within 10% of each other with the p99 30% apart")
+}
+
+// tailWindow is the regression window of TestRegressionByTail.
+const tailWindow = 8 * time.Second
+
+// reloadWithSlowerTail loads a program, runs it, reloads it with a slower
+// tail, waits for the detector's finding, and returns it with the ratios
+// (new over old) of the two versions' means and of the medians of their
+// windows' p99, as their latency windows measured them.
+func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, meanRatio, p99Ratio float64) {
+	t.Helper()
+	name := uniqueName("rg_tail")
+	// Runs of 1,000 turns, one in 40 of 15,000; then one in 80 of 30,000:
+	// the fast path and the mean stay the same (the slow runs' turns per
+	// run are the same), the slow runs (so p99) take twice as long.
+	// The slow path is long enough to stand above the emulator's own slow
+	// runs (under TCG the first run of each batch, after the pacer's
+	// sleep, takes 4-8 µs).
+	old, err := privtest.LoadMix(name, 1000, 15000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopOld := paceMix(t, old, 40)
 	// The detector follows a program once its identity is settled: a
 	// reload before that is no new version of anything.
 	eventually(t, "the program's identity to settle", func() bool {
 		var p api.ProgDetail
 		return d.query(&p, "show", name) == nil && p.IdentityID != ""
 	})
-	time.Sleep(window + time.Second)
+	// Past the window, and a few seconds more: the first seconds of a
+	// freshly loaded program run slow under emulation.
+	time.Sleep(tailWindow + 4*time.Second)
 	// The old version goes before the new one comes: loaded side by side,
 	// the new one would be a second instance (its own identity, slot #2),
 	// not a new version.
 	stopOld()
 	old.Close()
-	newer, err := privtest.LoadMix(name, 796, 30000)
+	newer, err := privtest.LoadMix(name, 1000, 30000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { newer.Close() })
-	stopNew := paceMix(t, newer)
-	t.Cleanup(stopNew)
+	defer newer.Close()
+	defer paceMix(t, newer, 80)()
 
 	var found []api.Regression
-	deadline := time.Now().Add(window + 20*time.Second)
+	deadline := time.Now().Add(tailWindow + 20*time.Second)
 	for len(found) == 0 && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
 		d.json(t, &found, "regressions", "--since", "1h", "--prog", name)
 	}
+	var h []api.LatencyWindow
+	d.json(t, &h, "history", name, "--latency", "--since", "1h")
 	if len(found) != 1 {
-		var h []api.LatencyWindow
-		d.json(t, &h, "history", name, "--latency", "--since", "1h")
 		t.Fatalf("findings %+v, want one; %d latency windows\n%s\n%s", found, len(h), d.cli(t, "events", "--since", "1h", "--prog", name), d.stderr)
 	}
-	r := found[0]
-	t.Logf("finding: %s by %s; ns/run x%.3f (p=%.2g, %s); tail %+v", r.Kind, r.By, r.Ratio, r.P, r.Undecided, r.Tail)
-	if r.Kind != "regression" || r.By != "p99" || r.Tail == nil || r.Tail.Ratio < 1.25 {
-		t.Errorf("finding %s by %q, tail %+v: want a regression decided by p99, up 25%% or more", r.Kind, r.By, r.Tail)
+	r = found[0]
+	var sums [2]float64
+	var runs [2]uint64
+	var p99s [2][]float64
+	for _, w := range h {
+		side := 0
+		if w.ID == r.ProgID {
+			side = 1
+		}
+		sums[side] += (w.MeanNs + w.FloorNs) * float64(w.Runs)
+		runs[side] += w.Runs
+		p99s[side] = append(p99s[side], w.P99Ns)
 	}
-	t.Logf("$ bpfperf regressions show %s\n%s", r.ID, d.cli(t, "regressions", "show", r.ID))
-	t.Logf("$ bpfperf history %s --latency\n%s", name, d.cli(t, "history", name, "--latency", "--since", "1h"))
-	t.Logf("$ bpfperf history %s --step 1s\n%s", name, d.cli(t, "history", name, "--since", "1h", "--step", "1s"))
+	if runs[0] == 0 || runs[1] == 0 {
+		t.Fatalf("latency windows of one version missing: %+v", h)
+	}
+	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	return r, (sums[1] / float64(runs[1])) / (sums[0] / float64(runs[0])), median(p99s[1]) / median(p99s[0])
 }
 
-// paceMix runs prog's mix (every 50th run slow) in batches of 50 every
-// 10 ms until stopped.
-func paceMix(t *testing.T, prog *ebpf.Program) (stop func()) {
-	return paceWith(t, func() error { return privtest.RunMix(prog, 50, 50) })
+// paceMix runs prog's mix, every slowEvery-th run slow, in batches of 160
+// every 32 ms until stopped: the same runs/s whatever the mix (the
+// detector compares intervals at matched load), 5,000 a second.
+func paceMix(t *testing.T, prog *ebpf.Program, slowEvery int) (stop func()) {
+	return paceWith(t, 32*time.Millisecond, func() error { return privtest.RunMix(prog, 160, slowEvery) })
 }

@@ -16,18 +16,18 @@ import (
 // pace runs prog `batch` times every 10 ms until stop is called: a steady
 // load whose runs/s does not depend on how long a run takes.
 func pace(t *testing.T, prog *ebpf.Program, batch uint32) (stop func()) {
-	return paceWith(t, func() error {
+	return paceWith(t, 10*time.Millisecond, func() error {
 		_, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: batch})
 		return err
 	})
 }
 
-// paceWith calls run every 10 ms until stopped.
-func paceWith(t *testing.T, run func() error) (stop func()) {
+// paceWith calls run every period until stopped.
+func paceWith(t *testing.T, period time.Duration, run func() error) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(10 * time.Millisecond)
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
 			select {

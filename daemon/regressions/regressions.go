@@ -142,8 +142,9 @@ func (dt *Detector) Tick(now time.Time) {
 	}
 	for _, in := range found {
 		f := in.finding
-		if f.NewTag != "" {
-			// A new version: its tail too, where latency windows exist.
+		if f.OldTag != "" && f.OldTag != f.NewTag {
+			// A new version (not a shift of one): its tail too, where
+			// latency windows exist.
 			tc, err := tail(dt.deps.Store, in.key, f.OldTag, f.NewTag, f.Windows)
 			if err != nil {
 				dt.deps.Logger.Warn("regression tail", "program", in.name, "err", err)
@@ -155,7 +156,7 @@ func (dt *Detector) Tick(now time.Time) {
 			switch {
 			case f.Undecided != "":
 				dt.deps.Logger.Info("new version not compared", "program", f.Key, "tag", f.NewTag, "why", f.Undecided, "intervals_before", f.NBefore, "intervals_after", f.NAfter, "tail", tailText(in.tail))
-			case f.NewTag != "":
+			case f.OldTag != "" && f.OldTag != f.NewTag:
 				dt.deps.Logger.Info("new version: no change", "program", f.Key, "tag", f.NewTag, "ratio", f.Ratio, "p", f.P, "tail", tailText(in.tail))
 			}
 			continue

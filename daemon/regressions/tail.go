@@ -52,7 +52,10 @@ func tail(db *store.DB, identity, oldTag, newTag string, w api.Windows) (*api.Ta
 	return tc, nil
 }
 
-// p99Of is the median of the windows' p99 and the runs they timed.
+// p99Of is the median of the windows' p99 (of an even count, the mean of
+// the middle two) and the runs they timed. A median, not a mean: one
+// window in a disturbed second (a freshly loaded program's first, under
+// emulation) must not decide.
 func p99Of(ws []store.LatencyWindow) (float64, uint64) {
 	var p99s []float64
 	var runs uint64
@@ -66,7 +69,11 @@ func p99Of(ws []store.LatencyWindow) (float64, uint64) {
 		return 0, 0
 	}
 	slices.Sort(p99s)
-	return p99s[len(p99s)/2], runs
+	n := len(p99s)
+	if n%2 == 0 {
+		return (p99s[n/2-1] + p99s[n/2]) / 2, runs
+	}
+	return p99s[n/2], runs
 }
 
 // byTail decides a finding the mean left undecided or unchanged from its

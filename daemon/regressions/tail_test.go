@@ -12,6 +12,9 @@ func TestP99Of(t *testing.T) {
 	if p, n := p99Of(ws); p != 200 || n != 1800 {
 		t.Errorf("p99Of = %v, %d; want the median 200 over 1800 runs", p, n)
 	}
+	if p, _ := p99Of(ws[:2]); p != 200 {
+		t.Errorf("p99Of of two windows = %v, want their mean 200", p)
+	}
 	if p, n := p99Of(nil); p != 0 || n != 0 {
 		t.Errorf("no windows: %v %d", p, n)
 	}
