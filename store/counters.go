@@ -115,23 +115,33 @@ func (db *DB) WriteCounters(samples ...CounterSample) error {
 	if len(samples) == 0 {
 		return nil
 	}
+	return db.writeSamples("counters", len(samples), func(head, chunks *bolt.Bucket, i int) error {
+		s := samples[i]
+		key := seriesKey(s.Key, groupCounters)
+		// An open chunk of the old width is sealed; the new width starts a
+		// chunk of its own.
+		if c, err := db.openHead(head, key); err != nil {
+			return err
+		} else if c != nil && c.columns != counterColumns {
+			if err := db.seal(head, chunks, key); err != nil {
+				return err
+			}
+		}
+		return db.appendSample(head, chunks, key, s.Time.UnixMilli(), s.columns())
+	})
+}
+
+// writeSamples appends n samples of one kind (what, for the error) to
+// their series in one small transaction of its own: all or nothing. each
+// writes sample i.
+func (db *DB) writeSamples(what string, n int, each func(head, chunks *bolt.Bucket, i int) error) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	err := db.update(func(tx *bolt.Tx) error {
 		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
 		chunks.FillPercent = 1.0
-		for _, s := range samples {
-			key := seriesKey(s.Key, groupCounters)
-			// An open chunk of the old width is sealed; the new width
-			// starts a chunk of its own.
-			if c, err := db.openHead(head, key); err != nil {
-				return err
-			} else if c != nil && c.columns != counterColumns {
-				if err := db.seal(head, chunks, key); err != nil {
-					return err
-				}
-			}
-			if err := db.appendSample(head, chunks, seriesKey(s.Key, groupCounters), s.Time.UnixMilli(), s.columns()); err != nil {
+		for i := range n {
+			if err := each(head, chunks, i); err != nil {
 				return err
 			}
 		}
@@ -139,7 +149,7 @@ func (db *DB) WriteCounters(samples ...CounterSample) error {
 	})
 	if err != nil {
 		clear(db.heads) // see WriteTicks
-		return fmt.Errorf("write counters: %w", err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -91,23 +90,9 @@ func (db *DB) WriteLatency(ws ...LatencyWindow) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	err := db.update(func(tx *bolt.Tx) error {
-		head, chunks := tx.Bucket(bucketHead), tx.Bucket(bucketChunks)
-		chunks.FillPercent = 1.0
-		for _, w := range ws {
-			if err := db.appendSample(head, chunks, seriesKey(w.Key, groupLatency), w.End.UnixMilli(), w.columns()); err != nil {
-				return err
-			}
-		}
-		return nil
+	return db.writeSamples("latency", len(ws), func(head, chunks *bolt.Bucket, i int) error {
+		return db.appendSample(head, chunks, seriesKey(ws[i].Key, groupLatency), ws[i].End.UnixMilli(), ws[i].columns())
 	})
-	if err != nil {
-		clear(db.heads) // see WriteTicks
-		return fmt.Errorf("write latency: %w", err)
-	}
-	return nil
 }
 
 // LatencySeries returns the instance's latency windows that ended in

@@ -28,21 +28,14 @@ const (
 	maxCountersMax    = 64
 )
 
+// limits are the counters flags' defaults and bounds.
+var limits = windowflags.Limits{Prefix: "counters", DefaultWindow: DefaultWindow, DefaultEvery: DefaultEvery, DefaultMax: DefaultMax,
+	MinWindow: minCountersWindow, MaxWindow: maxCountersWindow, MaxEvery: maxCountersEvery, MaxMax: maxCountersMax}
+
 func (c Config) withDefaults() Config {
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Every == 0 {
-		c.Every = max(DefaultEvery, c.Window)
-	}
-	if c.Max == 0 {
-		c.Max = DefaultMax
-	}
+	c.Window, c.Every, c.Max = limits.Defaults(c.Window, c.Every, c.Max)
 	return c
 }
-
-// limits bound the counters flags.
-var limits = windowflags.Limits{Prefix: "counters", MinWindow: minCountersWindow, MaxWindow: maxCountersWindow, MaxEvery: maxCountersEvery, MaxMax: maxCountersMax}
 
 // Validate checks the counters flags, with defaults for what is unset.
 func (c Config) Validate() error {

@@ -51,21 +51,14 @@ const (
 	maxMax    = 16
 )
 
+// limits are the --latency.* flags' defaults and bounds.
+var limits = windowflags.Limits{Prefix: "latency", DefaultWindow: DefaultWindow, DefaultEvery: DefaultEvery, DefaultMax: DefaultMax,
+	MinWindow: MinWindow, MaxWindow: MaxWindow, MaxEvery: maxEvery, MaxMax: maxMax}
+
 func (c Config) withDefaults() Config {
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Every == 0 {
-		c.Every = max(DefaultEvery, c.Window)
-	}
-	if c.Max == 0 {
-		c.Max = DefaultMax
-	}
+	c.Window, c.Every, c.Max = limits.Defaults(c.Window, c.Every, c.Max)
 	return c
 }
-
-// limits bound the --latency.* flags.
-var limits = windowflags.Limits{Prefix: "latency", MinWindow: MinWindow, MaxWindow: MaxWindow, MaxEvery: maxEvery, MaxMax: maxMax}
 
 // Validate checks the flags, with defaults for what is unset.
 func (c Config) Validate() error {
@@ -95,6 +88,9 @@ type Latency struct {
 	mu      sync.Mutex
 	refused error // why windows cannot run here; nil when they can
 	cal     collectors.Calibration
+	// opened counts windows attached and not yet finished; not the
+	// timer's Active, which holds a target's slot while it attaches, before
+	// a run can be timed (status's timing says a window times runs now).
 	opened  int
 	windows int64
 	lastErr string

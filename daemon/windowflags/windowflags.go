@@ -11,12 +11,32 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/errs"
 )
 
-// Limits bound one kind of window's flags.
+// Limits are one kind of window's defaults and bounds.
 type Limits struct {
-	Prefix               string // "counters", "latency": names the flags
-	MinWindow, MaxWindow time.Duration
-	MaxEvery             time.Duration
-	MaxMax               int
+	Prefix                      string // "counters", "latency": names the flags
+	DefaultWindow, DefaultEvery time.Duration
+	DefaultMax                  int
+	MinWindow, MaxWindow        time.Duration
+	MaxEvery                    time.Duration
+	MaxMax                      int
+}
+
+// Defaults fills in what is unset (zero): a window starts at most as often
+// as it lasts.
+func (l Limits) Defaults(window, every time.Duration, max int) (time.Duration, time.Duration, int) {
+	if window == 0 {
+		window = l.DefaultWindow
+	}
+	if every == 0 {
+		every = l.DefaultEvery
+		if every < window {
+			every = window
+		}
+	}
+	if max == 0 {
+		max = l.DefaultMax
+	}
+	return window, every, max
 }
 
 // Check checks the flags, each already with its default.
