@@ -23,7 +23,7 @@ type Regression struct {
 	// --latency.programs) of the two versions, where each side has them.
 	Tail *TailComparison `json:"tail,omitempty"`
 	// By says what decided the finding: "mean" (the intervals' ns/run) or
-	// "p99" (the tail, when the mean did not move).
+	// "p99" (the tail, when the mean did not move by the minimum change or not significantly).
 	By          string      `json:"by,omitempty"`
 	Explanation Explanation `json:"explanation"`
 }

@@ -169,6 +169,13 @@ func TestGoldenAPI(t *testing.T) {
 		points, _ := field(v, "points").([]any)
 		return len(points) > 0
 	})
+	// A rate needs two sweeps with runs between inside the step: poll
+	// until the busy program's history has one (a fast run of the test
+	// once reached the GETs below with under a second of samples).
+	api.poll("a rate in the busy program's history", "history", "/v1/history?prog="+fmt.Sprint(hotID)+"&since=1m&step=1s", func(v any) bool {
+		points, _ := field(v, "points").([]any)
+		return slices.ContainsFunc(points, func(p any) bool { return field(p, "runs_per_sec") != nil })
+	})
 	api.poll("a reload in the history", "history", "/v1/history?prog="+reloadName+"&since=10m", func(v any) bool {
 		points, _ := field(v, "points").([]any)
 		return slices.ContainsFunc(points, func(p any) bool { return field(p, "reload") == true })

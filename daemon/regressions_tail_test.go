@@ -14,8 +14,8 @@ import (
 )
 
 // TestRegressionByTail (in the VM: TestLatencyInVM): a reload whose mean
-// run time is the same but whose slow runs, half as many, take twice as
-// long. The mean finds nothing; the latency windows of the two versions
+// run time is the same but whose slow runs, a third as many, take three
+// times as long. The mean finds nothing; the latency windows of the two versions
 // (--latency.programs) find the tail, and the finding says p99 decided it.
 func TestRegressionByTail(t *testing.T) {
 	if !vmtest.InVM() {
@@ -23,7 +23,7 @@ func TestRegressionByTail(t *testing.T) {
 	}
 	privtest.Root(t)
 	// --regressions.min-change 20%: the emulated VM's mean wanders by
-	// 10-15% between windows; the tail below doubles.
+	// 10-15% between windows; the tail below triples.
 	d := startDaemon(t, t.TempDir(), "--regressions.window", tailWindow.String(), "--regressions.min-change", "20%",
 		"--latency.programs", "rg_tail*", "--latency.window", "1s", "--latency.every", "2s")
 	// A neighbour that runs one version throughout: the detector divides
@@ -34,42 +34,55 @@ func TestRegressionByTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { control.Close() })
-	t.Cleanup(paceMix(t, control, 40))
+	t.Cleanup(paceMix(t, control, 25))
 	// Under TCG a program loaded anew may run its same code 8% faster or
 	// slower than the one before it, and the whole VM half as fast for a
 	// while, so the mean may move by more than the design's 0% (rightly a
-	// finding of its own) and the tail by less than its 100%. The latency
-	// windows measure both exactly: a reload whose windows' means agree
-	// within 10% and whose p99 grew by 30% or more is the case under test,
-	// tried up to 3 times.
+	// finding of its own) and the tail by less than its 200% (a 2x tail
+	// once measured only 1.19x). The latency windows measure both
+	// exactly: a reload whose windows' means agree within 15% (the detector ignores 20%) and whose
+	// p99 grew by 50% or more is the case under test, tried up to 3 times;
+	// a try the emulator spoiled may end with no finding at all.
 	for try := 1; try <= 3; try++ {
-		r, meanRatio, p99Ratio := reloadWithSlowerTail(t, d)
-		t.Logf("try %d: finding %s by %s; ns/run x%.3f (p=%.2g); the windows' means x%.3f, p99 x%.3f; tail %+v", try, r.Kind, r.By, r.Ratio, r.P, meanRatio, p99Ratio, r.Tail)
-		if math.Abs(meanRatio-1) > 0.10 || p99Ratio < 1.3 {
+		r, found, meanRatio, p99Ratio := reloadWithSlowerTail(t, d)
+		t.Logf("try %d: finding %v: %s by %s; ns/run x%.3f (p=%.2g); the windows' means x%.3f, p99 x%.3f; tail %+v", try, found, r.Kind, r.By, r.Ratio, r.P, meanRatio, p99Ratio, r.Tail)
+		if math.Abs(meanRatio-1) > 0.15 || p99Ratio < 1.5 {
 			continue
 		}
-		if r.Kind != "regression" || r.By != "p99" || r.Tail == nil || r.Tail.Ratio < 1.2 {
-			t.Errorf("finding %s by %q, tail %+v: want a regression decided by p99, up 20%% or more (100%% by design; 35-90%% seen under TCG)", r.Kind, r.By, r.Tail)
+		// bpf_stats outside the windows (what the detector compares) may
+		// still see the mean move under TCG: once x1.24 where the windows
+		// saw x1.07. Then the mean rightly decides, and the tail must
+		// still be reported beside it.
+		if found && r.By == "mean" {
+			if r.Tail == nil || r.Tail.Ratio < 1.2 {
+				t.Fatalf("finding by the mean without the tail beside it: tail %+v", r.Tail)
+			}
+			continue
+		}
+		if !found || r.Kind != "regression" || r.By != "p99" || r.Tail == nil || r.Tail.Ratio < 1.2 {
+			t.Fatalf("finding %v: %s by %q, tail %+v: want a regression decided by p99, up 20%% or more (200%% by design)\n%s", found, r.Kind, r.By, r.Tail, d.stderr)
 		}
 		t.Logf("$ bpfperf regressions show %s\n%s", r.ID, d.cli(t, "regressions", "show", r.ID))
 		return
 	}
-	t.Fatal("in 3 tries the emulator never ran the two versions' means within 10% of each other with the p99 30% apart")
+	t.Fatal("in 3 tries the emulator never ran the two versions' means within 15% of each other with the p99 50% apart")
 }
 
 // tailWindow is the regression window of TestRegressionByTail.
 const tailWindow = 8 * time.Second
 
 // reloadWithSlowerTail loads a program, runs it, reloads it with a slower
-// tail, waits for the detector's finding, and returns it with the ratios
-// (new over old) of the two versions' means and of the medians of their
-// windows' p99, as their latency windows measured them.
-func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, meanRatio, p99Ratio float64) {
+// tail, waits for the detector's finding, and returns it (found false if
+// none came) with the ratios (new over old) of the two versions' means and
+// of the medians of their windows' p99, as their latency windows measured
+// them.
+func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, found bool, meanRatio, p99Ratio float64) {
 	t.Helper()
 	name := uniqueName("rg_tail")
-	// Runs of 1,000 turns, one in 40 of 15,000; then one in 80 of 30,000:
-	// the fast path and the mean stay the same (the slow runs' turns per
-	// run are the same), the slow runs (so p99) take twice as long.
+	// Runs of 1,000 turns, one in 25 of 15,000; then one in 75 of 45,000:
+	// the fast path stays the same and the mean within 2% (the slow runs
+	// add 600 turns per run to both), the slow runs (so p99) take three
+	// times as long. Both slow shares are above 1%, so p99 is a slow run.
 	// The slow path is long enough to stand above the emulator's own slow
 	// runs (under TCG the first run of each batch, after the pacer's
 	// sleep, takes 4-8 µs).
@@ -77,7 +90,7 @@ func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, meanRa
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopOld := paceMix(t, old, 40)
+	stopOld := paceMix(t, old, 25)
 	// The detector follows a program once its identity is settled: a
 	// reload before that is no new version of anything.
 	eventually(t, "the program's identity to settle", func() bool {
@@ -92,31 +105,36 @@ func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, meanRa
 	// not a new version.
 	stopOld()
 	old.Close()
-	newer, err := privtest.LoadMix(name, 1000, 30000)
+	newer, err := privtest.LoadMix(name, 1000, 45000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer newer.Close()
-	defer paceMix(t, newer, 80)()
+	defer paceMix(t, newer, 75)()
+	newID := progID(t, newer)
 
-	var found []api.Regression
+	var findings []api.Regression
 	deadline := time.Now().Add(tailWindow + 20*time.Second)
-	for len(found) == 0 && time.Now().Before(deadline) {
+	for len(findings) == 0 && time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
-		d.json(t, &found, "regressions", "--since", "1h", "--prog", name)
+		d.json(t, &findings, "regressions", "--since", "1h", "--prog", name)
 	}
 	var h []api.LatencyWindow
 	d.json(t, &h, "history", name, "--latency", "--since", "1h")
-	if len(found) != 1 {
-		t.Fatalf("findings %+v, want one; %d latency windows\n%s\n%s", found, len(h), d.cli(t, "events", "--since", "1h", "--prog", name), d.stderr)
+	switch len(findings) {
+	case 0:
+		t.Logf("no finding; %d latency windows\n%s", len(h), d.cli(t, "events", "--since", "1h", "--prog", name))
+	case 1:
+		r, found = findings[0], true
+	default:
+		t.Fatalf("findings %+v, want at most one", findings)
 	}
-	r = found[0]
 	var sums [2]float64
 	var runs [2]uint64
 	var p99s [2][]float64
 	for _, w := range h {
 		side := 0
-		if w.ID == r.ProgID {
+		if w.ID == newID {
 			side = 1
 		}
 		sums[side] += (w.MeanNs + w.FloorNs) * float64(w.Runs)
@@ -127,7 +145,7 @@ func reloadWithSlowerTail(t *testing.T, d *daemonProc) (r api.Regression, meanRa
 		t.Fatalf("latency windows of one version missing: %+v", h)
 	}
 	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
-	return r, (sums[1] / float64(runs[1])) / (sums[0] / float64(runs[0])), median(p99s[1]) / median(p99s[0])
+	return r, found, (sums[1] / float64(runs[1])) / (sums[0] / float64(runs[0])), median(p99s[1]) / median(p99s[0])
 }
 
 // paceMix runs prog's mix, every slowEvery-th run slow, in batches of 160

@@ -124,7 +124,7 @@ func printRegression(w io.Writer, r api.Regression) {
 	if tc := r.Tail; tc != nil {
 		decided := ""
 		if r.By == "p99" {
-			decided = "; the mean did not move, the tail decided"
+			decided = fmt.Sprintf("; the mean moved less than the minimum change (%g%%) or not significantly, the tail decided", 100*r.MinChange)
 		}
 		fmt.Fprintf(w, "  p99      %s -> %s, x%.3f (median p99 of %d and %d latency windows, %d and %d runs)%s\n",
 			fmtDurationNs(tc.BeforeP99Ns), fmtDurationNs(tc.AfterP99Ns), tc.Ratio, tc.WindowsBefore, tc.WindowsAfter, tc.RunsBefore, tc.RunsAfter, decided)
