@@ -105,12 +105,17 @@ type linkInfoName0 struct {
 // skipped. Requires CAP_SYS_ADMIN and Linux 5.8.
 func Links() (map[uint32][]AttachPoint, error) {
 	out := make(map[uint32][]AttachPoint)
+	seen := map[uint32]bool{}
 	for id := uint32(0); ; {
 		next, ok, err := nextID(unix.BPF_LINK_GET_NEXT_ID, id)
 		if err != nil || !ok {
+			if err == nil {
+				pruneTracingTargets(seen)
+			}
 			return out, err
 		}
 		id = next
+		seen[id] = true
 		info, target, err := readLink(id)
 		if errors.Is(err, ErrGone) {
 			continue
@@ -151,10 +156,7 @@ func linkTarget(fd int, info *linkInfo) (string, error) {
 	case linkRawTracepoint, linkIter:
 		return linkName(fd, 0)
 	case linkTracing:
-		if u32(4) == 0 {
-			return "", nil
-		}
-		return fmt.Sprintf("btf obj %d type %d", u32(4), u32(8)), nil
+		return tracingTarget(info.id, info.progID, u32(0), u32(4), u32(8)), nil
 	case linkCgroup:
 		return fmt.Sprintf("cgroup %d", u64(0)), nil
 	case linkNetns:

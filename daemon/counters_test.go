@@ -204,19 +204,7 @@ func TestCountersInVM(t *testing.T) {
 // windows end to end, a regression its tail decides, and a window on a
 // program we did not write.
 func TestLatencyInVM(t *testing.T) {
-	var files []vmtest.File
-	for _, tool := range []string{"execsnoop", "bpftool"} {
-		path, err := exec.LookPath(tool)
-		if err != nil {
-			privtest.Skip(t, tool+" not installed (apt-get install libbpf-tools bpftool)")
-		}
-		fs, err := vmtest.HostBinary(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, fs...)
-	}
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: files}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "execsnoop", "bpftool")}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
 		[]string{"TestLatencyEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
 }
 
@@ -388,4 +376,23 @@ func waitNoProgramsNamed(t *testing.T, names ...string) {
 		}
 		return true
 	})
+}
+
+// hostTools are the host's binaries of tools (and the libraries they
+// need) for the test VM; a tool not installed skips the test.
+func hostTools(t *testing.T, tools ...string) []vmtest.File {
+	t.Helper()
+	var files []vmtest.File
+	for _, tool := range tools {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			privtest.Skip(t, tool+" not installed (apt-get install libbpf-tools bpftool)")
+		}
+		fs, err := vmtest.HostBinary(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	return files
 }

@@ -168,10 +168,10 @@ func TestTriggersSoftirq(t *testing.T) {
 // startProfilingDaemon starts a daemon with a 2 s profile window at
 // 999 Hz, enough samples to tell a 3:1 split, and /metrics on web, and
 // waits for its first window.
-func startProfilingDaemon(t *testing.T) (d *daemonProc, web string) {
+func startProfilingDaemon(t *testing.T, extra ...string) (d *daemonProc, web string) {
 	t.Helper()
 	web = freeAddr(t)
-	d = startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--web.listen-address", web)
+	d = startDaemon(t, t.TempDir(), append([]string{"--profile.every", "2s", "--profile.hz", "999", "--web.listen-address", web}, extra...)...)
 	eventually(t, "the daemon's first profile window", func() bool {
 		var st api.Status
 		d.json(t, &st, "status")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/bpfperf/bpfperf/internal/kernelbtf"
+
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
@@ -190,12 +192,16 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 	st := &stackInfo{key: b.nextStackKey, locs: make([]*profile.Location, len(s.Stack))}
 	outermostIsBPF := false
 	funcs := make([]string, len(s.Stack))
+	innermostBPF := -1
 	for i, a := range s.Stack {
 		l := b.location(a, i == 0, s.Time)
 		st.locs[i] = l.loc
 		funcs[i] = l.frame.Func
 		outermostIsBPF = l.frame.BPF()
 		if l.frame.BPF() {
+			if !st.bpf {
+				innermostBPF = i
+			}
 			st.bpf = true
 			st.context = "" // the context around the innermost program's frame
 			if st.prog == nil && (l.frame.ProgID != 0 || l.frame.ProgTag != "") {
@@ -205,8 +211,11 @@ func (b *builder) stack(s *Sample, exact bool) *stackInfo {
 			st.context = frameContext(l.frame.Func)
 		}
 	}
-	if !st.bpf {
+	switch {
+	case !st.bpf:
 		st.hook = hookOf(funcs)
+	case st.prog == nil:
+		st.hook = trampolineHookOf(funcs, innermostBPF, kernelbtf.FuncName)
 	}
 	switch {
 	case st.context != "":

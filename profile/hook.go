@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -31,11 +33,25 @@ import (
 //     ftrace or int3 kprobe handlers, else "tracepoint:<event>" from the
 //     perf_trace_<event> frame.
 //
+// fentry, fexit and fmod_ret on a kernel function run from a trampoline,
+// JIT code named bpf_trampoline_<key> in kallsyms: a sample whose
+// innermost BPF frame is such a trampoline, with no program's frame on
+// the stack, is "trampoline:<function>" (the traced function, the frame
+// outside the trampoline) when it is in the trampoline itself or in what
+// the trampoline calls to enter and leave each program (__bpf_prog_enter*,
+// __bpf_prog_exit*, __bpf_tramp_enter/exit, and what they call: the
+// recursion guard, migrate_disable, RCU), or "stats_clock" under them.
+// Not counted: the traced function's own body, which an fexit trampoline
+// calls (the function's work, not the hook's), and trampolines on a BPF
+// program (fentry on a program), whose cost that program's run_time_ns
+// already holds and whose samples stay that program's.
+//
 // Unavailable: XDP and TC, whose entry is inlined into the driver and
-// qdisc paths (no frame tells the hook's part from the packet's), and
-// fentry/fexit trampolines, which this host's kernel refuses (the VM
-// tests see them; their frames are BPF code, not counted here).
+// qdisc paths (no frame tells the hook's part from the packet's).
 const LabelHook = "hook"
+
+// HookTrampoline prefixes the trampoline hooks: "trampoline:<function>".
+const HookTrampoline = "trampoline:"
 
 // HookSyscallSlowPath is the entry and exit work of every system call
 // while a syscall tracepoint is on, not only of the traced ones.
@@ -95,6 +111,83 @@ func hookOf(funcs []string) string {
 		}
 	}
 	return ""
+}
+
+// trampolineCalls are the kernel functions a trampoline calls around each
+// program (kernel/bpf/trampoline.c, 6.1 to 6.18: __bpf_prog_enter,
+// __bpf_prog_enter_recur, _sleepable, _lsm_cgroup, the matching exits,
+// and __bpf_tramp_enter/exit), by prefix; they time the program too.
+var trampolineCalls = []string{"__bpf_prog_enter", "__bpf_prog_exit", "__bpf_tramp_enter", "__bpf_tramp_exit"}
+
+// trampolineTailCalls are what those functions end in with a jump, so
+// that the trampoline is their caller on the stack (seen on 6.1: RCU's
+// unlock and migrate_enable under the trampoline itself). A traced
+// function's body, which an fexit trampoline calls, could end in one of
+// them too; so rare a sample is counted as the hook's.
+var trampolineTailCalls = map[string]bool{
+	"__rcu_read_lock": true, "__rcu_read_unlock": true, "migrate_disable": true, "migrate_enable": true,
+	"bpf_prog_inc_misses_counter": true, "update_prog_stats": true,
+}
+
+func isTrampolineCall(fn string) bool {
+	return trampolineTailCalls[fn] || slices.ContainsFunc(trampolineCalls, func(p string) bool { return strings.HasPrefix(fn, p) })
+}
+
+// trampolineKey parses a trampoline's kallsyms name, bpf_trampoline_<key>:
+// the key is the BTF object's id << 32 | 1 << 31 | the function's BTF id
+// for a kernel or module function (Linux 5.10+: the bit tells it from a
+// program's id << 32 | BTF id, a trampoline on a program).
+func trampolineKey(sym string) (obj, typ uint32, btfObj, ok bool) {
+	s, ok := strings.CutPrefix(sym, "bpf_trampoline_")
+	if !ok {
+		return 0, 0, false, false
+	}
+	k, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	return uint32(k >> 32), uint32(k & 0x7fffffff), k&0x80000000 != 0, true
+}
+
+// FuncNamer names function typ of BTF object obj, kernel false where obj
+// is not the kernel's or a module's BTF (kernelbtf.FuncName).
+type FuncNamer func(obj, typ uint32) (fn string, kernel bool)
+
+// trampolineHookOf names the hook machinery of a stack whose innermost BPF
+// frame, at index bpfAt, is a trampoline and that has no program's frame,
+// "" for none. funcs are the stack's function names, innermost first. The
+// traced function is named from the trampoline's key through name: the
+// frame outside the trampoline may be another symbol at the same address
+// (__x64_sys_getppid for BTF's __do_sys_getppid) or, for a sample in the
+// trampoline's prologue, its caller's caller. Where name cannot tell, that
+// frame names it.
+func trampolineHookOf(funcs []string, bpfAt int, name FuncNamer) string {
+	if bpfAt < 0 || bpfAt >= len(funcs) {
+		return ""
+	}
+	obj, typ, btfObj, ok := trampolineKey(funcs[bpfAt])
+	if !ok {
+		return ""
+	}
+	if bpfAt > 0 && !isTrampolineCall(funcs[bpfAt-1]) {
+		return "" // the traced function's body, called by an fexit trampoline
+	}
+	for _, fn := range funcs[:bpfAt] {
+		if statsClocks[fn] {
+			return "stats_clock"
+		}
+	}
+	if btfObj && name != nil {
+		if fn, _ := name(obj, typ); fn != "" {
+			return HookTrampoline + fn
+		}
+	}
+	for _, outer := range funcs[bpfAt+1:] {
+		if !strings.HasPrefix(outer, "ftrace_") && outer != "" {
+			return HookTrampoline + outer
+		}
+	}
+	return "trampoline"
 }
 
 // HookCost is what a hook's samples stand for.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -585,6 +586,49 @@ func TestHookOf(t *testing.T) {
 	// The slow path is the entry work's own time, not the system call's.
 	if got := hookOf(strings.Split("__task_pid_nr_ns;syscall_trace_enter", ";")); got != "" {
 		t.Errorf("a sample under syscall_trace_enter but not in it: %q", got)
+	}
+}
+
+// TestTrampolineHookOf: samples in an fentry/fexit trampoline on a kernel
+// function, or in what it calls around each program, are that function's
+// trampoline hook, named from the trampoline's key (its stats clock reads
+// apart); the traced function's own body, which an fexit trampoline
+// calls, is not.
+func TestTrampolineHookOf(t *testing.T) {
+	// The kernel's BTF object 1, __do_sys_getppid its type 81357 (as in
+	// Debian's 6.1): key 1<<32 | 1<<31 | 81357.
+	const getppid = "bpf_trampoline_6442532301"
+	name := func(obj, typ uint32) (string, bool) {
+		if obj == 1 && typ == 81357 {
+			return "__do_sys_getppid", true
+		}
+		return "", obj == 1
+	}
+	for _, c := range []struct{ stack, want string }{
+		{getppid + ";__x64_sys_getppid;do_syscall_64", "trampoline:__do_sys_getppid"},
+		// A sample in the trampoline's prologue: the caller's caller outside.
+		{getppid + ";entry_SYSCALL_64_after_hwframe", "trampoline:__do_sys_getppid"},
+		{"__bpf_prog_enter_recur;" + getppid + ";__x64_sys_getppid", "trampoline:__do_sys_getppid"},
+		{"migrate_disable;__bpf_prog_enter;" + getppid + ";__x64_sys_getppid", "trampoline:__do_sys_getppid"},
+		// Tail calls of the exit: the trampoline is their caller.
+		{"__rcu_read_unlock;" + getppid + ";__x64_sys_getppid", "trampoline:__do_sys_getppid"},
+		{"native_sched_clock;sched_clock;__bpf_prog_enter_recur;" + getppid + ";__x64_sys_getppid", "stats_clock"},
+		// A type the namer does not know: the frame outside names it,
+		// past ftrace's caller (a function traced by ftrace and BPF).
+		{"bpf_trampoline_6442450945;ftrace_regs_caller;tcp_sendmsg;inet_sendmsg", "trampoline:tcp_sendmsg"},
+		// On a program (no BTF-object bit): not named from BTF.
+		{"bpf_trampoline_17179869185;bpf_prog_1234_xdp", "trampoline:bpf_prog_1234_xdp"},
+		// fexit calls the function's body: its work, not the hook's.
+		{"__task_pid_nr_ns;" + getppid + ";__x64_sys_getppid;do_syscall_64", ""},
+		// Not a trampoline: a dispatcher.
+		{"bpf_dispatcher_xdp;__netif_receive_skb", ""},
+		{"bpf_trampoline_6442450945", "trampoline"},
+	} {
+		funcs := strings.Split(c.stack, ";")
+		at := slices.IndexFunc(funcs, func(f string) bool { return strings.HasPrefix(f, "bpf_") && !strings.HasPrefix(f, "bpf_prog_") })
+		if got := trampolineHookOf(funcs, at, name); got != c.want {
+			t.Errorf("trampolineHookOf(%s, %d) = %q, want %q", c.stack, at, got, c.want)
+		}
 	}
 }
 

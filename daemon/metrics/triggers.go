@@ -17,7 +17,11 @@ import (
 const (
 	topTriggers  = 3
 	topWorkloads = 20
-	other        = "other"
+	// topHooks: a hook is a kind (syscall_enter) or a place (a
+	// tracepoint, a traced function: trampoline:vfs_read), and a host
+	// tracing hundreds of functions would give each a series.
+	topHooks = 20
+	other    = "other"
 )
 
 var (
@@ -25,7 +29,7 @@ var (
 		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
 		[]string{"id", "name", "workload", "context"}, nil)
 	descHookCPU = prometheus.NewDesc("bpfperf_hook_cpu_ratio",
-		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, kprobe, stats_clock. One series per kind of hook and attached tracepoint.",
+		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, trampoline:<function>, kprobe, stats_clock. One series per kind of hook, attached tracepoint and traced function, the 20 costliest, the rest summed as hook=\"other\".",
 		[]string{"hook"}, nil)
 	descWorkloadCPU = prometheus.NewDesc("bpfperf_workload_triggered_cpu_ratio",
 		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled). The 20 largest workloads, the rest as workload=\"other\".",
@@ -44,9 +48,13 @@ func (c *triggerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
-	for hook, v := range c.src.Hooks() {
-		ch <- prometheus.MustNewConstMetric(descHookCPU, prometheus.GaugeValue, v, hook)
-	}
+	largest(c.src.Hooks(), topHooks, func(a, b string) bool { return a < b },
+		func(hook string, v float64) {
+			ch <- prometheus.MustNewConstMetric(descHookCPU, prometheus.GaugeValue, v, hook)
+		},
+		func(rest float64) {
+			ch <- prometheus.MustNewConstMetric(descHookCPU, prometheus.GaugeValue, rest, other)
+		})
 	rows := c.src.Triggers()
 	type key struct{ workload, context string }
 	byWorkload := map[key]float64{}
@@ -71,25 +79,37 @@ func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		start = end
 	}
-	keys := make([]key, 0, len(byWorkload))
-	for k := range byWorkload {
+	largest(byWorkload, topWorkloads, func(a, b key) bool { return a.workload < b.workload },
+		func(k key, v float64) {
+			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, v, k.workload, k.context)
+		},
+		func(rest float64) {
+			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, rest, other, other)
+		})
+}
+
+// largest sends the n largest of values (ties in key order) to each and
+// the sum of the rest, if any, to rest.
+func largest[K comparable](values map[K]float64, n int, less func(a, b K) bool, each func(K, float64), rest func(float64)) {
+	keys := make([]K, 0, len(values))
+	for k := range values {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if byWorkload[keys[i]] != byWorkload[keys[j]] {
-			return byWorkload[keys[i]] > byWorkload[keys[j]]
+		if values[keys[i]] != values[keys[j]] {
+			return values[keys[i]] > values[keys[j]]
 		}
-		return keys[i].workload < keys[j].workload
+		return less(keys[i], keys[j])
 	})
-	var rest float64
+	var sum float64
 	for i, k := range keys {
-		if i < topWorkloads {
-			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, byWorkload[k], k.workload, k.context)
+		if i < n {
+			each(k, values[k])
 		} else {
-			rest += byWorkload[k]
+			sum += values[k]
 		}
 	}
-	if len(keys) > topWorkloads {
-		ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, rest, other, other)
+	if len(keys) > n {
+		rest(sum)
 	}
 }

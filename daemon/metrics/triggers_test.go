@@ -46,6 +46,13 @@ bpfperf_program_trigger_share_ratio{context="task",id="9",name="execs",workload=
 	if n := testutil.CollectAndCount(&triggerCollector{src: f}, "bpfperf_hook_cpu_ratio"); n != 2 {
 		t.Errorf("%d hook series, want 2", n)
 	}
+	// A host tracing many functions: the costliest 20 and one other.
+	for i := range 30 {
+		f.hooks[fmt.Sprintf("trampoline:f%02d", i)] = 0.001 * float64(i)
+	}
+	if n := testutil.CollectAndCount(&triggerCollector{src: f}, "bpfperf_hook_cpu_ratio"); n != topHooks+1 {
+		t.Errorf("%d hook series, want %d and other", n, topHooks)
+	}
 	if n := testutil.CollectAndCount(&triggerCollector{src: newFakeSource()}); n != 0 {
 		t.Errorf("before the first window: %d series", n)
 	}

@@ -113,6 +113,13 @@ func firesAt(hook string, attach []collectors.AttachPoint) bool {
 			hook == "kprobe" && (strings.Contains(a.Type, "kprobe") || strings.HasPrefix(a.Target, "kprobe")):
 			return true
 		}
+		// A tracing link's target is "<kind> <function>" (collectors'
+		// tracing_target.go), the hook "trampoline:<function>".
+		if fn, ok := strings.CutPrefix(hook, profile.HookTrampoline); ok && a.Type == "tracing" {
+			if _, target, _ := strings.Cut(a.Target, " "); target == fn {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -152,4 +154,69 @@ func GetppidTracepoint(tb testing.TB, name string, iterations int32) *ebpf.Progr
 	}
 	tb.Cleanup(func() { l.Close() })
 	return prog
+}
+
+// GetppidBody is the getppid() function fentry can attach to: BTF names
+// the body (__do_sys_getppid, at the entry point's address on x86-64),
+// not the entry point.
+var GetppidBody = map[string]string{"amd64": "__do_sys_getppid", "arm64": "__arm64_sys_getppid"}[runtime.GOARCH]
+
+// GetppidFentry attaches an empty program named name with fentry to
+// GetppidBody: it runs at each getppid() from a trampoline. Both go when
+// the test ends; a kernel that refuses tracing programs skips the test.
+func GetppidFentry(tb testing.TB, name string) *ebpf.Program {
+	tb.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: name, Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFEntry, AttachTo: GetppidBody, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		Skip(tb, fmt.Sprintf("fentry on %s refused: %v", GetppidBody, err))
+	}
+	tb.Cleanup(func() { prog.Close() })
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if err != nil {
+		Skip(tb, fmt.Sprintf("fentry on %s refused: %v", GetppidBody, err))
+	}
+	tb.Cleanup(func() { l.Close() })
+	return prog
+}
+
+// KernelFuncID is the BTF type id of kernel function name.
+func KernelFuncID(tb testing.TB, name string) uint32 {
+	tb.Helper()
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var fn *btf.Func
+	if err := kernel.TypeByName(name, &fn); err != nil {
+		tb.Fatal(err)
+	}
+	id, err := kernel.TypeID(fn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return uint32(id)
+}
+
+// TracingLinkTarget is the kernel's target of tracing link id as
+// cilium/ebpf decodes it (bpftool 7.1 prints the attach type only): the
+// BTF object's or the program's id, and the BTF type id in it.
+func TracingLinkTarget(tb testing.TB, id uint32) (obj, typ uint32) {
+	tb.Helper()
+	l, err := link.NewFromID(link.ID(id))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := info.Tracing()
+	if tr == nil {
+		tb.Fatalf("link %d is no tracing link: %+v", id, info)
+	}
+	return tr.TargetObjectId, uint32(tr.TargetBtfId)
 }
