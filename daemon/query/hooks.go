@@ -1,6 +1,7 @@
 package query
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -35,8 +36,8 @@ func (q *Query) Hooks(ref string, since, until time.Time) (api.Hooks, error) {
 		return out, err
 	}
 	out.Windows, out.DurationNs = tr.Windows, tr.Duration.Nanoseconds()
-	attached := q.attachedByHook(tr.Hooks)
 	from, to := tr.Start, tr.Start.Add(tr.Duration) // continuous windows: no gaps
+	attached := q.attachedByHook(tr.Hooks, from, to)
 	for hook, c := range tr.Hooks {
 		progs := attached[hook]
 		if only != nil && !slices.ContainsFunc(progs, func(p api.HookProgram) bool { return p.ID == only.Rec.Key.ID }) {
@@ -75,20 +76,53 @@ func (q *Query) Hooks(ref string, since, until time.Time) (api.Hooks, error) {
 	return out, nil
 }
 
-// attachedByHook lists, for each hook in hooks, the loaded programs
-// attached where it fires (stats_clock: every program).
-func (q *Query) attachedByHook(hooks map[string]profile.HookCost) map[string][]api.HookProgram {
-	out := map[string][]api.HookProgram{}
+// attachedByHook lists, for each hook in hooks, the programs of this boot
+// loaded at some time in [from, to] and attached where it fires
+// (stats_clock: every program): the loaded ones with their attach points
+// now, the unloaded ones with those the store kept. A damaged store
+// leaves the loaded ones alone.
+func (q *Query) attachedByHook(hooks map[string]profile.HookCost, from, to time.Time) map[string][]api.HookProgram {
+	type prog struct {
+		name   string
+		attach []collectors.AttachPoint
+	}
+	progs := map[uint32]prog{}
 	q.Sampler.Read(func(v sampler.View) {
 		for id, p := range v.Programs() {
 			m := p.Meta()
-			for hook := range hooks {
-				if firesAt(hook, m.Attach) {
-					out[hook] = append(out[hook], api.HookProgram{ID: id, Name: m.Name})
-				}
-			}
+			progs[id] = prog{m.Name, m.Attach}
 		}
 	})
+	if recs, err := q.Store.Programs(); err == nil {
+		during := map[uint32]bool{}
+		for _, r := range recs {
+			if r.Key.Boot != q.Boot || r.FirstSeen.After(to) || (!r.Loaded() && r.UnloadedAt.Before(from)) {
+				continue
+			}
+			during[r.Key.ID] = true
+			if _, loaded := progs[r.Key.ID]; loaded {
+				continue
+			}
+			var m collectors.Meta
+			if len(r.Meta) > 0 {
+				json.Unmarshal(r.Meta, &m) // a bad record: no attach points
+			}
+			progs[r.Key.ID] = prog{r.Name, m.Attach}
+		}
+		for id := range progs {
+			if !during[id] {
+				delete(progs, id) // loaded after the windows
+			}
+		}
+	}
+	out := map[string][]api.HookProgram{}
+	for id, p := range progs {
+		for hook := range hooks {
+			if firesAt(hook, p.attach) {
+				out[hook] = append(out[hook], api.HookProgram{ID: id, Name: p.name})
+			}
+		}
+	}
 	for _, ps := range out {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
 	}
