@@ -236,11 +236,12 @@ const rootCgroupID = 1
 
 // procCgroup is the cgroup2 id of a task whose samples name the root
 // cgroup, read from /proc while the capture drains (once a task and
-// capture). Some kernels put the root's id in every sample, whatever the
-// task's cgroup: Debian's 6.1 and 6.12 in the test VM did, with cgroup2
-// mounted alone (this host's 6.18 does not). There the task's own
-// cgroup, from its /proc entry, is the better answer; a task that exited
-// before the drain stays the root's.
+// capture). A sample's id is the task's cgroup for the perf_event
+// controller, which cgroup v2 enables implicitly only below a root whose
+// cgroup.subtree_control was written at least once (systemd does it at
+// boot): on a host where nobody did (the test VM), every sample names the
+// root. There the task's own cgroup, from its /proc entry, is the better
+// answer; a task that exited before the drain stays the root's.
 func (d *decoder) procCgroup(pid, tid uint32) uint64 {
 	if id, ok := d.tidCgroups[tid]; ok {
 		return id

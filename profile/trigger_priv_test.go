@@ -3,6 +3,8 @@ package profile
 import (
 	"context"
 	"math"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -16,8 +18,9 @@ import (
 // other: the profile charges the program's samples 3:1 (within 20%) to
 // the two cgroups, by path, and almost none to anything else. It runs
 // here (cgroup2 beside v1 controllers, Linux 6.18) and in the test VM
-// (cgroup2 alone, Debian's 6.1), whose kernel puts the root cgroup's id
-// in every sample, so the cgroups come from /proc as the rings drain
+// (cgroup2 alone, Debian's 6.1, its root's subtree control never written:
+// TestSampleCgroupNeedsSubtreeControl), where every sample names the root
+// cgroup, so the cgroups come from /proc as the rings drain
 // (decoder.procCgroup); there it checks the names and the order of the
 // split, not its ratio (see below).
 func TestTriggersByCgroup(t *testing.T) {
@@ -101,4 +104,57 @@ func cgroupRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// TestSampleCgroupInVM boots the test VM on its own for
+// TestSampleCgroupNeedsSubtreeControl, which writes the root's subtree
+// control (the VM's other profile tests need it unwritten).
+func TestSampleCgroupInVM(t *testing.T) {
+	vmtest.RunTests(t, vmtest.Config{}, []string{"TestSampleCgroupNeedsSubtreeControl"})
+}
+
+// TestSampleCgroupNeedsSubtreeControl (in the VM): what docs/triggers.md
+// says of the kernel. A perf sample's cgroup is the task's cgroup for the
+// perf_event controller, which cgroup v2 enables implicitly only below a
+// root whose cgroup.subtree_control was written: before that, a busy task
+// in a cgroup of its own is sampled as the root's (id 1); after, as its
+// own. The samples are read raw, without the /proc fallback.
+func TestSampleCgroupNeedsSubtreeControl(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("writes the root cgroup's subtree control: runs in the VM (TestSampleCgroupInVM)")
+	}
+	privtest.Root(t)
+	rawIDs := func(c *privtest.Cgroup) map[uint64]int {
+		t.Helper()
+		busy := c.Start(t, exec.Command("sh", "-c", "while :; do :; done"))
+		defer busy.Process.Kill()
+		s := newSampler(t, SamplerConfig{Hz: 99})
+		s.cgroupRoot = "" // no /proc fallback
+		capture, err := s.Capture(context.Background(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[uint64]int{}
+		for _, smp := range capture.Samples {
+			if int(smp.PID) == busy.Process.Pid {
+				by[smp.Cgroup]++
+			}
+		}
+		return by
+	}
+	before := privtest.MakeCgroup(t, "system.slice/before.service")
+	got := rawIDs(before)
+	t.Logf("subtree control never written: the task in %s (id %d) sampled as %v", before.Path, before.ID, got)
+	if len(got) != 1 || got[rootCgroupID] < 50 {
+		t.Errorf("before: samples by cgroup id %v, want all of 99 or so on the root (%d)", got, rootCgroupID)
+	}
+	if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+pids"), 0); err != nil {
+		t.Fatal(err)
+	}
+	after := privtest.MakeCgroup(t, "system.slice/after.service")
+	got = rawIDs(after)
+	t.Logf("after +pids at the root: the task in %s (id %d) sampled as %v", after.Path, after.ID, got)
+	if len(got) != 1 || got[after.ID] < 50 {
+		t.Errorf("after: samples by cgroup id %v, want all of 99 or so on %d", got, after.ID)
+	}
 }

@@ -325,7 +325,9 @@ func lockVM(cacheDir string) (func(), error) {
 // initScript mounts what BPF tests need, runs the test binary and powers
 // off. The exit code goes to the console: qemu exits 0 either way.
 // cgroup2 is mounted alone at /sys/fs/cgroup, as on a pure cgroup2 host
-// (the host CI runs on mounts it beside v1 controllers).
+// (the host CI runs on mounts it beside v1 controllers), and its root's
+// cgroup.subtree_control is left unwritten, so that perf samples name the
+// root cgroup and the profiler's /proc fallback is what the VM tests.
 const initScript = `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
