@@ -105,11 +105,13 @@ func ProbeCounters() CounterSupport {
 		ev.Close()
 		s.Events = append(s.Events, e)
 	}
-	s.Exact = probeExact()
+	s.Exact = ProbeExact()
 	return s
 }
 
-func probeExact() error {
+// ProbeExact loads the exact counters' fentry program on a target of its
+// own and unloads both: nil where exact counting can run.
+func ProbeExact() error {
 	target, err := loadBTFProgram("bpfperf_probe", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		return fmt.Errorf("load probe target: %w", err)

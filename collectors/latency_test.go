@@ -251,7 +251,7 @@ func TestLatencyWhereTracingIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := loadTarget(t, 1)
-	probe := probeExact()
+	probe := ProbeExact()
 	w, err := lt.Start(progID(t, target), time.Minute)
 	switch {
 	case probe == nil && err != nil:

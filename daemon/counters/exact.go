@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
@@ -68,8 +70,12 @@ type Counters struct {
 	started bool
 	support collectors.CounterSupport
 	exact   exactCounter // nil when exact counting cannot run
-	events  []perfevent.Event
-	targets map[uint32]*counterTarget
+	// reprobe probes exact counting again (Start sets it); probedAt is
+	// when it last did. Only the loop writes exact, under mu.
+	reprobe  func() (exactCounter, error)
+	probedAt time.Time
+	events   []perfevent.Event
+	targets  map[uint32]*counterTarget
 	// pending are programs the sampler matched, for the loop to pick up.
 	pending []*counterTarget
 	reqs    chan counterRequest
@@ -170,14 +176,22 @@ func (c *Counters) Start(ctx context.Context) error {
 	if len(events) == 0 {
 		events = []perfevent.Event{perfevent.CPUClock}
 	}
-	var exact exactCounter
-	if support.Exact == nil {
+	newExact := func() (exactCounter, error) {
 		ec, err := collectors.NewExactCounters(collectors.ExactConfig{Events: events, MaxTargets: cfg.Max, ProcRoot: c.procRoot})
 		if err != nil {
-			support.Exact = err
-		} else {
-			exact = exactCounters{ec}
+			return nil, err
 		}
+		return exactCounters{ec}, nil
+	}
+	var exact exactCounter
+	if support.Exact == nil {
+		exact, support.Exact = newExact()
+	}
+	c.reprobe = func() (exactCounter, error) {
+		if err := collectors.ProbeExact(); err != nil {
+			return nil, err
+		}
+		return newExact()
 	}
 	log := c.log
 	if support.Exact != nil {
@@ -387,6 +401,11 @@ func (c *Counters) counterPass(ctx context.Context, now time.Time) passWait {
 		}
 	}
 	c.mu.Unlock()
+	// Targets that failed for a shortage at start are due again once a
+	// probe passes.
+	if c.exact == nil && c.failedShort() {
+		c.retryExact(now)
+	}
 	// Targets whose program went away are dropped, never reopened.
 	alive, seen := c.loadedInstances(idle)
 	for _, tg := range idle {
@@ -419,7 +438,34 @@ func (c *Counters) counterPass(ctx context.Context, now time.Time) passWait {
 			w.due = tg.next
 		}
 	}
+	// And the next probe, where targets failed for a shortage.
+	if c.exact == nil && c.reprobe != nil && shortage(c.support.Exact) && c.failedShortLocked() {
+		if retry := c.probedAt.Add(reprobeGap); w.due.IsZero() || retry.Before(w.due) {
+			w.due = retry
+		}
+	}
 	return w
+}
+
+// failedShort says whether a target failed because exact counting was
+// short of a resource.
+func (c *Counters) failedShort() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failedShortLocked()
+}
+
+func (c *Counters) failedShortLocked() bool {
+	if !shortage(c.support.Exact) {
+		return false
+	}
+	reason := counterReason(c.support.Exact)
+	for _, tg := range c.targets {
+		if tg.failed == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // inSlots counts targets holding one of --counters.max slots: all but the
@@ -457,6 +503,7 @@ func (c *Counters) loadedInstances(tgs []*counterTarget) (map[store.InstanceKey]
 // target gone from the kernel is dropped. The window pokes the loop when
 // it stops, until ctx ends.
 func (c *Counters) openWindow(ctx context.Context, tg *counterTarget, now time.Time) error {
+	c.retryExact(now)
 	if c.exact == nil {
 		err := fmt.Errorf("%w: %s", errs.CountersUnavailable, counterReasonDetail(c.support.Exact))
 		c.fail(tg, counterReason(c.support.Exact))
@@ -506,6 +553,43 @@ func (c *Counters) openWindow(ctx context.Context, tg *counterTarget, now time.T
 		}
 	}()
 	return nil
+}
+
+// reprobeGap is the least time between two probes of exact counting after
+// one failed for want of a resource (descriptors, memory): a daemon that
+// started while the host was short tries again when a window is due or
+// asked for, instead of going without exact counters for its life.
+const reprobeGap = time.Minute
+
+// shortage says whether err is a want of a resource that may pass.
+func shortage(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN)
+}
+
+// retryExact probes exact counting again where it failed for a shortage
+// at least reprobeGap ago. On success the targets that failed for it are
+// due again. Called by the loop only, without mu.
+func (c *Counters) retryExact(now time.Time) {
+	if c.exact != nil || c.reprobe == nil || !shortage(c.support.Exact) || now.Sub(c.probedAt) < reprobeGap {
+		return
+	}
+	exact, err := c.reprobe()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.probedAt = now
+	if err != nil {
+		c.support.Exact = err
+		c.log.Info("exact perf counters still unavailable", "reason", counterReason(err), "err", err)
+		return
+	}
+	failedFor := counterReason(c.support.Exact)
+	c.exact, c.support.Exact = exact, nil
+	for _, tg := range c.targets {
+		if tg.failed == failedFor {
+			tg.failed, tg.next = "", now
+		}
+	}
+	c.log.Info("exact perf counters available now: the probe that failed for want of a resource passed")
 }
 
 // fail marks tg failed: it is not retried, and holds no slot, so a
@@ -571,6 +655,9 @@ func (c *Counters) dropTarget(tg *counterTarget, why string) {
 // counterRequest serves enable and disable in the loop.
 func (c *Counters) counterRequest(ctx context.Context, req counterRequest) counterReply {
 	id := req.key.ID
+	if req.enable && c.exact == nil {
+		c.retryExact(c.now())
+	}
 	c.mu.Lock()
 	tg := c.targets[id]
 	if tg != nil && tg.key != req.key {

@@ -2,6 +2,8 @@ package counters
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -10,8 +12,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -330,5 +335,67 @@ func TestCounterLoopSleepsWhenIdle(t *testing.T) {
 		}
 		synctest.Wait()
 		sleepsADay("its last target disabled")
+	})
+}
+
+// TestCounterLoopProbesAgainAfterShortage: exact counting that failed its
+// probe at start for want of descriptors is probed again, at most once a
+// minute: a request within the minute is refused without a probe, the
+// first after it counts; a --counters.programs target that failed for
+// the shortage counts again once a probe passes, without being asked.
+func TestCounterLoopProbesAgainAfterShortage(t *testing.T) {
+	db := openStore(t)
+	synctest.Test(t, func(t *testing.T) {
+		lt := &loopTest{exact: &fakeExact{windows: map[uint32]*fakeWindow{}, refuse: map[uint32]error{}}, progs: sampler.NewFixture(), db: db}
+		cfg := Config{Programs: []string{"ctr_s*"}, Window: 10 * time.Second, Every: time.Minute}
+		prof := profiling.New(profiling.Config{Every: time.Minute}, nil, nil, time.Now, "")
+		lt.c = New(cfg, Deps{Sampler: lt.progs.Sampler, Profiler: prof, Store: db, Logger: slog.New(slog.DiscardHandler), Now: time.Now, Boot: loopBoot})
+		short := fmt.Errorf("load probe target: %w", unix.EMFILE)
+		var probes []time.Time
+		lt.c.reprobe = func() (exactCounter, error) {
+			probes = append(probes, time.Now())
+			if len(probes) < 3 {
+				return nil, short
+			}
+			return lt.exact, nil
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		lt.c.run(ctx, cfg.withDefaults(), collectors.CounterSupport{Exact: short}, nil, []perfevent.Event{perfevent.CPUClock})
+		defer func() { cancel(); lt.c.Wait() }()
+		synctest.Wait()
+		t0 := time.Now()
+
+		// A matched program: its window fails for the shortage after the
+		// first probe (at once: none ran since start) fails too.
+		lt.load(8, "ctr_s")
+		lt.c.Appeared(8, "ctr_s")
+		synctest.Wait()
+		if tg := lt.target(8); tg == nil || tg.State != "failed" || len(probes) != 1 {
+			t.Fatalf("matched target %+v after %d probes, want failed after 1", tg, len(probes))
+		}
+		// A request within the minute: refused, no probe.
+		key := lt.load(7, "ctr_a")
+		if _, err := lt.c.Enable(t.Context(), true, key, "ctr_a", 0); !errors.Is(err, errs.CountersUnavailable) || len(probes) != 1 {
+			t.Fatalf("enable within the minute: %v after %d probes; want unavailable, 1 probe", err, len(probes))
+		}
+		// A minute on, the loop probes again for the failed target by
+		// itself (it fails: EMFILE still), then a minute later passes.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if len(probes) != 2 || probes[1].Sub(t0) != time.Minute {
+			t.Fatalf("probes at %v, want a second one a minute after start", probes)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if len(probes) != 3 {
+			t.Fatalf("%d probes, want a third a minute after the second", len(probes))
+		}
+		if tg := lt.target(8); tg == nil || tg.State != "counting" {
+			t.Errorf("matched target %+v after the probe passed, want counting", tg)
+		}
+		lt.enable(t, key, "ctr_a")
+		if st := lt.c.Status(); st == nil || !st.Exact.Available {
+			t.Errorf("status %+v, want exact available", st)
+		}
 	})
 }
