@@ -6,10 +6,10 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 	"github.com/elastic/go-perf"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
@@ -112,7 +112,7 @@ func ProbeCounters() CounterSupport {
 // ProbeExact loads the exact counters' fentry program on a target of its
 // own and unloads both: nil where exact counting can run.
 func ProbeExact() error {
-	target, err := loadBTFProgram("bpfperf_probe", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	target, err := btfprog.Load("bpfperf_probe", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		return fmt.Errorf("load probe target: %w", err)
 	}
@@ -152,25 +152,4 @@ func tracingError(op string, err error) error {
 		return &CounterError{Op: op, Reason: ErrTracingRefused, Err: err}
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-// loadBTFProgram loads insns as a socket filter whose main function has
-// BTF, which fentry/fexit need to attach to it.
-func loadBTFProgram(name string, insns asm.Instructions) (*ebpf.Program, error) {
-	fn := &btf.Func{
-		Name:    name,
-		Linkage: btf.GlobalFunc,
-		Type: &btf.FuncProto{
-			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
-			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}},
-		},
-	}
-	insns = append(asm.Instructions(nil), insns...)
-	insns[0] = btf.WithFuncMetadata(insns[0].WithSymbol(name), fn)
-	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         name,
-		Type:         ebpf.SocketFilter,
-		License:      "MIT",
-		Instructions: insns,
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
@@ -31,7 +32,7 @@ func BenchmarkCountersExactCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	target, err := loadBTFProgram(uniqueName("empty"), asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	target, err := btfprog.Load(uniqueName("empty"), asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
@@ -449,7 +450,7 @@ func exactCounters(t *testing.T, cfg ExactConfig) *ExactCounters {
 // loadTarget loads a socket filter with BTF that spins iters times.
 func loadTarget(tb testing.TB, iters int32) *ebpf.Program {
 	tb.Helper()
-	prog, err := loadBTFProgram(uniqueName("cnt"), asm.Instructions{
+	prog, err := btfprog.Load(uniqueName("cnt"), asm.Instructions{
 		asm.Mov.Imm(asm.R1, iters),
 		asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
 		asm.JNE.Imm(asm.R1, 0, "loop"),

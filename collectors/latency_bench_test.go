@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
@@ -40,7 +41,7 @@ func BenchmarkLatencyCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	empty, err := loadBTFProgram(uniqueName("empty"), asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	empty, err := btfprog.Load(uniqueName("empty"), asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		b.Fatal(err)
 	}

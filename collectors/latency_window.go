@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
 )
 
@@ -245,7 +246,7 @@ func (t *LatencyTimer) Calibrate() (Calibration, error) {
 	if t.cal != nil {
 		return *t.cal, nil
 	}
-	empty, err := loadBTFProgram("bpfperf_floor", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
+	empty, err := btfprog.Load("bpfperf_floor", asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		return Calibration{}, fmt.Errorf("latency calibration: load empty program: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -29,7 +30,7 @@ func TestFullNames(t *testing.T) {
 		var err error
 		insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 		if c.btf {
-			prog, err = loadBTFProgram(c.name, insns)
+			prog, err = btfprog.Load(c.name, insns)
 		} else {
 			prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: c.name, Type: ebpf.SocketFilter, License: "MIT", Instructions: insns})
 		}
@@ -60,7 +61,7 @@ func BenchmarkReadMeta(b *testing.B) {
 	privtest.Root(b)
 	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 	for _, c := range []struct{ what, name string }{{"cut-name", uniqueName("bpfperf_full_name_of_a_function")}, {"short-name", "short_name"}} {
-		prog, err := loadBTFProgram(c.name, insns)
+		prog, err := btfprog.Load(c.name, insns)
 		if err != nil {
 			b.Fatal(err)
 		}

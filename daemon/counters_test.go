@@ -17,6 +17,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -177,7 +178,7 @@ func TestCountersBadInput(t *testing.T) {
 // needs), that spins iters times per run. The test holds its only fd.
 func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 	t.Helper()
-	prog, err := privtest.LoadWithBTF(name, asm.Instructions{
+	prog, err := btfprog.Load(name, asm.Instructions{
 		asm.Mov.Imm(asm.R1, iters),
 		asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
 		asm.JNE.Imm(asm.R1, 0, "loop"),

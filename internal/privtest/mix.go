@@ -3,7 +3,8 @@ package privtest
 import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
+
+	"github.com/bpfperf/bpfperf/internal/btfprog"
 )
 
 // MixSlowLen is the packet length from which a mix program takes its slow
@@ -21,7 +22,7 @@ var (
 // of MixSlowLen bytes or more after the Ethernet header, fast turns for a
 // shorter one.
 func LoadMix(name string, fast, slow int32) (*ebpf.Program, error) {
-	return LoadWithBTF(name, asm.Instructions{
+	return btfprog.Load(name, asm.Instructions{
 		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // __sk_buff.len
 		asm.Mov.Imm(asm.R1, fast),
 		asm.JLT.Imm(asm.R2, MixSlowLen, "loop"),
@@ -31,22 +32,6 @@ func LoadMix(name string, fast, slow int32) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R0, 0),
 		asm.Return(),
 	})
-}
-
-// LoadWithBTF loads insns as a socket filter named name whose main
-// function has BTF, which fentry/fexit need to attach to it.
-func LoadWithBTF(name string, insns asm.Instructions) (*ebpf.Program, error) {
-	fn := &btf.Func{
-		Name:    name,
-		Linkage: btf.GlobalFunc,
-		Type: &btf.FuncProto{
-			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
-			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}},
-		},
-	}
-	insns = append(asm.Instructions(nil), insns...)
-	insns[0] = btf.WithFuncMetadata(insns[0].WithSymbol(name), fn)
-	return ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.SocketFilter, License: "MIT", Instructions: insns})
 }
 
 // RunMix runs prog n times, every every-th run on SlowPacket.
