@@ -439,7 +439,7 @@ func (c *Counters) counterPass(ctx context.Context, now time.Time) passWait {
 		}
 	}
 	// And the next probe, where targets failed for a shortage.
-	if c.exact == nil && c.reprobe != nil && shortage(c.support.Exact) && c.failedShortLocked() {
+	if c.exact == nil && c.reprobe != nil && c.failedShortLocked() {
 		if retry := c.probedAt.Add(reprobeGap); w.due.IsZero() || retry.Before(w.due) {
 			w.due = retry
 		}
