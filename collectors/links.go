@@ -102,26 +102,38 @@ type linkInfoName0 struct {
 
 // Links walks all BPF links by id, reads each link's info, closes it, and
 // returns attach points by program id. Links that vanish mid-walk are
-// skipped. Requires CAP_SYS_ADMIN and Linux 5.8.
+// skipped. A link that cannot be read is left out and the walk goes on:
+// the error names the first such link, beside every other link's attach
+// point. Requires CAP_SYS_ADMIN and Linux 5.8.
 func Links() (map[uint32][]AttachPoint, error) {
 	out := make(map[uint32][]AttachPoint)
 	seen := map[uint32]bool{}
+	var unread error
 	for id := uint32(0); ; {
 		next, ok, err := nextID(unix.BPF_LINK_GET_NEXT_ID, id)
 		if err != nil || !ok {
 			if err == nil {
 				pruneTracingTargets(seen)
+				err = unread
 			}
 			return out, err
 		}
 		id = next
 		seen[id] = true
 		info, target, err := readLink(id)
+		// A link being set up (its id given out, its attach not done)
+		// answers EAGAIN (seen on 6.1 while vfsstat attached its fentry
+		// programs, the trampoline patched under TCG, for over 50 ms):
+		// it is left out of this walk, which goes on, and the error
+		// tells the caller to read again soon.
 		if errors.Is(err, ErrGone) {
 			continue
 		}
 		if err != nil {
-			return out, fmt.Errorf("link %d: %w", id, err)
+			if unread == nil {
+				unread = fmt.Errorf("link %d: %w", id, err)
+			}
+			continue
 		}
 		out[info.progID] = append(out[info.progID], AttachPoint{
 			LinkID: info.id,

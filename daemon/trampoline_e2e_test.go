@@ -47,7 +47,7 @@ func TestRealToolsTrampolineVfsstat(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); prog.ID == 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			bt, _, _ := run("bpftool", "link", "show")
-			t.Fatalf("after a minute, no program of vfsstat (pid %d, exited: %v) attached with fentry to vfs_read; the daemon lists %+v\n$ bpftool link show\n%s", vs.pid, vs.cmd.ProcessState, rows, bt)
+			t.Fatalf("after a minute, no program of vfsstat (pid %d, exited: %v) attached with fentry to vfs_read; the daemon lists %+v\n$ bpftool link show\n%s\n%s", vs.pid, vs.cmd.ProcessState, rows, bt, d.stderr)
 		}
 		d.json(t, &rows, "progs")
 		for _, r := range rows {

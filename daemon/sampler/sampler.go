@@ -690,6 +690,9 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	s.gen++ // owners decide which programs are the daemon's own
 	links, err := collectors.Links()
 	if err != nil {
+		// A link not read this time (one being set up): read again at
+		// the next gap, not only when programs come or OwnersEvery.
+		s.ownersStale = true
 		s.log.Warn("read bpf links", "err", err)
 	}
 	// Programs attached without a link: through netlink (tc filters, XDP),
