@@ -97,12 +97,32 @@ func historyNsPerRun(t testing.TB, pts []api.HistoryPoint) float64 {
 	return float64(last.RunTimeNs-first.RunTimeNs) / float64(last.RunCnt-first.RunCnt)
 }
 
+// medianIntervalNsPerRun is the median of the ns/run of each interval
+// between consecutive points of pts.
+func medianIntervalNsPerRun(t testing.TB, pts []api.HistoryPoint) float64 {
+	t.Helper()
+	var each []float64
+	for i := 1; i < len(pts); i++ {
+		if runs := pts[i].RunCnt - pts[i-1].RunCnt; runs > 0 {
+			each = append(each, float64(pts[i].RunTimeNs-pts[i-1].RunTimeNs)/float64(runs))
+		}
+	}
+	if len(each) == 0 {
+		t.Fatalf("no interval with runs in history between %v and %v", pts[0].Time, pts[len(pts)-1].Time)
+	}
+	return median(each)
+}
+
 // TestStatsDuty runs bpfperfd with stats on 10% of each interval under a
 // steady load of a program with a fixed cost per run: the kernel counts
 // 10% of the runs made, ±30% (stats are on for the duty set, not half or
 // all of it), the daemon's runs/s matches the load's own count, and its
 // ns/run is within 10% of the kernel's own ns/run for the same program
-// with stats on all the time (run counts and run time scaled alike).
+// with stats on all the time (run counts and run time scaled alike): the
+// median interval's, since each interval's figure comes from 100 ms of
+// runs and one of them can sit in a moment when the host slows (one of
+// five read 84.5 ns against 70-72 ns for the rest here, enough to move
+// the five together by 3%; a CI run read +13% over five).
 // History marks the points as estimates and status shows the duty. With
 // another stats fd held (as bpftop holds one) the daemon sees that stats
 // stay on, suspends the cycle and does not scale: the rate is still
@@ -135,7 +155,7 @@ func TestStatsDuty(t *testing.T) {
 	// Stats go off: the kernel counted far fewer runs than were made.
 	info0, _ := prog.Stats()
 	made0 := load.runs.Load()
-	want := load.rate(6 * time.Second)
+	want := load.rate(10 * time.Second)
 	info1, _ := prog.Stats()
 	made1 := load.runs.Load()
 	counted := float64(info1.RunCount-info0.RunCount) / float64(made1-made0)
@@ -143,8 +163,8 @@ func TestStatsDuty(t *testing.T) {
 	if counted < 0.07 || counted > 0.13 {
 		t.Errorf("the kernel counted %.1f%% of the runs with stats on 10%% of the time, want 7-13%%", counted*100)
 	}
-	got, pts := historyRate(t, d, name, 6*time.Second)
-	dutyNs := historyNsPerRun(t, pts)
+	got, pts := historyRate(t, d, name, 10*time.Second)
+	dutyNs, overall := medianIntervalNsPerRun(t, pts), historyNsPerRun(t, pts)
 	t.Logf("duty 10%%: daemon %.0f runs/s, load's own count %.0f runs/s", got, want)
 	if math.Abs(got/want-1) > 0.05 {
 		t.Errorf("runs/s at 10%% duty: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
@@ -191,7 +211,8 @@ func TestStatsDuty(t *testing.T) {
 		t.Logf("full-time ns/run moved %.1f -> %.1f; a third window: %.1f", fullBefore, fullAfter, third)
 		fullNs = median([]float64{fullBefore, fullAfter, third})
 	}
-	t.Logf("ns/run: daemon at 10%% duty %.1f, the kernel with stats on all the time %.1f (%+.1f%%; %.1f before, %.1f after)", dutyNs, fullNs, (dutyNs/fullNs-1)*100, fullBefore, fullAfter)
+	t.Logf("ns/run: daemon at 10%% duty %.1f (median of %d intervals; %.1f over all of them), the kernel with stats on all the time %.1f (%+.1f%%; %.1f before, %.1f after)",
+		dutyNs, len(pts)-1, overall, fullNs, (dutyNs/fullNs-1)*100, fullBefore, fullAfter)
 	if math.Abs(dutyNs/fullNs-1) > 0.10 {
 		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel at 100%% %.1f (off by %.0f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
 	}
