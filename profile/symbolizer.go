@@ -163,13 +163,16 @@ func (s *Symbolizer) Learn(id uint32) error {
 }
 
 // LearnAll learns every loaded program it does not know yet and returns how
-// many it learned. Programs that go away meanwhile are skipped.
+// many it learned. Programs that go away meanwhile are skipped; one that
+// cannot be read does not keep the rest from being learned, and the first
+// such error is returned.
 func (s *Symbolizer) LearnAll() (int, error) {
 	ids, err := loadedIDs()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
+	var first error
 	for _, id := range ids {
 		s.mu.RLock()
 		_, known := s.progs[id]
@@ -178,14 +181,14 @@ func (s *Symbolizer) LearnAll() (int, error) {
 			continue
 		}
 		if err := s.Learn(id); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
+			if !errors.Is(err, os.ErrNotExist) && first == nil {
+				first = err
 			}
-			return n, err
+			continue
 		}
 		n++
 	}
-	return n, nil
+	return n, first
 }
 
 // Prune forgets programs that are no longer loaded and were already gone
@@ -257,7 +260,7 @@ func (s *Symbolizer) Observe(stacks [][]uint64) {
 	if err != nil {
 		return
 	}
-	search := false
+	var searched []uint64
 	s.mu.Lock()
 	for _, st := range stacks {
 		for _, a := range st {
@@ -265,12 +268,23 @@ func (s *Symbolizer) Observe(stacks [][]uint64) {
 				continue
 			}
 			s.unknown[a] = true
-			search = true
+			searched = append(searched, a)
 		}
 	}
 	s.mu.Unlock()
-	if search {
-		s.LearnAll()
+	if len(searched) == 0 {
+		return
+	}
+	if _, err := s.LearnAll(); err != nil {
+		// Some program could not be read this time: the addresses are
+		// searched for again at the next drain, not given up on (a
+		// program given up on resolves only through kallsyms, without
+		// its lines, and not at all once unloaded).
+		s.mu.Lock()
+		for _, a := range searched {
+			delete(s.unknown, a)
+		}
+		s.mu.Unlock()
 	}
 }
 
