@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -168,31 +169,45 @@ func (it *ProgIter) read() ([]byte, error) {
 }
 
 // readIter runs an iterator once, reading all it writes into buf (grown as
-// needed), and checks that it is a whole number of records.
+// needed), and checks that it is a whole number of records. The
+// iterator's fd is made, read and closed with plain system calls: the
+// os.File that link.Iter.Open wraps it in costs, for a file read once,
+// an fcntl, a poller registration and removal and a cleanup record,
+// each tick, on a host where the daemon's whole tick is a few of them.
 func readIter(l *link.Iter, buf []byte, record int) ([]byte, error) {
-	r, err := l.Open()
+	attr := iterCreateAttr{linkFD: uint32(l.FD())}
+	r, err := bpf(unix.BPF_ITER_CREATE, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
 	if err != nil {
 		return nil, fmt.Errorf("open iterator: %w", err)
 	}
-	defer r.Close()
+	fd := int(r)
+	defer unix.Close(fd)
 	data := buf[:0]
 	for {
 		if len(data) == cap(data) {
 			data = append(data, 0)[:len(data)]
 		}
-		n, err := r.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF || (err == nil && n == 0) {
-			break
+		n, err := unix.Read(fd, data[len(data):cap(data)])
+		if err == unix.EINTR {
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read iterator: %w", err)
 		}
+		if n == 0 {
+			break
+		}
+		data = data[:len(data)+n]
 	}
 	if len(data)%record != 0 {
 		return nil, fmt.Errorf("read iterator: %d bytes is not a whole number of %d-byte records", len(data), record)
 	}
 	return data, nil
+}
+
+// iterCreateAttr is BPF_ITER_CREATE's attribute.
+type iterCreateAttr struct {
+	linkFD, flags uint32
 }
 
 // Check proves the iterator against OBJ_GET_INFO_BY_FD on up to n

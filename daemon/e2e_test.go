@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(legacyChildEnv) != "" {
 		os.Exit(legacyChild()) // a loader of legacy_store_test.go
 	}
+	if os.Getenv(leastChildEnv) != "" {
+		os.Exit(leastProcess()) // the least sweeping process of BenchmarkDaemonIdleGoals
+	}
 	// The tests run many daemons at once; the one that checks the
 	// host-wide lock names a lock file of its own.
 	os.Setenv("BPFPERF_HOST_LOCK", "none")
