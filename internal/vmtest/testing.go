@@ -63,6 +63,9 @@ func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result
 		for _, c := range res.Lockups {
 			tb.Logf("VM: the guest kernel reported a soft lockup and the run was tried again; its console from there:\n%s", c)
 		}
+		for _, c := range res.Oopses {
+			tb.Logf("VM: the run failed after the guest kernel took an int3 Oops (its code patching racing the emulator) and was tried again; its console from there:\n%s", c)
+		}
 	}
 	if res != nil {
 		tb.Logf("VM: boot %s, total %s; test output:\n%s", res.Boot.Round(1e6), res.Total.Round(1e6), res.Output)

@@ -146,18 +146,53 @@ func TestBootDiedIsRetried(t *testing.T) {
 // second lockup is the error. The guest test below fakes the watchdog's
 // line and crashes the kernel, as softlockup_panic=1 does.
 func TestLockupIsTriedOnce(t *testing.T) {
-	skipUnlessHost(t)
-	bin := filepath.Join(t.TempDir(), "pkg.test")
-	if err := BuildTestBinary(".", bin); err != nil {
-		t.Fatal(err)
-	}
-	res, err := Run(context.Background(), Config{}, bin, "-test.run", "^TestVMFakeLockup$")
+	res, err := runGuestTest(t, "TestVMFakeLockup")
 	if !errors.Is(err, errLockup) || !strings.Contains(err.Error(), "stuck for 26s") {
 		t.Fatalf("err %v, want a soft lockup naming the stuck CPU", err)
 	}
 	if res == nil || len(res.Lockups) != lockupTries-1 || !strings.Contains(res.Lockups[0], "BUG: soft lockup") {
 		t.Fatalf("result %+v, want %d lockup(s) kept before the last", res, lockupTries-1)
 	}
+}
+
+// TestInt3OopsIsTriedOnce: a run that fails after the guest kernel took
+// an int3 Oops is tried once more, the first run's console from the Oops
+// is kept for the log, and a second such run is the error.
+func TestInt3OopsIsTriedOnce(t *testing.T) {
+	res, err := runGuestTest(t, "TestVMFakeInt3Oops")
+	if !errors.Is(err, errInt3Oops) || !strings.Contains(err.Error(), "kprobe_multi_link_prog_run") {
+		t.Fatalf("err %v, want an int3 Oops naming where", err)
+	}
+	if res == nil || len(res.Oopses) != int3Tries-1 || !strings.Contains(res.Oopses[0], "Oops: int3") {
+		t.Fatalf("result %+v, want %d Oops(es) kept before the last", res, int3Tries-1)
+	}
+}
+
+// runGuestTest runs this package's test name in the VM with Run, on the
+// host only.
+func runGuestTest(t *testing.T, name string) (*Result, error) {
+	t.Helper()
+	skipUnlessHost(t)
+	bin := filepath.Join(t.TempDir(), "pkg.test")
+	if err := BuildTestBinary(".", bin); err != nil {
+		t.Fatal(err)
+	}
+	return Run(context.Background(), Config{}, bin, "-test.run", "^"+name+"$")
+}
+
+// TestVMFakeInt3Oops, inside the VM, prints an int3 Oops as the kernel
+// does and fails.
+func TestVMFakeInt3Oops(t *testing.T) {
+	if !InVM() {
+		t.Skip("runs inside the VM (TestInt3OopsIsTriedOnce)")
+	}
+	for _, line := range []string{"<0>Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n", "<0>RIP: 0010:kprobe_multi_link_prog_run+0x1/0x90\n"} {
+		if err := os.WriteFile("/dev/kmsg", []byte(line), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // the console prints it
+	t.Fatal("failed after an int3 Oops, as a test would")
 }
 
 // TestVMFakeLockup, inside the VM, prints the soft-lockup watchdog's line
