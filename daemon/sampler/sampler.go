@@ -604,6 +604,13 @@ func (s *Sampler) storeHeartbeats(t *store.Tick) {
 		return
 	}
 	if s.heldGen != s.gen || len(s.held) != len(s.progs) {
+		// The old entries are cleared, not left past the new length: they
+		// would keep programs that went away, after a burst thousands of
+		// them, alive for the daemon's life.
+		if cap(s.held) > 2*len(s.progs) {
+			s.held = nil
+		}
+		clear(s.held[:cap(s.held)])
 		s.held = s.held[:0]
 		for id, p := range s.progs {
 			s.held = append(s.held, heldProgram{id, p})
