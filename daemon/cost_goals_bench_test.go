@@ -222,18 +222,27 @@ func leastProcessPercent(b *testing.B) float64 {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	// Waited for from here on, so that one that stops is seen at once,
+	// and its stderr read only once it has (Wait copies it).
+	var waitErr error
+	done := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	defer func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-done
 	}()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
-		b.Fatalf("the least process did not start: %q %v %s", line, err, stderr.String())
+	if err != nil || line != "ready\n" {
+		cmd.Process.Kill()
+		<-done
+		b.Fatalf("the least process did not start: %q %v; %v %s", line, err, waitErr, stderr.String())
 	}
 	time.Sleep(10 * time.Second)
 	cpu0, at0 := procCPU(b, cmd.Process.Pid), time.Now()
-	time.Sleep(time.Minute)
-	if cmd.ProcessState != nil || stderr.Len() > 0 {
-		b.Fatalf("the least process failed: %s", stderr.String())
+	select {
+	case <-done:
+		b.Fatalf("the least process stopped: %v %s", waitErr, stderr.String())
+	case <-time.After(time.Minute):
 	}
 	return (procCPU(b, cmd.Process.Pid) - cpu0).Seconds() / time.Since(at0).Seconds() * 100
 }
