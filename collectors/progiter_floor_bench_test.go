@@ -2,6 +2,7 @@ package collectors
 
 import (
 	"fmt"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -25,6 +26,13 @@ import (
 // plus the reads of each program's fields and per-CPU counters, the least
 // a sweep that reads every program's counters can cost. Sweeps rotate,
 // each a second after the last; medians of 15 each.
+//
+// Each round also runs `bpftool prog show -j` a second after the rest,
+// and the sweep's and the bare walk's wall-clock times are kept beside
+// their CPU times: bpftool against the sweep is the daemon's goal (30x
+// at 1,000), and bpftool against the bare walk is the most any sweep
+// built on the kernel's walk can reach once a second on this host.
+// Skipped where bpftool is not installed.
 func BenchmarkIterSweepPaced(b *testing.B) {
 	privtest.Root(b)
 	it, err := NewProgIter()
@@ -47,27 +55,36 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			buf := make([]Sample, 0, n+100)
-			var sweeps, walks, readOnly []time.Duration
+			_, haveBpftool := exec.LookPath("bpftool")
+			var sweeps, walks, readOnly, sweepWalls, walkWalls, tools []time.Duration
 			for range b.N {
 				for range 15 {
 					time.Sleep(time.Second)
+					start := time.Now()
 					sweeps = append(sweeps, threadCPU(b, func() {
 						if buf, err = it.Sweep(buf[:0]); err != nil {
 							b.Fatal(err)
 						}
 					}))
+					sweepWalls = append(sweepWalls, time.Since(start))
 					time.Sleep(time.Second)
+					start = time.Now()
 					walks = append(walks, threadCPU(b, func() {
 						if err := walkSilent(bare); err != nil {
 							b.Fatal(err)
 						}
 					}))
+					walkWalls = append(walkWalls, time.Since(start))
 					time.Sleep(time.Second)
 					readOnly = append(readOnly, threadCPU(b, func() {
 						if err := reads.Walk(); err != nil {
 							b.Fatal(err)
 						}
 					}))
+					if haveBpftool == nil {
+						time.Sleep(time.Second)
+						tools = append(tools, bpftoolShow(b))
+					}
 				}
 			}
 			sweep, walk, read := median(sweeps), median(walks), median(readOnly)
@@ -77,6 +94,14 @@ func BenchmarkIterSweepPaced(b *testing.B) {
 			b.ReportMetric(float64(sweep)/float64(time.Second)*100, "sweep-cpu-%-at-1s")
 			b.ReportMetric(float64(walk)/float64(time.Second)*100, "bare-walk-cpu-%-at-1s")
 			b.ReportMetric(float64(read)/float64(time.Second)*100, "walk+read-cpu-%-at-1s")
+			if haveBpftool != nil {
+				b.Logf("no bpftool to compare the sweep with: %v", haveBpftool)
+				return
+			}
+			tool := median(tools)
+			b.ReportMetric(ms(tool), "bpftool-ms")
+			b.ReportMetric(float64(tool)/float64(median(sweepWalls)), "bpftool/sweep")
+			b.ReportMetric(float64(tool)/float64(median(walkWalls)), "bpftool/bare-walk")
 		})
 	}
 }

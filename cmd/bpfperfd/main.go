@@ -1,3 +1,11 @@
+// The runtime's monitor thread would otherwise wake every second to see
+// whether the CPUs the process may use have changed (Go 1.25's GOMAXPROCS
+// updates), on top of the daemon's own tick: on an idle host that was an
+// eighth of the daemon's CPU (docs/performance.md). GOMAXPROCS is still
+// set from the CPU limit when the daemon starts; a limit changed while it
+// runs takes effect at its next start.
+//go:debug updatemaxprocs=0
+
 // Command bpfperfd is the bpfperf daemon: it turns on BPF run-time stats,
 // samples every loaded program and serves the history over a unix socket.
 package main
