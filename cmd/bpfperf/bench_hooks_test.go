@@ -13,6 +13,9 @@ import (
 // could be measured, and a bad flag as one line.
 func TestBenchHooksCLI(t *testing.T) {
 	privtest.Root(t)
+	// The tracepoint hook is found through tracefs: on a fresh machine
+	// nothing has mounted it unless a test before this one did.
+	privtest.Tracefs(t)
 	buildTop(t)
 	out, errOut, code := runCLI("bench", "hooks", "--hook", "tracepoint", "--rounds", "2", "--syscalls", "20000", "-o", "csv")
 	if code != 0 {
