@@ -38,6 +38,30 @@ type LatencyWindow struct {
 	// Buckets are the runs by power of two of their raw time (the floor
 	// not taken off), shortest first, empty ones left out.
 	Buckets []LatencyBucket `json:"buckets"`
+	// PerRun is a perf event counted per run beside the time (cycles by
+	// default, where the CPU has a PMU), nil where the window counted
+	// none; PerRunUnavailable says why not, on the answer to the request
+	// that opened the window ("cycles: no hardware PMU").
+	PerRun            *LatencyEventCounts `json:"per_run,omitempty"`
+	PerRunUnavailable string              `json:"per_run_unavailable,omitempty"`
+}
+
+// LatencyEventCounts is one perf event's count per run over a window,
+// with its floor (the count of an empty run's timing) taken off, each
+// quantile within LatencyWindow.ErrorPct like the time's.
+type LatencyEventCounts struct {
+	Event string `json:"event"`
+	// Runs are the runs counted; Missed timed runs it could not count
+	// (the event not scheduled on that CPU at the time).
+	Runs   uint64  `json:"runs"`
+	Missed uint64  `json:"missed,omitempty"`
+	Mean   float64 `json:"mean"`
+	P50    float64 `json:"p50"`
+	P90    float64 `json:"p90"`
+	P99    float64 `json:"p99"`
+	P999   float64 `json:"p999"`
+	Max    float64 `json:"max"`
+	Floor  float64 `json:"floor"`
 }
 
 // LatencyBucket is the runs whose raw time was in [LoNs, HiNs); the last
@@ -73,4 +97,10 @@ type LatencyStatus struct {
 	Timing        int      `json:"timing"`             // windows open now
 	Windows       int64    `json:"windows"`            // windows stored since the daemon started
 	LastError     string   `json:"last_error,omitempty"`
+	// Event is the perf event counted per run ("cycles", or "none");
+	// EventFloor its calibrated count for an empty run, and
+	// EventUnavailable why it is not counted here ("no hardware PMU").
+	Event            string  `json:"event"`
+	EventFloor       float64 `json:"event_floor"`
+	EventUnavailable string  `json:"event_unavailable,omitempty"`
 }

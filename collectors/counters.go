@@ -23,6 +23,24 @@ func openCounter(e perfevent.Event, cpu int) (*perf.Event, error) {
 	return perfevent.Open(e, a, cpu)
 }
 
+// putPerfEvents hands each open perf event to a BPF perf event array at
+// its index in evs; nil entries (offline CPUs) are left out.
+func putPerfEvents(m *ebpf.Map, evs []*perf.Event) error {
+	for i, ev := range evs {
+		if ev == nil {
+			continue
+		}
+		fd, err := ev.FD()
+		if err == nil {
+			err = m.Put(uint32(i), uint32(fd))
+		}
+		if err != nil {
+			return fmt.Errorf("perf event %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 var (
 	// ErrTracingRefused: the kernel does not load fentry/fexit programs
 	// against a BPF program, so exact counting is off.

@@ -159,19 +159,10 @@ func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (trac
 		}
 		w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
 		pair := tracedPair{objs.CountersEntry, objs.CountersExit, ebpf.AttachTraceFEntry, ebpf.AttachTraceFExit}
-		for i, ev := range w.perfEvents {
-			if ev == nil {
-				continue
-			}
-			fd, err := ev.FD()
-			if err == nil {
-				err = w.eventsMap.Put(uint32(i), uint32(fd))
-			}
-			if err != nil {
-				pair.first.Close()
-				pair.second.Close()
-				return tracedPair{}, fmt.Errorf("%s: perf event %d: %w", op, i, err)
-			}
+		if err := putPerfEvents(w.eventsMap, w.perfEvents); err != nil {
+			pair.first.Close()
+			pair.second.Close()
+			return tracedPair{}, fmt.Errorf("%s: %w", op, err)
 		}
 		return pair, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -20,8 +21,10 @@ import (
 // its target and how close its figures come to exact ones:
 //
 //   - the added ns per run of an empty target (BPF_PROG_TEST_RUN repeat),
-//     with the kernel's stats off and on, conditions alternated over
-//     rounds, each keeping its least;
+//     with the kernel's stats off and on, and of a window that also
+//     counts a perf event per run (cycles where a PMU exists, else
+//     cpu-clock: the same two reads of a perf counter), conditions
+//     alternated over rounds, each keeping its least;
 //   - the calibrated floor (what timing adds inside each interval);
 //   - the histogram's bucket error: exact per-run times of the mix
 //     target (each run's own test-run duration) against the quantiles the
@@ -41,6 +44,15 @@ func BenchmarkLatencyCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	ev := perfevent.Cycles
+	if why := privtest.NoPMU(b); why != "" {
+		b.Logf("no PMU (%s): the per-run event is cpu-clock", why)
+		ev = perfevent.CPUClock
+	}
+	lte, err := NewLatencyTimer(LatencyConfig{Event: &ev})
+	if err != nil {
+		b.Fatal(err)
+	}
 	empty, err := btfprog.Load(uniqueName("empty"), asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()})
 	if err != nil {
 		b.Fatal(err)
@@ -57,15 +69,16 @@ func BenchmarkLatencyCost(b *testing.B) {
 		return float64(d.Nanoseconds())
 	}
 	conditions := []struct {
-		name           string
-		stats, latency bool
-	}{{"base", false, false}, {"stats", true, false}, {"latency", false, true}, {"both", true, true}}
+		name                  string
+		stats, latency, event bool
+	}{{"base", false, false, false}, {"stats", true, false, false}, {"latency", false, true, false}, {"both", true, true, false},
+		{"event", false, true, true}}
 	least := make([]float64, len(conditions))
 	for i := range least {
 		least[i] = math.Inf(1)
 	}
 	var cal Calibration
-	var bucketErr float64
+	var bucketErr, eventFloor float64
 	var p50s, p99s []float64
 	for range b.N {
 		for range 5 {
@@ -78,7 +91,11 @@ func BenchmarkLatencyCost(b *testing.B) {
 				}
 				var w *LatencyWindow
 				if cond.latency {
-					if w, err = lt.Start(progID(b, empty), time.Minute); err != nil {
+					timer := lt
+					if cond.event {
+						timer = lte
+					}
+					if w, err = timer.Start(progID(b, empty), time.Minute); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -95,6 +112,11 @@ func BenchmarkLatencyCost(b *testing.B) {
 		if cal, err = lt.Calibrate(); err != nil {
 			b.Fatal(err)
 		}
+		ecal, err := lte.Calibrate()
+		if err != nil || ecal.EventErr != nil {
+			b.Fatalf("calibrate with %v per run: %v %v", ev, err, ecal.EventErr)
+		}
+		eventFloor = ecal.EventFloor
 
 		// Three rounds: under TCG one round's ratio may be off by a third.
 		for range 3 {
@@ -133,6 +155,8 @@ func BenchmarkLatencyCost(b *testing.B) {
 	b.ReportMetric(least[1]-base, "stats-added-ns/run")
 	b.ReportMetric(least[2]-base, "latency-added-ns/run")
 	b.ReportMetric(least[3]-base, "stats+latency-added-ns/run")
+	b.ReportMetric(least[4]-base, "latency+event-added-ns/run")
+	b.ReportMetric(eventFloor, "event-floor")
 	b.ReportMetric(cal.FloorNs, "floor-ns")
 	b.ReportMetric(100*bucketErr, "bucket-error-max-%")
 	b.ReportMetric(medianFloat(p50s), "window-p50/exact")

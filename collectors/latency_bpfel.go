@@ -14,24 +14,33 @@ import (
 )
 
 type latencyLatency struct {
-	_       structs.HostLayout
-	Depth   uint64
-	Start   [4]uint64
-	Entries uint64
-	Timed   uint64
-	Untimed uint64
-	SumNs   uint64
-	MaxNs   uint64
-	Counts  [1024]uint64
+	_         structs.HostLayout
+	Depth     uint64
+	Start     [4]uint64
+	Entries   uint64
+	Timed     uint64
+	Untimed   uint64
+	SumNs     uint64
+	MaxNs     uint64
+	Counts    [1024]uint64
+	EvStart   [4]uint64
+	EvEnabled [4]uint64
+	EvCounted uint64
+	EvMissed  uint64
+	EvSum     uint64
+	EvMax     uint64
+	EvCounts  [1024]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	latencyMapEvent         = "event"
 	latencyMapLatency       = "latency"
 	latencyProgLatencyEntry = "latency_entry"
 	latencyProgLatencyExit  = "latency_exit"
+	latencyVarWithEvent     = "with_event"
 )
 
 // loadLatency returns the embedded CollectionSpec for latency.
@@ -84,6 +93,7 @@ type latencyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyMapSpecs struct {
+	Event   *ebpf.MapSpec `ebpf:"event"`
 	Latency *ebpf.MapSpec `ebpf:"latency"`
 }
 
@@ -91,6 +101,7 @@ type latencyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type latencyVariableSpecs struct {
+	WithEvent *ebpf.VariableSpec `ebpf:"with_event"`
 }
 
 // latencyObjects contains all objects after they have been loaded into the kernel.
@@ -113,11 +124,13 @@ func (o *latencyObjects) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyMaps struct {
+	Event   *ebpf.Map `ebpf:"event"`
 	Latency *ebpf.Map `ebpf:"latency"`
 }
 
 func (m *latencyMaps) Close() error {
 	return _LatencyClose(
+		m.Event,
 		m.Latency,
 	)
 }
@@ -126,6 +139,7 @@ func (m *latencyMaps) Close() error {
 //
 // It can be passed to loadLatencyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type latencyVariables struct {
+	WithEvent *ebpf.Variable `ebpf:"with_event"`
 }
 
 // latencyPrograms contains all programs after they have been loaded into the kernel.

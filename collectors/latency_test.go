@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/bpfperf/bpfperf/internal/loglinear"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -85,7 +86,100 @@ func startLatency(tb testing.TB, lt *LatencyTimer, target *ebpf.Program, d time.
 func TestLatencyInVM(t *testing.T) {
 	vmtest.RunTests(t, vmtest.Config{}, []string{
 		"TestLatencyMix", "TestLatencyCalibration", "TestLatencyDetachLeavesNothing", "TestLatencyTooManyTargets",
+		"TestLatencyPerRunEvent", "TestLatencyCyclesPerRun",
 	})
+}
+
+// timeMix runs the mix n times through a window and returns its reading.
+func timeMix(t *testing.T, lt *LatencyTimer, target *ebpf.Program, n int) LatencyReading {
+	t.Helper()
+	w := startLatency(t, lt, target, time.Minute)
+	runMix(t, target, n)
+	w.Stop()
+	r, err := w.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestLatencyPerRunEvent counts cpu-clock per run beside the time: a
+// software event every kernel has, counting nanoseconds of CPU time, so
+// each run's count must agree with its time. The mix's fast and slow
+// runs land in the same modes for both, every timed run is counted, and
+// the calibration has a floor for the event. The hardware events (cycles)
+// take the same path with another perf event (TestLatencyCyclesPerRun).
+func TestLatencyPerRunEvent(t *testing.T) {
+	ev := perfevent.CPUClock
+	lt := latencyTimer(t, LatencyConfig{Event: &ev})
+	target := loadMixTarget(t)
+	runMix(t, target, 200) // TCG translates fresh code on its first runs
+	cal, err := lt.Calibrate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("calibration: floor %.0f ns, cpu-clock floor %.0f", cal.FloorNs, cal.EventFloor)
+	if cal.EventErr != nil || cal.EventFloor <= 0 {
+		t.Errorf("calibration %+v: want a cpu-clock floor", cal)
+	}
+	const runs = 1000
+	r := timeMix(t, lt, target, runs)
+	e := r.EventHist
+	if r.Event == nil || *r.Event != ev || e == nil || r.EventErr != nil {
+		t.Fatalf("reading: event %v, histogram %v, error %v; want cpu-clock counted", r.Event, e != nil, r.EventErr)
+	}
+	t.Logf("time: p50 %.0f p99 %.0f max %d ns; cpu-clock: p50 %.0f p99 %.0f max %d, %d counted, %d missed",
+		r.Hist.Quantile(0.5), r.Hist.Quantile(0.99), r.Hist.Max, e.Quantile(0.5), e.Quantile(0.99), e.Max, e.Count, r.EventMissed)
+	if r.Hist.Count != runs || e.Count+r.EventMissed != runs || r.EventMissed > runs/100 {
+		t.Errorf("%d runs timed, %d counted, %d missed; want %d timed, each counted (1%% missed at most)", r.Hist.Count, e.Count, r.EventMissed, runs)
+	}
+	// The event's readings wrap the clock's, so a run's count holds its
+	// time: each quantile is at least the time's, less the buckets'
+	// error, and within the event's floor and a quarter of it above.
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		tq, eq := r.Hist.Quantile(q), e.Quantile(q)
+		if eq < tq*(1-2*loglinear.RelError) || eq > tq*1.25+2*cal.EventFloor {
+			t.Errorf("p%v: cpu-clock %.0f against %.0f ns timed: want the time's, the event's floor (%.0f) at most above", q*100, eq, tq, cal.EventFloor)
+		}
+	}
+}
+
+// TestLatencyCyclesPerRun: where the machine has a PMU, a window counts
+// cycles per run, the slow runs many times the fast ones' cycles; where
+// it has none (every machine this project tests on, the test VM
+// included), the window says so with ErrNoPMU and times its runs all the
+// same.
+func TestLatencyCyclesPerRun(t *testing.T) {
+	ev := perfevent.Cycles
+	lt := latencyTimer(t, LatencyConfig{Event: &ev})
+	noPMU := privtest.NoPMU(t)
+	target := loadMixTarget(t)
+	runMix(t, target, 200)
+	const runs = 1000
+	r := timeMix(t, lt, target, runs)
+	if r.Hist.Count != runs {
+		t.Fatalf("%d runs timed, want %d", r.Hist.Count, runs)
+	}
+	if noPMU != "" {
+		t.Logf("no PMU (%s): %v", noPMU, r.EventErr)
+		if !errors.Is(r.EventErr, perfevent.ErrNoPMU) || r.EventHist != nil {
+			t.Errorf("without a PMU: error %v, histogram %v; want ErrNoPMU and none", r.EventErr, r.EventHist != nil)
+		}
+		return
+	}
+	e := r.EventHist
+	if e == nil || r.EventErr != nil {
+		t.Fatalf("with a PMU: error %v; want cycles counted", r.EventErr)
+	}
+	t.Logf("cycles: p50 %.0f p90 %.0f p99 %.0f max %d, %d counted, %d missed", e.Quantile(0.5), e.Quantile(0.9), e.Quantile(0.99), e.Max, e.Count, r.EventMissed)
+	if e.Count+r.EventMissed != runs || r.EventMissed > runs/100 {
+		t.Errorf("%d counted, %d missed of %d runs", e.Count, r.EventMissed, runs)
+	}
+	// 2% of runs take 100 times the turns: p50 and p90 are fast runs, p99
+	// a slow one, as for the time.
+	if p90, p99 := e.Quantile(0.9), e.Quantile(0.99); p90 <= 0 || p99 < 10*p90 {
+		t.Errorf("cycles p90 %.0f, p99 %.0f: want the slow runs' p99 at least 10x the fast runs' p90", p90, p99)
+	}
 }
 
 // TestLatencyMix drives a target with a known mix, 98% fast runs and 2%

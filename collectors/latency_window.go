@@ -7,12 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf/asm"
-
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/elastic/go-perf"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
 
 // LatencyConfig configures latency windows.
@@ -22,6 +24,11 @@ type LatencyConfig struct {
 	// OwnerPoll is how often a window checks that something besides itself
 	// still holds its target; default 1s.
 	OwnerPoll time.Duration
+	// Event, if set, is counted per run beside the time (cycles, say).
+	// A window whose event does not open on this host (a hardware event
+	// and no PMU) times its runs without it and says why
+	// (LatencyReading.EventErr).
+	Event *perfevent.Event
 }
 
 // LatencyTimer times every run of chosen target programs into a per-CPU
@@ -63,6 +70,13 @@ func (t *LatencyTimer) Active() []uint32 { return t.slots.ids() }
 type LatencyWindow struct {
 	*tracedWindow
 	hist *ebpf.Map
+	// The event counted per run, if any: its per-CPU perf events (nil
+	// for an offline CPU), held while the window times, and the map that
+	// hands them to the pair; eventErr says why it did not open.
+	event      *perfevent.Event
+	eventErr   error
+	perfEvents []*perf.Event
+	eventMap   *ebpf.Map
 	// The timing pair, held only until the window detaches, to read what
 	// it cost from its own bpf_stats as it goes.
 	pair [2]*ebpf.Program
@@ -103,13 +117,11 @@ func (t *LatencyTimer) Start(target uint32, window time.Duration) (*LatencyWindo
 }
 
 func (t *LatencyTimer) start(slots *targetSlots, target uint32, window time.Duration) (*LatencyWindow, error) {
-	w := &LatencyWindow{}
+	w := &LatencyWindow{event: t.cfg.Event}
 	tw, err := startTraced(slots, target, t.cfg.ProcRoot, w.load, w.letGo)
 	if err != nil {
 		w.letGo()
-		if w.hist != nil {
-			w.hist.Close()
-		}
+		w.closeMaps()
 		return nil, err
 	}
 	w.tracedWindow = tw
@@ -127,11 +139,23 @@ func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error
 	for _, p := range spec.Programs {
 		p.AttachTarget, p.AttachTo = target, fn
 	}
+	if w.event != nil {
+		if w.perfEvents, w.eventErr = openPerCPU(*w.event); w.eventErr == nil {
+			if err := spec.Variables["with_event"].Set(uint32(1)); err != nil {
+				return tracedPair{}, err
+			}
+			spec.Maps["event"].MaxEntries = uint32(len(w.perfEvents))
+		}
+	}
 	var objs latencyObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return tracedPair{}, tracingError(fmt.Sprintf("time program %d: load fentry/fexit", tracedID(target)), err)
 	}
-	w.hist = objs.Latency
+	w.hist, w.eventMap = objs.Latency, objs.Event
+	if err := putPerfEvents(w.eventMap, w.perfEvents); err != nil {
+		objs.Close()
+		return tracedPair{}, fmt.Errorf("time program %d: %v: %w", tracedID(target), *w.event, err)
+	}
 	w.targetID = tracedID(target)
 	if s, err := target.Stats(); err == nil {
 		w.statsStart = s
@@ -149,6 +173,13 @@ func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error
 // add to it any more) and closes it, and reads what the target's
 // bpf_stats counted over the window (a brief fd, if it is still loaded).
 func (w *LatencyWindow) letGo() {
+	// The perf events first: they cost every run while open.
+	for _, ev := range w.perfEvents {
+		if ev != nil {
+			ev.Close()
+		}
+	}
+	w.perfEvents = nil
 	if w.statsStart != nil {
 		if target, err := ebpf.NewProgramFromID(ebpf.ProgramID(w.targetID)); err == nil {
 			if s, err := target.Stats(); err == nil && s.RunCount >= w.statsStart.RunCount {
@@ -186,15 +217,28 @@ type LatencyReading struct {
 	// Stats is the target's bpf_stats over the window; set once the
 	// window stopped, zero where they were off or could not be read.
 	Stats TargetStats
+	// Event is what was counted per run beside the time, nil if nothing
+	// was asked for; EventHist is its distribution over the runs it
+	// counted, nil where it did not open (EventErr says why).
+	// EventMissed are timed runs it could not count: a reading that
+	// failed, or an event the kernel had not scheduled on that CPU.
+	Event       *perfevent.Event
+	EventHist   *loglinear.Histogram
+	EventMissed uint64
+	EventErr    error
 }
 
 // Read returns the runs timed so far, summed over CPUs. It works while
 // timing and after the window stopped, until Close.
 func (w *LatencyWindow) Read() (LatencyReading, error) {
-	r := LatencyReading{Target: w.Target(), Hist: loglinear.New()}
+	r := LatencyReading{Target: w.Target(), Hist: loglinear.New(), Event: w.event, EventErr: w.eventErr}
 	var cpus []latencyLatency
 	if err := w.hist.Lookup(uint32(0), &cpus); err != nil {
 		return r, fmt.Errorf("read latency: %w", err)
+	}
+	if w.event != nil && w.eventErr == nil {
+		h := loglinear.New()
+		r.EventHist = &h
 	}
 	for _, c := range cpus {
 		r.Entries += c.Entries
@@ -205,6 +249,15 @@ func (w *LatencyWindow) Read() (LatencyReading, error) {
 		for i, n := range c.Counts {
 			r.Hist.Counts[i] += n
 		}
+		if h := r.EventHist; h != nil {
+			r.EventMissed += c.EvMissed
+			h.Count += c.EvCounted
+			h.Sum += c.EvSum
+			h.Max = max(h.Max, c.EvMax)
+			for i, n := range c.EvCounts {
+				h.Counts[i] += n
+			}
+		}
 	}
 	select {
 	case <-w.Done():
@@ -214,10 +267,46 @@ func (w *LatencyWindow) Read() (LatencyReading, error) {
 	return r, nil
 }
 
-// Close stops the window and frees its map.
+// Close stops the window and frees its maps.
 func (w *LatencyWindow) Close() error {
 	w.Stop()
-	return w.hist.Close()
+	return w.closeMaps()
+}
+
+func (w *LatencyWindow) closeMaps() error {
+	var err error
+	for _, m := range []*ebpf.Map{w.hist, w.eventMap} {
+		if m != nil {
+			err = errors.Join(err, m.Close())
+		}
+	}
+	return err
+}
+
+// openPerCPU opens e counting on every possible CPU; an offline CPU's
+// entry is nil (nothing runs there). It fails as openCounter does.
+func openPerCPU(e perfevent.Event) ([]*perf.Event, error) {
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]*perf.Event, ncpu)
+	for cpu := range ncpu {
+		ev, err := openCounter(e, cpu)
+		switch {
+		case errors.Is(err, unix.ENODEV) && cpu > 0:
+		case err != nil:
+			for _, ev := range evs {
+				if ev != nil {
+					ev.Close()
+				}
+			}
+			return nil, err
+		default:
+			evs[cpu] = ev
+		}
+	}
+	return evs, nil
 }
 
 // Calibration is what timing adds, measured on an empty program of our
@@ -231,6 +320,12 @@ type Calibration struct {
 	// trampoline and both programs), the median over batches; 0 when the
 	// kernel's stats were off, when nothing is added to undo either.
 	AddedNs float64
+	// EventFloor is the median count of the per-run event (LatencyConfig)
+	// for an empty run: the clock reads and bookkeeping between its two
+	// readings. 0 where no event was counted, and EventErr says why
+	// where one was asked for and did not open.
+	EventFloor float64
+	EventErr   error
 }
 
 // calibrationRuns is how many empty runs each of the 3 batches makes.
@@ -303,7 +398,10 @@ func (t *LatencyTimer) Calibrate() (Calibration, error) {
 	if r.Hist.Count == 0 {
 		return Calibration{}, errors.New("latency calibration: the empty program's runs were not timed")
 	}
-	c := Calibration{FloorNs: r.Hist.Quantile(0.5)}
+	c := Calibration{FloorNs: r.Hist.Quantile(0.5), EventErr: r.EventErr}
+	if r.EventHist != nil && r.EventHist.Count > 0 {
+		c.EventFloor = r.EventHist.Quantile(0.5)
+	}
 	if b, tm := medianFloat(bare), medianFloat(timed); b > 0 && tm > b {
 		c.AddedNs = tm - b
 		t.cal = &c // kept only once stats were on to measure what is added

@@ -179,6 +179,7 @@ const (
 	DefaultCountersMax         = counters.DefaultMax
 	DefaultLatencyWindow       = latency.DefaultWindow
 	DefaultLatencyMax          = latency.DefaultMax
+	DefaultLatencyEvent        = latency.DefaultEvent
 	DefaultProfileEvery        = profiling.DefaultEvery
 	DefaultProfileHz           = profiling.DefaultHz
 	DefaultProfileLimit        = profiling.DefaultLimit

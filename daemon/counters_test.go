@@ -168,6 +168,7 @@ func TestCountersBadInput(t *testing.T) {
 		{[]string{"--latency.window", "10s", "--latency.every", "5s"}, "--latency.every 5s must be between"},
 		{[]string{"--latency.max", "17"}, "--latency.max 17 is outside 1..16"},
 		{[]string{"--latency.programs", "xdp["}, `--latency.programs "xdp["`},
+		{[]string{"--latency.event", "cycels"}, `--latency.event: perf event "cycels": want one of cpu-clock, cycles`},
 	} {
 		stdout, stderr, code := run(bin.daemon, append([]string{"--state-dir", dir, "--socket", sock}, c.args...)...)
 		oneLineError(t, "bpfperfd "+strings.Join(c.args, " "), stdout, stderr, code, c.want)
@@ -206,7 +207,7 @@ func TestCountersInVM(t *testing.T) {
 // program we did not write.
 func TestLatencyInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "execsnoop", "bpftool")}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestLatencyEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
+		[]string{"TestLatencyEndToEnd", "TestLatencyPerRunEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
 }
 
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a

@@ -39,28 +39,23 @@ func TestLatencyEndToEnd(t *testing.T) {
 	}
 
 	name := uniqueName("vm_lat")
-	target := loadBTFTarget(t, name, 2000)
-	waitShown(t, d, name)
-
 	const runs = 500
-	drive := func() {
-		if err := privtest.Run(target, runs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res := latencyWhile(t, d, drive, name, "--duration", "3s", "-o", "json")
-	if res.code != 0 {
-		t.Fatalf("bpfperf latency: exit %d: %s", res.code, res.errOut)
-	}
-	var w api.LatencyWindow
-	if err := json.Unmarshal([]byte(res.out), &w); err != nil {
-		t.Fatalf("%v in %s", err, res.out)
-	}
+	w, drive := firstWindow(t, d, name, runs)
 	if w.Runs != runs || w.Untimed != 0 || w.Name != name || w.Stopped != "window ended" {
 		t.Fatalf("window %+v: want %d runs of %s, none untimed, ended", w, runs, name)
 	}
 	if !(w.P50Ns > 0 && w.P50Ns <= w.P99Ns && w.P99Ns <= w.MaxNs && w.MeanNs > 0 && w.FloorNs > 0) {
 		t.Errorf("figures out of order: %+v", w)
+	}
+	// Cycles per run by default: counted where the machine has a PMU,
+	// and where it has none (the VM) the answer and status say so.
+	if privtest.NoPMU(t) != "" {
+		if w.PerRun != nil || w.PerRunUnavailable != "cycles: no hardware PMU" || st.Latency.Event != "cycles" || st.Latency.EventUnavailable != "no hardware PMU" {
+			t.Errorf("without a PMU: per run %+v, %q; status event %q, %q; want cycles not counted, saying why",
+				w.PerRun, w.PerRunUnavailable, st.Latency.Event, st.Latency.EventUnavailable)
+		}
+	} else if w.PerRun == nil || w.PerRun.Event != "cycles" || w.PerRun.Runs+w.PerRun.Missed != runs || w.PerRun.P50 <= 0 {
+		t.Errorf("with a PMU: per run %+v (%q), want cycles counted over %d runs", w.PerRun, w.PerRunUnavailable, runs)
 	}
 	var inBuckets uint64
 	for _, b := range w.Buckets {
@@ -126,6 +121,77 @@ func TestLatencyEndToEnd(t *testing.T) {
 		t.Errorf("daemon holds %d program or link fds between windows", n)
 	}
 	waitNoProgramsNamed(t, "latency_entry", "latency_exit", "bpfperf_floor")
+}
+
+// TestLatencyPerRunEndToEnd: with --latency.event cpu-clock (a software
+// event every kernel counts, so the path the PMU's events take runs in
+// the VM too) the window's per-run counts reach the answer, the table,
+// show, history and status, and the count of a run agrees with its time.
+func TestLatencyPerRunEndToEnd(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+	}
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--latency.event", "cpu-clock")
+	var st api.Status
+	d.json(t, &st, "status")
+	if st.Latency == nil || st.Latency.Event != "cpu-clock" || st.Latency.EventUnavailable != "" || st.Latency.EventFloor <= 0 {
+		t.Fatalf("status latency = %+v, want cpu-clock counted with a calibrated floor", st.Latency)
+	}
+	if out := d.cli(t, "status"); !strings.Contains(out, "counts cpu-clock per run") {
+		t.Errorf("status does not say what it counts per run:\n%s", out)
+	}
+	name := uniqueName("vm_perrun")
+	const runs = 500
+	w, drive := firstWindow(t, d, name, runs)
+	e := w.PerRun
+	if w.Runs != runs || e == nil || e.Event != "cpu-clock" || e.Runs+e.Missed != runs || e.Missed > runs/100 {
+		t.Fatalf("window %+v, per run %+v: want %d runs, each counted in cpu-clock", w, e, runs)
+	}
+	// Both have their own floor off; the event's readings wrap the
+	// clock's, so a run's CPU time is its time and a little more.
+	if e.P50 < 0.9*w.P50Ns || e.P50 > 1.5*w.P50Ns+e.Floor {
+		t.Errorf("cpu-clock p50 %.0f against %.0f ns timed: want about the same", e.P50, w.P50Ns)
+	}
+	table := latencyWhile(t, d, drive, name, "--duration", "2s")
+	t.Logf("$ bpfperf latency %s --duration 2s\n%s", name, table.out)
+	if !strings.Contains(table.out, "cpu-clock per run: mean") {
+		t.Errorf("the table does not show cpu-clock per run:\n%s", table.out)
+	}
+	if out := d.cli(t, "show", name); !strings.Contains(out, "cpu-clock p50") {
+		t.Errorf("show has no per-run event:\n%s", out)
+	}
+	var hist []api.LatencyWindow
+	d.json(t, &hist, "history", name, "--latency")
+	if len(hist) != 2 || hist[0].PerRun == nil || hist[0].PerRun.Runs != e.Runs {
+		t.Errorf("history --latency = %+v, want the two windows with their counts", hist)
+	}
+	if csv := d.cli(t, "history", name, "--latency", "-o", "csv"); !strings.Contains(csv, "per_run_p99") || !strings.Contains(csv, ",cpu-clock,") {
+		t.Errorf("history csv has no per-run columns:\n%s", csv)
+	}
+}
+
+// firstWindow loads a 2,000-turn target named name, times it with
+// `bpfperf latency --duration 3s -o json` while drive runs it runs times,
+// and returns the window and drive.
+func firstWindow(t *testing.T, d *daemonProc, name string, runs int) (api.LatencyWindow, func()) {
+	t.Helper()
+	target := loadBTFTarget(t, name, 2000)
+	waitShown(t, d, name)
+	drive := func() {
+		if err := privtest.Run(target, runs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := latencyWhile(t, d, drive, name, "--duration", "3s", "-o", "json")
+	if res.code != 0 {
+		t.Fatalf("bpfperf latency: exit %d: %s", res.code, res.errOut)
+	}
+	var w api.LatencyWindow
+	if err := json.Unmarshal([]byte(res.out), &w); err != nil {
+		t.Fatalf("%v in %s", err, res.out)
+	}
+	return w, drive
 }
 
 type cliResult struct {

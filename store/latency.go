@@ -23,7 +23,19 @@ import (
 //	7      added ns    the calibrated cost timing added to each run
 //	8..11  p50, p90, p99, p99.9 in ns, raw (the floor not taken off), read
 //	       from the full-resolution histogram when the window ended
-//	12..   timed runs per power of two (internal/loglinear.Octaves of them)
+//	12..47 timed runs per power of two (internal/loglinear.Octaves of them)
+//
+// A window that counted a perf event per run (cycles, say) has ten more,
+// after the octaves; a window without one, or one written before they
+// existed, has none (a series whose width changes starts a new chunk):
+//
+//	48     event       the perf event counted (perfevent.Event) plus 1
+//	49     counted     runs the event counted
+//	50     missed      timed runs it could not count
+//	51     sum         the counted runs' total
+//	52     max         the largest count of one run
+//	53     floor       the calibrated count of an empty run
+//	54..57 p50, p90, p99, p99.9 of the count, raw (the floor not taken off)
 const (
 	LatColWindowMs = iota
 	LatColEntries
@@ -44,7 +56,18 @@ const (
 // matches internal/loglinear.Octaves (checked by a test).
 const LatencyOctaves = 36
 
-const latencyColumns = LatColOctaves + LatencyOctaves
+const (
+	latencyColumns = LatColOctaves + LatencyOctaves
+	// The event's columns, from latencyColumns on.
+	latColEvent = latencyColumns + iota - 1
+	latColEvCounted
+	latColEvMissed
+	latColEvSum
+	latColEvMax
+	latColEvFloor
+	latColEvP50
+	latencyEventColumns = latColEvP50 + 4
+)
 
 // LatencyWindow is one stored latency window of an instance.
 type LatencyWindow struct {
@@ -61,26 +84,57 @@ type LatencyWindow struct {
 	// Quantiles are p50, p90, p99 and p99.9 in ns, the floor not taken off.
 	Quantiles [4]uint64
 	Octaves   [LatencyOctaves]uint64
+	// PerRun is the perf event counted per run beside the time, nil where
+	// the window counted none.
+	PerRun *LatencyEvent
+}
+
+// LatencyEvent is a window's count of one perf event per run.
+type LatencyEvent struct {
+	Event   uint8 // a perfevent.Event
+	Counted uint64
+	Missed  uint64
+	Sum     uint64
+	Max     uint64
+	Floor   uint64
+	// Quantiles are p50, p90, p99 and p99.9 of one run's count, the
+	// floor not taken off.
+	Quantiles [4]uint64
 }
 
 func (w LatencyWindow) columns() []uint64 {
-	v := make([]uint64, latencyColumns)
+	n := latencyColumns
+	if w.PerRun != nil {
+		n = latencyEventColumns
+	}
+	v := make([]uint64, n)
 	v[LatColWindowMs], v[LatColEntries], v[LatColTimed], v[LatColUntimed] = uint64(w.Length.Milliseconds()), w.Entries, w.Timed, w.Untimed
 	v[LatColSum], v[LatColMax], v[LatColFloor], v[LatColAdded] = w.SumNs, w.MaxNs, w.FloorNs, w.AddedNs
 	copy(v[LatColP50:], w.Quantiles[:])
 	copy(v[LatColOctaves:], w.Octaves[:])
+	if e := w.PerRun; e != nil {
+		v[latColEvent], v[latColEvCounted], v[latColEvMissed] = uint64(e.Event)+1, e.Counted, e.Missed
+		v[latColEvSum], v[latColEvMax], v[latColEvFloor] = e.Sum, e.Max, e.Floor
+		copy(v[latColEvP50:], e.Quantiles[:])
+	}
 	return v
 }
 
 func latencyWindowFrom(k InstanceKey, ms int64, v []uint64) (LatencyWindow, bool) {
-	if len(v) != latencyColumns {
+	if len(v) != latencyColumns && (len(v) != latencyEventColumns || v[latColEvent] == 0) {
 		return LatencyWindow{}, false
 	}
 	w := LatencyWindow{Key: k, End: time.UnixMilli(ms), Length: time.Duration(v[LatColWindowMs]) * time.Millisecond}
 	w.Entries, w.Timed, w.Untimed = v[LatColEntries], v[LatColTimed], v[LatColUntimed]
 	w.SumNs, w.MaxNs, w.FloorNs, w.AddedNs = v[LatColSum], v[LatColMax], v[LatColFloor], v[LatColAdded]
 	copy(w.Quantiles[:], v[LatColP50:LatColOctaves])
-	copy(w.Octaves[:], v[LatColOctaves:])
+	copy(w.Octaves[:], v[LatColOctaves:latencyColumns])
+	if len(v) == latencyEventColumns {
+		e := &LatencyEvent{Event: uint8(v[latColEvent] - 1), Counted: v[latColEvCounted], Missed: v[latColEvMissed],
+			Sum: v[latColEvSum], Max: v[latColEvMax], Floor: v[latColEvFloor]}
+		copy(e.Quantiles[:], v[latColEvP50:])
+		w.PerRun = e
+	}
 	return w, true
 }
 

@@ -64,3 +64,53 @@ func TestLatencyWindows(t *testing.T) {
 		t.Errorf("store stats: %v %+v, want 301 latency samples", err, st.Groups["latency"])
 	}
 }
+
+// Windows with a per-run event (ten more columns) and without one share a
+// series: each width starts a chunk of its own, both read back, the event
+// round-trips, and they still do once merged into a segment.
+func TestLatencyWindowsPerRunEvent(t *testing.T) {
+	db, _ := openTemp(t)
+	t0 := time.UnixMilli(1_800_000_000_000)
+	k := counterProgram(t, db, 7, t0)
+	var written []LatencyWindow
+	for i := range 40 {
+		w := LatencyWindow{Key: k, End: t0.Add(time.Duration(i) * time.Hour), Length: 10 * time.Second,
+			Entries: uint64(1000 + i), Timed: uint64(1000 + i), SumNs: 2_000_000, MaxNs: 90_000, FloorNs: 300, AddedNs: 900,
+			Quantiles: [4]uint64{1000, 1500, 80_000, 88_000}}
+		w.Octaves[9] = uint64(1000 + i)
+		if i/5%2 == 1 { // five without, five with, and so on
+			w.PerRun = &LatencyEvent{Event: 1, Counted: uint64(990 + i), Missed: 10, Sum: 3_000_000, Max: 270_000, Floor: 800,
+				Quantiles: [4]uint64{3000, 4500, 240_000, 260_000}}
+		}
+		written = append(written, w)
+		if err := db.WriteLatency(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := db.LatencySeries(k, t0, t0.Add(100*time.Hour))
+		if err != nil || len(got) != len(written) {
+			t.Fatalf("%s: %d windows, %v; want %d", when, len(got), err, len(written))
+		}
+		for i, w := range got {
+			want := written[i]
+			if w.Entries != want.Entries || w.Octaves != want.Octaves || (w.PerRun == nil) != (want.PerRun == nil) ||
+				(w.PerRun != nil && *w.PerRun != *want.PerRun) {
+				t.Fatalf("%s: window %d: %+v (per run %+v), want %+v (per run %+v)", when, i, w, w.PerRun, want, want.PerRun)
+			}
+		}
+		if problems, err := db.Check(); err != nil || len(problems) != 0 {
+			t.Errorf("%s: check: %v %v", when, err, problems)
+		}
+	}
+	check("written")
+	last, ok, err := db.LastLatency(k)
+	if err != nil || !ok || last.PerRun == nil || last.PerRun.Counted != written[39].PerRun.Counted {
+		t.Fatalf("last window: %+v %v %v, want the 40th with its event", last, ok, err)
+	}
+	if n, err := db.Merge(t0.Add(200 * 24 * time.Hour)); err != nil || n == 0 {
+		t.Fatalf("merge: %d segments, %v", n, err)
+	}
+	check("merged")
+}

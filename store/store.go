@@ -482,7 +482,9 @@ func (db *DB) appendSample(head, chunks *bolt.Bucket, key []byte, ms int64, valu
 	if err != nil {
 		return err
 	}
-	if c != nil && (c.full() || ms < c.lastT) {
+	// A sample of another width (a latency window with or without its
+	// per-run event) starts a chunk of its own.
+	if c != nil && (c.full() || ms < c.lastT || c.columns != len(values)) {
 		if err := db.seal(head, chunks, key); err != nil {
 			return err
 		}

@@ -7,6 +7,12 @@
 // fentry and detaches fentry first, so that an exit never looks for an
 // entry that was not taken (it finds depth 0 and counts the run untimed).
 //
+// Beside the time, each run can count one perf event (cycles, where the
+// CPU has a PMU): Go opens it on every CPU, puts it in `event` and sets
+// with_event. Its readings wrap the clock's (taken before the clock at
+// entry and after it at exit), so the time stays the inner interval; the
+// calibration measures what each adds to the other.
+//
 // The buckets are internal/loglinear's: values below 32 ns have a bucket of
 // their own; above, each power of two is cut into 32 equal buckets, up to
 // 2^36 ns (68 s), beyond which everything lands in the last one.
@@ -34,7 +40,26 @@ struct latency {
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 counts[BUCKETS];
+	// The event's reading at each depth's entry, and its enabled time,
+	// which stands still when the event is not counting on this CPU (a
+	// stale reading, left out). ev_start 0: no reading taken.
+	__u64 ev_start[MAX_DEPTH];
+	__u64 ev_enabled[MAX_DEPTH];
+	__u64 ev_counted; // runs whose count went into ev_counts
+	__u64 ev_missed;  // timed runs the event could not count
+	__u64 ev_sum;
+	__u64 ev_max;
+	__u64 ev_counts[BUCKETS];
 };
+
+const volatile __u32 with_event = 0;
+
+// The event's per-CPU perf fds, filled from Go (index: the CPU).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} event SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -68,11 +93,33 @@ static __always_inline __u32 bucket(__u64 ns)
 	return (e - SUB_BITS + 1) * SUB_COUNT + ((ns >> (e - SUB_BITS)) & (SUB_COUNT - 1));
 }
 
+// add_event puts one run's count of the event in the histogram, if both
+// its readings were taken and the event counted between them.
+static __always_inline void add_event(struct latency *l, __u64 d, struct bpf_perf_event_value *end, long err)
+{
+	__u64 start = l->ev_start[d & (MAX_DEPTH - 1)], n;
+	__u32 b;
+
+	if (err || !start || end->enabled == l->ev_enabled[d & (MAX_DEPTH - 1)]) {
+		l->ev_missed++;
+		return;
+	}
+	n = end->counter - (start - 1);
+	l->ev_counted++;
+	l->ev_sum += n;
+	if (n > l->ev_max)
+		l->ev_max = n;
+	b = bucket(n);
+	barrier_var(b);
+	l->ev_counts[b & (BUCKETS - 1)]++;
+}
+
 SEC("fentry/target")
 int BPF_PROG(latency_entry)
 {
 	__u32 key = 0;
 	struct latency *l = bpf_map_lookup_elem(&latency, &key);
+	struct bpf_perf_event_value v;
 	__u64 d;
 
 	if (!l)
@@ -83,6 +130,15 @@ int BPF_PROG(latency_entry)
 		return 0;
 	// The mask keeps the verifier sure of the bound the compiler dropped.
 	barrier_var(d);
+	if (with_event) {
+		// Kept plus one, so that 0 says the reading failed.
+		if (bpf_perf_event_read_value(&event, BPF_F_CURRENT_CPU, &v, sizeof(v)) == 0) {
+			l->ev_start[d & (MAX_DEPTH - 1)] = v.counter + 1;
+			l->ev_enabled[d & (MAX_DEPTH - 1)] = v.enabled;
+		} else {
+			l->ev_start[d & (MAX_DEPTH - 1)] = 0;
+		}
+	}
 	// The clock last, so that the bookkeeping falls outside the run.
 	l->start[d & (MAX_DEPTH - 1)] = bpf_ktime_get_ns();
 	return 0;
@@ -91,8 +147,10 @@ int BPF_PROG(latency_entry)
 SEC("fexit/target")
 int BPF_PROG(latency_exit)
 {
-	// The clock first, for the same reason.
+	// The clock first, for the same reason, then the event.
 	__u64 now = bpf_ktime_get_ns(), ns, d;
+	struct bpf_perf_event_value v = {};
+	long err = with_event ? bpf_perf_event_read_value(&event, BPF_F_CURRENT_CPU, &v, sizeof(v)) : 0;
 	__u32 key = 0, b;
 	struct latency *l = bpf_map_lookup_elem(&latency, &key);
 
@@ -116,6 +174,8 @@ int BPF_PROG(latency_exit)
 	b = bucket(ns);
 	barrier_var(b);
 	l->counts[b & (BUCKETS - 1)]++;
+	if (with_event)
+		add_event(l, d, &v, err);
 	return 0;
 }
 

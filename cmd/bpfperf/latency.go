@@ -48,6 +48,9 @@ func latencyCommand(dial clientFactory) *cli.Command {
 			writeBuckets(os.Stdout, w.Buckets)
 			fmt.Println()
 			fmt.Println(latencyFootnote(w))
+			if line := perRunLine(w); line != "" {
+				fmt.Println(line)
+			}
 			return nil
 		},
 	}
@@ -57,7 +60,8 @@ func latencyCommand(dial clientFactory) *cli.Command {
 func latencyTable(ws []api.LatencyWindow) table {
 	t := table{
 		header: []string{"WINDOW END", "ID", "NAME", "RUNS", "MEAN", "P50", "P90", "P99", "P99.9", "MAX", "UNTIMED"},
-		fields: []string{"end", "id", "name", "runs", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "untimed", "floor_ns", "added_ns_per_run", "error_pct", "duration_s"},
+		fields: []string{"end", "id", "name", "runs", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "untimed", "floor_ns", "added_ns_per_run", "error_pct", "duration_s",
+			"per_run_event", "per_run_runs", "per_run_mean", "per_run_p50", "per_run_p90", "per_run_p99", "per_run_p999", "per_run_max"},
 	}
 	for _, w := range ws {
 		id := strconv.FormatUint(uint64(w.ID), 10)
@@ -65,8 +69,14 @@ func latencyTable(ws []api.LatencyWindow) table {
 		t.rows = append(t.rows, []string{w.End.Local().Format("2006-01-02 15:04:05"), id, w.Name, runs,
 			fmtDurationNs(w.MeanNs), fmtDurationNs(w.P50Ns), fmtDurationNs(w.P90Ns), fmtDurationNs(w.P99Ns), fmtDurationNs(w.P999Ns), fmtDurationNs(w.MaxNs), untimed})
 		f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-		t.raw = append(t.raw, []string{w.End.UTC().Format(time.RFC3339Nano), id, w.Name, runs,
-			f(w.MeanNs), f(w.P50Ns), f(w.P90Ns), f(w.P99Ns), f(w.P999Ns), f(w.MaxNs), untimed, f(w.FloorNs), f(w.AddedNsPerRun), f(w.ErrorPct), f(w.Duration)})
+		raw := []string{w.End.UTC().Format(time.RFC3339Nano), id, w.Name, runs,
+			f(w.MeanNs), f(w.P50Ns), f(w.P90Ns), f(w.P99Ns), f(w.P999Ns), f(w.MaxNs), untimed, f(w.FloorNs), f(w.AddedNsPerRun), f(w.ErrorPct), f(w.Duration)}
+		if e := w.PerRun; e != nil {
+			raw = append(raw, e.Event, strconv.FormatUint(e.Runs, 10), f(e.Mean), f(e.P50), f(e.P90), f(e.P99), f(e.P999), f(e.Max))
+		} else {
+			raw = append(raw, "", "", "", "", "", "", "", "")
+		}
+		t.raw = append(t.raw, raw)
 	}
 	return t
 }
@@ -101,6 +111,25 @@ func latencyFootnote(w api.LatencyWindow) string {
 	return s
 }
 
+// perRunLine is the window's per-run event in a line ("cycles per run:
+// ..."), or why it was not counted; "" where none was asked for.
+func perRunLine(w api.LatencyWindow) string {
+	e := w.PerRun
+	if e == nil {
+		if w.PerRunUnavailable != "" {
+			return "Per-run event not counted: " + w.PerRunUnavailable + "."
+		}
+		return ""
+	}
+	n := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	s := fmt.Sprintf("%s per run: mean %s, p50 %s, p90 %s, p99 %s, p99.9 %s, max %s over %d runs (less the timing's own %s).",
+		e.Event, n(e.Mean), n(e.P50), n(e.P90), n(e.P99), n(e.P999), n(e.Max), e.Runs, n(e.Floor))
+	if e.Missed > 0 {
+		s += fmt.Sprintf(" %d timed runs were not counted (the event was not on their CPU).", e.Missed)
+	}
+	return s
+}
+
 // latencyHistory renders `history PROG --latency`: one line per window.
 func latencyHistory(c *cli.Context, client *api.Client, prog string, since, until time.Time) error {
 	h, err := client.LatencyHistory(prog, since, until)
@@ -115,8 +144,12 @@ func latencyLine(w *api.LatencyWindow) string {
 	if w == nil {
 		return "- (no window yet: bpfperf latency PROG)"
 	}
-	return fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s over %d runs (window ending %s)",
-		fmtDurationNs(w.P50Ns), fmtDurationNs(w.P99Ns), fmtDurationNs(w.P999Ns), fmtDurationNs(w.MaxNs), w.Runs, w.End.Local().Format("2006-01-02 15:04:05"))
+	s := fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s over %d runs",
+		fmtDurationNs(w.P50Ns), fmtDurationNs(w.P99Ns), fmtDurationNs(w.P999Ns), fmtDurationNs(w.MaxNs), w.Runs)
+	if e := w.PerRun; e != nil {
+		s += fmt.Sprintf("; %s p50 %.0f, p99 %.0f", e.Event, e.P50, e.P99)
+	}
+	return s + fmt.Sprintf(" (window ending %s)", w.End.Local().Format("2006-01-02 15:04:05"))
 }
 
 // latencyStatusText is status's "latency" field: whether windows can run,
@@ -127,6 +160,13 @@ func latencyStatusText(l *api.LatencyStatus) string {
 	}
 	s := fmt.Sprintf("available; timing floor %s, adds about %s to each run of a timed program; %d of %d windows open, %d stored since start",
 		fmtDurationNs(l.FloorNs), fmtDurationNs(l.AddedNsPerRun), l.Timing, l.Max, l.Windows)
+	switch {
+	case l.Event == "none" || l.Event == "":
+	case l.EventUnavailable != "":
+		s += fmt.Sprintf("; %s per run not counted: %s", l.Event, l.EventUnavailable)
+	default:
+		s += fmt.Sprintf("; counts %s per run (timing's own: %.0f)", l.Event, l.EventFloor)
+	}
 	if len(l.Programs) > 0 {
 		s += fmt.Sprintf("; scheduled: %s, %v every %v", strings.Join(l.Programs, ", "),
 			time.Duration(l.WindowMs)*time.Millisecond, time.Duration(l.EveryMs)*time.Millisecond)

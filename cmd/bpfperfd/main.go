@@ -79,6 +79,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "latency.window", Value: daemon.DefaultLatencyWindow, Usage: "how long each scheduled latency window times a target (100ms to 10m)"},
 			&cli.DurationFlag{Name: "latency.every", Usage: "how often a target's latency window starts (default 10m, at least --latency.window)"},
 			&cli.IntFlag{Name: "latency.max", Value: daemon.DefaultLatencyMax, Usage: "latency windows open at once, on demand and scheduled (1 to 16); each adds cost to every run of its target"},
+			&cli.StringFlag{Name: "latency.event", Value: daemon.DefaultLatencyEvent, Usage: "perf event counted per run beside the time in latency windows: cycles, instructions, llc-misses (these need a PMU), cpu-clock, or none"},
 			&cli.StringFlag{Name: "web.listen-address", Usage: "serve /metrics, /debug/pprof/profile and the read-only /v1 GETs over TCP on this host:port, e.g. 127.0.0.1:9476 (off when empty)"},
 			&cli.StringFlag{Name: "web.config.file", Usage: "exporter-toolkit web config for TLS and basic auth on --web.listen-address"},
 			&cli.IntFlag{Name: "web.max-programs", Value: daemon.DefaultWebMaxPrograms, Usage: "programs with series of their own in /metrics; the rest are summed into id=\"other\""},
@@ -157,7 +158,7 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 	if err := counters.Validate(); err != nil {
 		return daemon.Config{}, err
 	}
-	lat := daemon.LatencyConfig{Programs: c.StringSlice("latency.programs"), Window: c.Duration("latency.window"), Every: c.Duration("latency.every"), Max: c.Int("latency.max")}
+	lat := daemon.LatencyConfig{Programs: c.StringSlice("latency.programs"), Window: c.Duration("latency.window"), Every: c.Duration("latency.every"), Max: c.Int("latency.max"), Event: c.String("latency.event")}
 	if err := lat.Validate(); err != nil {
 		return daemon.Config{}, err
 	}

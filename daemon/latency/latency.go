@@ -26,6 +26,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/windowflags"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	Window   time.Duration // how long each scheduled window lasts
 	Every    time.Duration // how often a scheduled target's window starts
 	Max      int           // windows open at once; each adds cost to every run of its target
+	// Event is the perf event counted per run beside the time, by its
+	// perfevent name ("cycles", the default), or "none".
+	Event string
 }
 
 // Defaults and limits.
@@ -44,6 +48,9 @@ const (
 	DefaultWindow = 10 * time.Second
 	DefaultEvery  = 10 * time.Minute
 	DefaultMax    = 2
+	DefaultEvent  = "cycles"
+	// NoEvent turns the per-run event off.
+	NoEvent = "none"
 
 	MinWindow = 100 * time.Millisecond
 	MaxWindow = 10 * time.Minute
@@ -57,13 +64,31 @@ var limits = windowflags.Limits{Prefix: "latency", DefaultWindow: DefaultWindow,
 
 func (c Config) withDefaults() Config {
 	c.Window, c.Every, c.Max = limits.Defaults(c.Window, c.Every, c.Max)
+	if c.Event == "" {
+		c.Event = DefaultEvent
+	}
 	return c
 }
 
 // Validate checks the flags, with defaults for what is unset.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	if _, err := c.event(); err != nil {
+		return err
+	}
 	return limits.Check(c.Programs, c.Window, c.Every, c.Max)
+}
+
+// event is the per-run event Event names, nil for none.
+func (c Config) event() (*perfevent.Event, error) {
+	if c.Event == NoEvent {
+		return nil, nil
+	}
+	e, err := perfevent.Parse(c.Event)
+	if err != nil {
+		return nil, fmt.Errorf("--latency.event: %w, or %s", err, NoEvent)
+	}
+	return &e, nil
 }
 
 // CheckWindow checks a window's length.
@@ -88,6 +113,9 @@ type Latency struct {
 	mu      sync.Mutex
 	refused error // why windows cannot run here; nil when they can
 	cal     collectors.Calibration
+	// eventOff says why the per-run event is not counted (from the
+	// calibration's window): "" when it is, or none was asked for.
+	eventOff string
 	// opened counts windows attached and not yet finished; not the
 	// timer's Active, which holds a target's slot while it attaches, before
 	// a run can be timed (status's timing says a window times runs now).
@@ -128,12 +156,16 @@ func New(cfg Config, deps Deps) *Latency {
 // schedule until ctx is done. It never fails the daemon: where timing
 // cannot run, the status says why and requests answer LatencyUnavailable.
 func (l *Latency) Start(ctx context.Context) {
-	timer, err := collectors.NewLatencyTimer(collectors.LatencyConfig{MaxTargets: l.cfg.Max, ProcRoot: l.deps.ProcRoot})
+	ev, err := l.cfg.event()
+	if err != nil {
+		l.deps.Logger.Warn("latency: per-run event off", "err", err)
+	}
+	timer, err := collectors.NewLatencyTimer(collectors.LatencyConfig{MaxTargets: l.cfg.Max, ProcRoot: l.deps.ProcRoot, Event: ev})
 	if err == nil {
 		var cal collectors.Calibration
 		if cal, err = timer.Calibrate(); err == nil {
 			l.mu.Lock()
-			l.timer, l.cal = timer, cal
+			l.timer, l.cal, l.eventOff = timer, cal, eventOff(cal.EventErr)
 			l.mu.Unlock()
 		}
 	}
@@ -232,6 +264,9 @@ func (l *Latency) finish(w *collectors.LatencyWindow, key store.InstanceKey, nam
 	}
 	out := View(sw, name)
 	out.Stopped = string(w.Stopped())
+	if r.Event != nil && r.EventErr != nil {
+		out.PerRunUnavailable = r.Event.String() + ": " + eventOff(r.EventErr)
+	}
 	l.mu.Lock()
 	l.windows++
 	if err != nil {
@@ -291,9 +326,39 @@ func Stored(key store.InstanceKey, r collectors.LatencyReading, cal collectors.C
 		Key: key, End: end, Length: end.Sub(start),
 		Entries: r.Entries, Timed: h.Count, Untimed: r.Untimed, SumNs: h.Sum, MaxNs: h.Max,
 		FloorNs: uint64(cal.FloorNs + 0.5), AddedNs: uint64(cal.AddedNs + 0.5),
-		Quantiles: [4]uint64{uint64(h.Quantile(0.5)), uint64(h.Quantile(0.9)), uint64(h.Quantile(0.99)), uint64(h.Quantile(0.999))},
+		Quantiles: quantiles(h),
 		Octaves:   h.ByOctave(),
+		PerRun:    storedEvent(r, cal),
 	}
+}
+
+func quantiles(h loglinear.Histogram) [4]uint64 {
+	return [4]uint64{uint64(h.Quantile(0.5)), uint64(h.Quantile(0.9)), uint64(h.Quantile(0.99)), uint64(h.Quantile(0.999))}
+}
+
+// storedEvent is the window's per-run event as the store keeps it, nil
+// where it counted none.
+func storedEvent(r collectors.LatencyReading, cal collectors.Calibration) *store.LatencyEvent {
+	h := r.EventHist
+	if r.Event == nil || h == nil {
+		return nil
+	}
+	return &store.LatencyEvent{Event: uint8(*r.Event), Counted: h.Count, Missed: r.EventMissed, Sum: h.Sum, Max: h.Max,
+		Floor: uint64(cal.EventFloor + 0.5), Quantiles: quantiles(*h)}
+}
+
+// eventOff says in a few words why the per-run event was not counted.
+func eventOff(err error) string {
+	var oe *perfevent.OpenError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, perfevent.ErrNoPMU):
+		return "no hardware PMU"
+	case errors.As(err, &oe):
+		return oe.Summary()
+	}
+	return err.Error()
 }
 
 // View is a stored window as the API shows it: the floor taken off every
@@ -310,6 +375,16 @@ func View(w store.LatencyWindow, name string) api.LatencyWindow {
 	}
 	if w.Timed > 0 {
 		out.MeanNs = max(float64(w.SumNs)/float64(w.Timed)-floor, 0)
+	}
+	if e := w.PerRun; e != nil {
+		ef := float64(e.Floor)
+		eless := func(v uint64) float64 { return max(float64(v)-ef, 0) }
+		out.PerRun = &api.LatencyEventCounts{Event: perfevent.Event(e.Event).String(), Runs: e.Counted, Missed: e.Missed,
+			P50: eless(e.Quantiles[0]), P90: eless(e.Quantiles[1]), P99: eless(e.Quantiles[2]), P999: eless(e.Quantiles[3]),
+			Max: eless(e.Max), Floor: ef}
+		if e.Counted > 0 {
+			out.PerRun.Mean = max(float64(e.Sum)/float64(e.Counted)-ef, 0)
+		}
 	}
 	for j, n := range w.Octaves {
 		if n == 0 {
@@ -457,6 +532,7 @@ func (l *Latency) Status() *api.LatencyStatus {
 		Available: l.timer != nil, FloorNs: l.cal.FloorNs, AddedNsPerRun: l.cal.AddedNs,
 		WindowMs: l.cfg.Window.Milliseconds(), EveryMs: l.cfg.Every.Milliseconds(), Max: l.cfg.Max,
 		Programs: l.cfg.Programs, Timing: l.opened, Windows: l.windows, LastError: l.lastErr,
+		Event: l.cfg.Event, EventFloor: l.cal.EventFloor, EventUnavailable: l.eventOff,
 	}
 	if l.refused != nil {
 		st.Reason = reason(l.refused)
