@@ -226,18 +226,32 @@ func Exec(name string, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), 0
 }
 
-// Tracefs makes sure tracefs is mounted at /sys/kernel/tracing, where
-// tools such as bpftrace look for tracepoints; a fresh machine (or one
-// just booted) may have none mounted. It mounts it if needed, and skips
-// (a failure under BPFPERF_REQUIRE_PRIVILEGED=1) if it cannot.
+// Tracefs makes sure tracefs is reachable where tools look for
+// tracepoints: /sys/kernel/tracing (bpftrace, bpftool) and
+// /sys/kernel/debug/tracing, the only place Debian 12's libbpf-tools look
+// (opensnoop leaves its open(2) programs out when it finds no
+// sys_enter_open there). A fresh machine may have neither mounted. It
+// mounts what is missing (debugfs, which brings tracefs under it), and
+// skips (a failure under BPFPERF_REQUIRE_PRIVILEGED=1) if it cannot.
 func Tracefs(tb testing.TB) {
 	tb.Helper()
-	const dir = "/sys/kernel/tracing"
-	if _, err := os.Stat(dir + "/events"); err == nil {
-		return
-	}
-	if err := unix.Mount("tracefs", dir, "tracefs", 0, ""); err != nil {
-		Skip(tb, "tracefs is not mounted at "+dir+" and mounting it failed: "+err.Error())
+	for _, m := range []struct{ dir, fs, under string }{
+		{"/sys/kernel/tracing", "tracefs", ""},
+		{"/sys/kernel/debug/tracing", "debugfs", "/sys/kernel/debug"},
+	} {
+		if _, err := os.Stat(m.dir + "/events"); err == nil {
+			continue
+		}
+		at := m.dir
+		if m.under != "" {
+			at = m.under
+		}
+		if err := unix.Mount(m.fs, at, m.fs, 0, ""); err != nil {
+			Skip(tb, "tracefs is not reachable at "+m.dir+" and mounting "+m.fs+" at "+at+" failed: "+err.Error())
+		}
+		if _, err := os.Stat(m.dir + "/events"); err != nil {
+			Skip(tb, "tracefs is not reachable at "+m.dir+" after mounting "+m.fs+": "+err.Error())
+		}
 	}
 }
 
