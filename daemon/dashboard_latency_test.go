@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/daemon"
+	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -55,6 +56,10 @@ func TestDashboardLatency(t *testing.T) {
 			Entries: 1000, Timed: 1000, SumNs: 1_200_000, MaxNs: uint64(60_000 * (i + 1)), FloorNs: 100, AddedNs: 800,
 			Quantiles: [4]uint64{1000, 1300, uint64(20_000 * (i + 1)), uint64(50_000 * (i + 1))}}
 		w.Octaves[9], w.Octaves[10], w.Octaves[14] = 900, 90, 10
+		if i == 2 { // the newest counted cycles per run too
+			w.PerRun = &store.LatencyEvent{Event: uint8(perfevent.Cycles), Counted: 990, Missed: 10, Sum: 4_000_000, Max: 200_000, Floor: 500,
+				Quantiles: [4]uint64{3500, 4500, 60_500, 150_500}}
+		}
 		if err := db.WriteLatency(w); err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +76,8 @@ func TestDashboardLatency(t *testing.T) {
 	if m := regexp.MustCompile(`class="chart" data-points="(\d+)"`).FindStringSubmatch(lat); m == nil || m[1] != "9" {
 		t.Errorf("latency chart: drew %v points, want 9 (p50, p99, p99.9 of 3 windows):\n%s", m, lat)
 	}
-	for _, want := range []string{"p99 59.90 µs", "p99.9 149.90 µs", "1,000 runs", ">900<", ">90<", ">10<", "timing floor of 100.0 ns"} {
+	for _, want := range []string{"p99 59.90 µs", "p99.9 149.90 µs", "1,000 runs", ">900<", ">90<", ">10<", "timing floor of 100.0 ns",
+		"cycles per run: mean 3,540, p50 3,000, p90 4,000, p99 60,000, p99.9 150,000, max 199,500 over 990 runs (less the timing's own 500)"} {
 		if !strings.Contains(lat, want) {
 			t.Errorf("latency section lacks %q:\n%s", want, lat)
 		}

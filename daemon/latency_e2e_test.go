@@ -28,8 +28,7 @@ func TestLatencyEndToEnd(t *testing.T) {
 	web := freeAddr(t)
 	d := startDaemon(t, t.TempDir(), "--web.listen-address", web,
 		"--latency.programs", "vm_sched*", "--latency.window", "1s", "--latency.every", "3s")
-	var st api.Status
-	d.json(t, &st, "status")
+	st := calibrated(t, d)
 	if st.Latency == nil || !st.Latency.Available || st.Latency.FloorNs <= 0 {
 		t.Fatalf("status latency = %+v, want available with a calibrated floor", st.Latency)
 	}
@@ -132,9 +131,9 @@ func TestLatencyPerRunEndToEnd(t *testing.T) {
 		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
 	}
 	privtest.Root(t)
-	d := startDaemon(t, t.TempDir(), "--latency.event", "cpu-clock")
-	var st api.Status
-	d.json(t, &st, "status")
+	web := freeAddr(t)
+	d := startDaemon(t, t.TempDir(), "--latency.event", "cpu-clock", "--web.listen-address", web)
+	st := calibrated(t, d)
 	if st.Latency == nil || st.Latency.Event != "cpu-clock" || st.Latency.EventUnavailable != "" || st.Latency.EventFloor <= 0 {
 		t.Fatalf("status latency = %+v, want cpu-clock counted with a calibrated floor", st.Latency)
 	}
@@ -169,6 +168,22 @@ func TestLatencyPerRunEndToEnd(t *testing.T) {
 	if csv := d.cli(t, "history", name, "--latency", "-o", "csv"); !strings.Contains(csv, "per_run_p99") || !strings.Contains(csv, ",cpu-clock,") {
 		t.Errorf("history csv has no per-run columns:\n%s", csv)
 	}
+	_, _, body := get(t, "http://"+web+"/metrics")
+	if !strings.Contains(string(body), `bpfperf_program_latency_event_quantile{event="cpu-clock",id="`) {
+		t.Errorf("/metrics has no per-run event quantiles")
+	}
+}
+
+// calibrated waits until the daemon's latency room has calibrated, or
+// said why it cannot (the room calibrates after the daemon is ready),
+// and returns the status then.
+func calibrated(t *testing.T, d *daemonProc) api.Status {
+	t.Helper()
+	var st api.Status
+	eventually(t, "latency calibration", func() bool {
+		return d.query(&st, "status") == nil && st.Latency != nil && (st.Latency.Available || st.Latency.Reason != "")
+	})
+	return st
 }
 
 // firstWindow loads a 2,000-turn target named name, times it with
@@ -229,8 +244,7 @@ func TestLatencyRefused(t *testing.T) {
 		t.Skip("this kernel allows tracing programs: TestLatencyEndToEnd covers it in the VM")
 	}
 	d := startDaemon(t, t.TempDir())
-	var st api.Status
-	d.json(t, &st, "status")
+	st := calibrated(t, d)
 	if st.Latency == nil || st.Latency.Available || !strings.Contains(st.Latency.Reason, "refuses tracing programs") {
 		t.Fatalf("status latency = %+v, want unavailable: refused", st.Latency)
 	}

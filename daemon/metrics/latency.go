@@ -16,6 +16,9 @@ var (
 	descLatencyFloor = prometheus.NewDesc("bpfperf_program_latency_floor_seconds",
 		"What timing adds inside each measured run of a latency window (calibrated on an empty program), taken off the quantiles.",
 		[]string{"id", "name"}, nil)
+	descLatencyEventQuantile = prometheus.NewDesc("bpfperf_program_latency_event_quantile",
+		"Quantiles of a perf event's count per run of a program in its newest latency window (--latency.event: cycles by default, where the CPU has a PMU), its floor (the timing's own count) taken off; quantile=\"1\" is the largest. Absent where the window counted no event.",
+		[]string{"id", "name", "event", "quantile"}, nil)
 )
 
 // latencyBounds are the histogram's upper bounds in ns: 4^3 (64 ns) to
@@ -39,6 +42,7 @@ func (c *latencyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLatency
 	ch <- descLatencyQuantile
 	ch <- descLatencyFloor
+	ch <- descLatencyEventQuantile
 }
 
 func (c *latencyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -65,5 +69,13 @@ func (c *latencyCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLatencyQuantile, prometheus.GaugeValue, q.ns/1e9, id, w.Name, q.name)
 		}
 		ch <- prometheus.MustNewConstMetric(descLatencyFloor, prometheus.GaugeValue, w.FloorNs/1e9, id, w.Name)
+		if e := w.PerRun; e != nil {
+			for _, q := range []struct {
+				name string
+				v    float64
+			}{{"0.5", e.P50}, {"0.9", e.P90}, {"0.99", e.P99}, {"0.999", e.P999}, {"1", e.Max}} {
+				ch <- prometheus.MustNewConstMetric(descLatencyEventQuantile, prometheus.GaugeValue, q.v, id, w.Name, e.Event, q.name)
+			}
+		}
 	}
 }

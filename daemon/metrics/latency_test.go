@@ -47,6 +47,22 @@ bpfperf_program_latency_floor_seconds{id="7",name="xdp_lb"} 1e-07
 	if n := testutil.CollectAndCount(&latencyCollector{src: f}, "bpfperf_program_latency_quantile_seconds"); n != 5 {
 		t.Errorf("%d quantile series, want 5", n)
 	}
+	if n := testutil.CollectAndCount(&latencyCollector{src: f}, "bpfperf_program_latency_event_quantile"); n != 0 {
+		t.Errorf("%d per-run event series for a window that counted none", n)
+	}
+	f.latency[0].PerRun = &api.LatencyEventCounts{Event: "cycles", Runs: 100, P50: 1500, P90: 2700, P99: 90000, P999: 93000, Max: 120000}
+	want = `
+# HELP bpfperf_program_latency_event_quantile Quantiles of a perf event's count per run of a program in its newest latency window (--latency.event: cycles by default, where the CPU has a PMU), its floor (the timing's own count) taken off; quantile="1" is the largest. Absent where the window counted no event.
+# TYPE bpfperf_program_latency_event_quantile gauge
+bpfperf_program_latency_event_quantile{event="cycles",id="7",name="xdp_lb",quantile="0.5"} 1500
+bpfperf_program_latency_event_quantile{event="cycles",id="7",name="xdp_lb",quantile="0.9"} 2700
+bpfperf_program_latency_event_quantile{event="cycles",id="7",name="xdp_lb",quantile="0.99"} 90000
+bpfperf_program_latency_event_quantile{event="cycles",id="7",name="xdp_lb",quantile="0.999"} 93000
+bpfperf_program_latency_event_quantile{event="cycles",id="7",name="xdp_lb",quantile="1"} 120000
+`
+	if err := testutil.CollectAndCompare(&latencyCollector{src: f}, strings.NewReader(want), "bpfperf_program_latency_event_quantile"); err != nil {
+		t.Error(err)
+	}
 	if n := testutil.CollectAndCount(&latencyCollector{src: newFakeSource()}); n != 0 {
 		t.Errorf("without windows: %d series", n)
 	}

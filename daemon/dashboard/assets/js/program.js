@@ -150,6 +150,13 @@ async function load() {
       + `p50 ${fmt.ns(w.p50_ns)}, p90 ${fmt.ns(w.p90_ns)}, p99 ${fmt.ns(w.p99_ns)}, p99.9 ${fmt.ns(w.p999_ns)}, max ${fmt.ns(w.max_ns)}`),
     el('table', { class: 'distribution' }, el('tr', {}, ...['RUN TIME (RAW)', 'RUNS', ''].map((h, i) => el('th', { class: i !== 1 ? 'text' : null }, h))), ...rows),
     el('p', { class: 'empty' }, `figures less the timing floor of ${fmt.ns(w.floor_ns)}, within ${w.error_pct.toFixed(1)}%; while a window is open timing adds about ${fmt.ns(w.added_ns_per_run)} to each run's bpf_stats run time`));
+    // The perf event counted per run beside the time (--latency.event).
+    const e = w.per_run;
+    if (e) {
+      const n = (v) => fmt.count(Math.round(v));
+      lat.append(el('p', {}, `${e.event} per run: mean ${n(e.mean)}, p50 ${n(e.p50)}, p90 ${n(e.p90)}, p99 ${n(e.p99)}, p99.9 ${n(e.p999)}, `
+        + `max ${n(e.max)} over ${fmt.count(e.runs)} runs (less the timing's own ${n(e.floor)})`));
+    }
   } else {
     lat.append(el('p', { class: 'empty' }, 'No latency windows in this range: bpfperf latency PROG, or bpfperfd --latency.programs.'));
   }
