@@ -15,6 +15,7 @@ import (
 // A hook the kernel refuses is logged with why, and has no metrics.
 func BenchmarkLiveHooks(b *testing.B) {
 	privtest.Root(b)
+	privtest.Tracefs(b) // the tracepoint hook is found through it
 	cfg := DefaultConfig()
 	if vmtest.InVM() {
 		// BenchmarkLiveHooksInVM: the hooks this host refuses, beside a

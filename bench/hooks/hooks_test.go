@@ -24,6 +24,7 @@ const testRounds = 5
 func measured(t *testing.T, names ...string) map[string]Result {
 	t.Helper()
 	privtest.Root(t)
+	privtest.Tracefs(t) // the tracepoint hook is found through it
 	rs, err := Measure(Config{Hooks: names, Rounds: testRounds, Syscalls: 50_000, Packets: 5_000})
 	if err != nil {
 		t.Fatal(err)

@@ -78,6 +78,7 @@ func TestTrampolineCostFromProfile(t *testing.T) {
 // cost a call from it and from the bench.
 func hookCostFromProfile(t *testing.T, benchHook, wantHook string, attach func() *ebpf.Program) (p *pprofile.Profile, fromProfile, bench float64) {
 	privtest.LockStats(t) // stats off in both: the bench's Cost is without them
+	privtest.Tracefs(t)   // the tracepoint hook is found through it
 	rs, err := Measure(Config{Hooks: []string{benchHook}, Rounds: 9, Syscalls: 1_000_000, Packets: 1})
 	if err != nil {
 		t.Fatal(err)
