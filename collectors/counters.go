@@ -23,6 +23,29 @@ func openCounter(e perfevent.Event, cpu int) (*perf.Event, error) {
 	return perfevent.Open(e, a, cpu)
 }
 
+// openPerCPU opens e counting on each of ncpu CPUs, for all tasks; an
+// offline CPU's entry is nil (nothing runs there). It fails as
+// openCounter does, and then holds nothing.
+func openPerCPU(e perfevent.Event, ncpu int) ([]*perf.Event, error) {
+	evs := make([]*perf.Event, ncpu)
+	for cpu := range ncpu {
+		ev, err := openCounter(e, cpu)
+		switch {
+		case errors.Is(err, unix.ENODEV) && cpu > 0:
+		case err != nil:
+			for _, ev := range evs {
+				if ev != nil {
+					ev.Close()
+				}
+			}
+			return nil, err
+		default:
+			evs[cpu] = ev
+		}
+	}
+	return evs, nil
+}
+
 // putPerfEvents hands each open perf event to a BPF perf event array at
 // its index in evs; nil entries (offline CPUs) are left out.
 func putPerfEvents(m *ebpf.Map, evs []*perf.Event) error {

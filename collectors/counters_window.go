@@ -1,13 +1,11 @@
 package collectors
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/elastic/go-perf"
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 )
@@ -128,15 +126,11 @@ func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (trac
 	return func(target *ebpf.Program, fn string) (tracedPair, error) {
 		op := fmt.Sprintf("count program %d", tracedID(target))
 		for _, e := range w.events {
-			for cpu := 0; cpu < c.ncpu; cpu++ {
-				ev, err := openCounter(e, cpu)
-				if errors.Is(err, unix.ENODEV) && cpu > 0 {
-					ev = nil // offline CPU: nothing runs there
-				} else if err != nil {
-					return tracedPair{}, err
-				}
-				w.perfEvents = append(w.perfEvents, ev)
+			evs, err := openPerCPU(e, c.ncpu)
+			if err != nil {
+				return tracedPair{}, err
 			}
+			w.perfEvents = append(w.perfEvents, evs...)
 		}
 
 		spec, err := loadCounters()

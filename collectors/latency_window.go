@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/elastic/go-perf"
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/loglinear"
@@ -140,7 +139,11 @@ func (w *LatencyWindow) load(target *ebpf.Program, fn string) (tracedPair, error
 		p.AttachTarget, p.AttachTo = target, fn
 	}
 	if w.event != nil {
-		if w.perfEvents, w.eventErr = openPerCPU(*w.event); w.eventErr == nil {
+		ncpu, err := ebpf.PossibleCPU()
+		if err != nil {
+			return tracedPair{}, err
+		}
+		if w.perfEvents, w.eventErr = openPerCPU(*w.event, ncpu); w.eventErr == nil {
 			if err := spec.Variables["with_event"].Set(uint32(1)); err != nil {
 				return tracedPair{}, err
 			}
@@ -281,32 +284,6 @@ func (w *LatencyWindow) closeMaps() error {
 		}
 	}
 	return err
-}
-
-// openPerCPU opens e counting on every possible CPU; an offline CPU's
-// entry is nil (nothing runs there). It fails as openCounter does.
-func openPerCPU(e perfevent.Event) ([]*perf.Event, error) {
-	ncpu, err := ebpf.PossibleCPU()
-	if err != nil {
-		return nil, err
-	}
-	evs := make([]*perf.Event, ncpu)
-	for cpu := range ncpu {
-		ev, err := openCounter(e, cpu)
-		switch {
-		case errors.Is(err, unix.ENODEV) && cpu > 0:
-		case err != nil:
-			for _, ev := range evs {
-				if ev != nil {
-					ev.Close()
-				}
-			}
-			return nil, err
-		default:
-			evs[cpu] = ev
-		}
-	}
-	return evs, nil
 }
 
 // Calibration is what timing adds, measured on an empty program of our
