@@ -235,19 +235,16 @@ func Exec(name string, args ...string) (stdout, stderr string, code int) {
 // skips (a failure under BPFPERF_REQUIRE_PRIVILEGED=1) if it cannot.
 func Tracefs(tb testing.TB) {
 	tb.Helper()
-	for _, m := range []struct{ dir, fs, under string }{
-		{"/sys/kernel/tracing", "tracefs", ""},
+	// at is where fs is mounted to make tracefs reachable at dir.
+	for _, m := range []struct{ dir, fs, at string }{
+		{"/sys/kernel/tracing", "tracefs", "/sys/kernel/tracing"},
 		{"/sys/kernel/debug/tracing", "debugfs", "/sys/kernel/debug"},
 	} {
 		if _, err := os.Stat(m.dir + "/events"); err == nil {
 			continue
 		}
-		at := m.dir
-		if m.under != "" {
-			at = m.under
-		}
-		if err := unix.Mount(m.fs, at, m.fs, 0, ""); err != nil {
-			Skip(tb, "tracefs is not reachable at "+m.dir+" and mounting "+m.fs+" at "+at+" failed: "+err.Error())
+		if err := unix.Mount(m.fs, m.at, m.fs, 0, ""); err != nil {
+			Skip(tb, "tracefs is not reachable at "+m.dir+" and mounting "+m.fs+" at "+m.at+" failed: "+err.Error())
 		}
 		if _, err := os.Stat(m.dir + "/events"); err != nil {
 			Skip(tb, "tracefs is not reachable at "+m.dir+" after mounting "+m.fs+": "+err.Error())
