@@ -108,6 +108,15 @@ type StatsCost struct {
 	NsPerRun    float64   `json:"ns_per_run,omitempty"`
 	OffNsPerRun float64   `json:"off_ns_per_run,omitempty"`
 	OnNsPerRun  float64   `json:"on_ns_per_run,omitempty"`
+	// WallClockNsPerRun is the same cost timed by the wall clock around
+	// the same test runs, the second mechanism; SpreadNs the
+	// interquartile range of the measured pairs' own costs; Pairs how
+	// many stats-off/on pairs it took; Settled whether the figure settled
+	// and the two clocks agreed (false: measured on a host too noisy).
+	WallClockNsPerRun float64   `json:"wall_clock_ns_per_run,omitempty"`
+	SpreadNs          []float64 `json:"spread_ns,omitempty"`
+	Pairs             int       `json:"pairs,omitempty"`
+	Settled           bool      `json:"settled"`
 	// Detail says how it was measured, or why it was not.
 	Detail string `json:"detail"`
 	// RunsPerSec is every program's runs over the last sweep, summed;

@@ -131,22 +131,25 @@ func countBench(maps []MapInfo, entries int64) int {
 	return n
 }
 
-// BenchmarkStatsCost prints what bpf_stats adds to each program run: an
-// empty socket filter test-run a million times per round with stats off
-// and on, alternated for 11 rounds, medians (MeasureStatsCost, as the
-// daemon runs it at start with fewer runs). Where something else keeps
-// stats on there is no baseline, and it says so.
+// BenchmarkStatsCost prints what bpf_stats adds to each program run,
+// measured as the daemon measures it at start (DefaultStatsCostRule):
+// the kernel's test-run timer beside the wall clock, the pairs run, the
+// spread of the pairs' own costs and whether the figure settled. Where
+// something else keeps stats on there is no baseline, and it says so.
 func BenchmarkStatsCost(b *testing.B) {
 	privtest.Root(b)
 	privtest.LockStats(b)
 	for range b.N {
-		c, err := MeasureStatsCost(11, 1_000_000)
+		c, err := MeasureStatsCost(DefaultStatsCostRule)
 		if err != nil {
 			b.Skipf("not measured: %v", err)
 		}
-		b.Logf("bpf_stats: %.0f ns per run (empty program %.0f ns off, %.0f ns on; 11 rounds of 1,000,000 runs, medians)", c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun)
+		b.Logf("bpf_stats: %.1f ns per run (empty program %.0f ns off, %.0f ns on, least batches of %d pairs of %d runs; settled %v in %v); wall clock %.1f ns; pairs' own costs %.0f-%.0f ns (interquartile)",
+			c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun, c.Pairs, c.Rule.Repeat, c.Settled, c.Took.Round(time.Millisecond), c.WallNsPerRun(), c.SpreadLowNs, c.SpreadHighNs)
 		b.ReportMetric(c.NsPerRun(), "stats-ns/run")
+		b.ReportMetric(c.WallNsPerRun(), "wall-ns/run")
 		b.ReportMetric(c.OffNsPerRun, "off-ns/run")
 		b.ReportMetric(c.OnNsPerRun, "on-ns/run")
+		b.ReportMetric(float64(c.Pairs), "pairs")
 	}
 }

@@ -3,6 +3,7 @@ package collectors
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -16,65 +17,173 @@ import (
 // sysctl is 1. Stats are global, so there is no "off" to compare with.
 var ErrStatsHeld = errors.New("BPF run-time stats are already on (another stats fd holder, or kernel.bpf_stats_enabled=1): no stats-off baseline to measure against")
 
-// StatsCost is what bpf_stats adds to every run of every program while
-// it is on, measured with a calibration program run by BPF_PROG_TEST_RUN
-// with stats off and on, alternated.
-type StatsCost struct {
-	OffNsPerRun float64 // median ns per run with stats off
-	OnNsPerRun  float64 // and on
-	Rounds      int
-	Repeat      int // runs per round and state
+// StatsCostRule is how the cost of stats is measured: pairs of batches of
+// test runs of an empty program, stats off then on, in blocks, until a
+// whole block leaves the figure where it was and the two clocks agree on
+// it.
+//
+// Each batch is timed twice: by the kernel's test-run timer, which stops
+// while the task is rescheduled (so a busy host does not inflate it), and
+// by the wall clock around the call (a second mechanism, which counts
+// everything). Interruptions only ever add time, so the cost is the least
+// batch with stats on minus the least with stats off, by each clock; a
+// median moved 44% on a host busy for the 30 ms a measurement took.
+type StatsCostRule struct {
+	Repeat        int     // test runs per batch
+	PairsPerBlock int     // off/on pairs between two looks at the figure
+	MinBlocks     int     // blocks run before the figure may settle
+	MaxBlocks     int     // blocks run at most, settled or not
+	Settle        float64 // a block that moves the cost by less than this share (or 0.5 ns) settles it
+	Agree         float64 // the share the wall clock's cost may differ by for the two to agree
 }
 
-// NsPerRun is the cost of stats per program run.
+// DefaultStatsCostRule takes 2 to 12 blocks of 8 pairs of 20,000 runs:
+// 0.1 to 0.7 s at ~15 ns a run off and ~50 on, a batch short enough
+// (about a millisecond) that many fall between two interruptions even on
+// a host whose CPUs are all busy.
+var DefaultStatsCostRule = StatsCostRule{Repeat: 20_000, PairsPerBlock: 8, MinBlocks: 2, MaxBlocks: 12, Settle: 0.02, Agree: 0.10}
+
+// settleFloorNs is the least move that unsettles the figure: the kernel's
+// timer gives whole ns per run.
+const settleFloorNs = 0.5
+
+// StatsCost is what bpf_stats adds to every run of every program while
+// it is on, measured under a StatsCostRule.
+type StatsCost struct {
+	Rule StatsCostRule
+	// OffNsPerRun and OnNsPerRun are the least ns per run of a batch with
+	// stats off and on, by the kernel's test-run timer; WallOffNsPerRun
+	// and WallOnNsPerRun the same by the wall clock.
+	OffNsPerRun, OnNsPerRun         float64
+	WallOffNsPerRun, WallOnNsPerRun float64
+	// SpreadLowNs and SpreadHighNs are the interquartile range of each
+	// pair's own cost (its on batch minus its off batch, kernel-timed):
+	// how much the host moved while it was measured.
+	SpreadLowNs, SpreadHighNs float64
+	Pairs                     int           // off/on pairs run
+	Settled                   bool          // a block left the cost within Rule.Settle, the clocks agreeing, before MaxBlocks
+	Took                      time.Duration // wall time of the whole measurement
+}
+
+// NsPerRun is the cost of stats per program run, by the kernel's timer.
 func (c StatsCost) NsPerRun() float64 { return c.OnNsPerRun - c.OffNsPerRun }
+
+// WallNsPerRun is the same cost by the wall clock.
+func (c StatsCost) WallNsPerRun() float64 { return c.WallOnNsPerRun - c.WallOffNsPerRun }
+
+// Agrees says whether the two clocks give the same cost, within
+// Rule.Agree (and the timer's whole nanosecond).
+func (c StatsCost) Agrees() bool { return agree(c.NsPerRun(), c.WallNsPerRun(), c.Rule.Agree) }
+
+func agree(kernel, wall, share float64) bool { return math.Abs(wall-kernel) <= share*kernel+1 }
 
 // calibrationPacket is what the calibration program is test-run on: a
 // minimal Ethernet frame.
 var calibrationPacket = make([]byte, 64)
 
-// MeasureStatsCost runs an empty socket filter repeat times per round with
-// stats off and then on (its own BPF_ENABLE_STATS fd), for rounds rounds,
-// and returns the medians. Each stats-off round must leave the program's
-// run count unchanged; if it moved, someone else keeps stats on and the
-// answer is ErrStatsHeld. The program and the stats fd are closed before
-// it returns.
-func MeasureStatsCost(rounds, repeat int) (StatsCost, error) {
-	c := StatsCost{Rounds: rounds, Repeat: repeat}
+// MeasureStatsCost measures what stats cost a run under rule, with a
+// stats fd of its own for the on batches. Each stats-off batch must leave
+// the program's run count unchanged; if it moved, someone else keeps
+// stats on and the answer is ErrStatsHeld. The program and the stats fd
+// are closed before it returns.
+func MeasureStatsCost(rule StatsCostRule) (c StatsCost, err error) {
+	start := time.Now()
+	defer func() { c.Took = time.Since(start) }()
 	prog, err := calibrationProgram()
 	if err != nil {
-		return c, err
+		return StatsCost{Rule: rule}, err
 	}
 	defer markOwn(prog)()
 	defer prog.Close()
-	var offs, ons []time.Duration
-	for range rounds {
-		before, err := runCount(prog)
-		if err != nil {
-			return c, err
+	r := costRunner{prog: prog, repeat: rule.Repeat}
+	return measureUnder(rule, r.pair)
+}
+
+// pairTimes is one pair of batches, stats off then on: ns per run by the
+// kernel's test-run timer and by the wall clock.
+type pairTimes struct{ off, on, wallOff, wallOn float64 }
+
+// measureUnder is the rule's arithmetic over pairs run by pair: the least
+// batch of each kind by each clock, block after block, until it settles.
+func measureUnder(rule StatsCostRule, pair func() (pairTimes, error)) (StatsCost, error) {
+	c := StatsCost{Rule: rule}
+	inf := math.Inf(1)
+	least := pairTimes{off: inf, on: inf, wallOff: inf, wallOn: inf}
+	var pairCosts []float64
+	cost := inf
+	for block := 1; block <= rule.MaxBlocks; block++ {
+		for range rule.PairsPerBlock {
+			p, err := pair()
+			if err != nil {
+				return c, err
+			}
+			least = pairTimes{off: min(least.off, p.off), on: min(least.on, p.on), wallOff: min(least.wallOff, p.wallOff), wallOn: min(least.wallOn, p.wallOn)}
+			pairCosts = append(pairCosts, p.on-p.off)
 		}
-		_, off, err := prog.Benchmark(calibrationPacket, repeat, nil)
-		if err != nil {
-			return c, fmt.Errorf("test run: %w", err)
+		prev := cost
+		cost = least.on - least.off
+		moved := math.Abs(cost-prev) > max(rule.Settle*cost, settleFloorNs)
+		if block >= rule.MinBlocks && !moved && agree(cost, least.wallOn-least.wallOff, rule.Agree) {
+			c.Settled = true
+			break
 		}
-		if after, err := runCount(prog); err != nil {
-			return c, err
-		} else if after != before {
-			return c, ErrStatsHeld
-		}
-		stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-		if err != nil {
-			return c, wrapErrno("enable stats", err)
-		}
-		_, on, err := prog.Benchmark(calibrationPacket, repeat, nil)
-		stats.Close()
-		if err != nil {
-			return c, fmt.Errorf("test run: %w", err)
-		}
-		offs, ons = append(offs, off), append(ons, on)
 	}
-	c.OffNsPerRun, c.OnNsPerRun = float64(medianDuration(offs)), float64(medianDuration(ons))
+	c.OffNsPerRun, c.OnNsPerRun = least.off, least.on
+	c.WallOffNsPerRun, c.WallOnNsPerRun = least.wallOff, least.wallOn
+	c.SpreadLowNs, c.SpreadHighNs = quartiles(pairCosts)
+	c.Pairs = len(pairCosts)
 	return c, nil
+}
+
+// costRunner runs the calibration program's batches.
+type costRunner struct {
+	prog   *ebpf.Program
+	repeat int
+}
+
+// pair runs one batch with stats off and one with them on (a stats fd of
+// its own). A stats-off batch the kernel counted means another holder.
+func (r costRunner) pair() (p pairTimes, err error) {
+	before, err := runCount(r.prog)
+	if err != nil {
+		return p, err
+	}
+	if p.off, p.wallOff, err = r.batch(); err != nil {
+		return p, err
+	}
+	if after, err := runCount(r.prog); err != nil {
+		return p, err
+	} else if after != before {
+		return p, ErrStatsHeld
+	}
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		return p, wrapErrno("enable stats", err)
+	}
+	p.on, p.wallOn, err = r.batch()
+	stats.Close()
+	return p, err
+}
+
+// batch test-runs the program repeat times: ns per run by the kernel's
+// timer and by the wall clock.
+func (r costRunner) batch() (kernel, wall float64, err error) {
+	start := time.Now()
+	_, d, err := r.prog.Benchmark(calibrationPacket, r.repeat, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("test run: %w", err)
+	}
+	return float64(d), float64(time.Since(start)) / float64(r.repeat), nil
+}
+
+// quartiles is the first and third quartile of v (nearest rank).
+func quartiles(v []float64) (q1, q3 float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/4], s[(3*len(s))/4]
 }
 
 // calibrationProgram loads an empty socket filter of the daemon's own.
@@ -113,13 +222,4 @@ func runCount(prog *ebpf.Program) (uint64, error) {
 		return 0, fmt.Errorf("calibration program stats: %w", err)
 	}
 	return s.RunCount, nil
-}
-
-func medianDuration(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

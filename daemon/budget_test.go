@@ -59,7 +59,9 @@ func TestStatsBudget(t *testing.T) {
 	wantShare := int(100 * 0.2 / *sc.CPUPercent)
 	t.Logf("loaded: %.0f runs/s x %.0f ns = %.3g%% at full time; share %d%% (budget over cost: %d%%), paid %.3g%%",
 		sc.RunsPerSec, sc.NsPerRun, *sc.CPUPercent, sc.DutyPercent, wantShare, *sc.PaidCPUSecondsPerSec*100)
-	if sc.DutyPercent < 1 || sc.DutyPercent > 60 || math.Abs(float64(sc.DutyPercent-wantShare)) > 0.3*float64(wantShare)+1 {
+	// Whatever a run of stats costs on this host, the share is the
+	// budget over the full-time cost it measured: no bound of one host.
+	if sc.DutyPercent < 1 || sc.DutyPercent >= 100 || math.Abs(float64(sc.DutyPercent-wantShare)) > 0.3*float64(wantShare)+1 {
 		t.Errorf("share %d%%, want about the budget over the full-time cost, %d%%", sc.DutyPercent, wantShare)
 	}
 	if paid := *sc.PaidCPUSecondsPerSec * 100; paid > 0.2*1.15 {

@@ -51,7 +51,7 @@ func BenchmarkStatOverhead(b *testing.B) {
 		fixedAlone = append(fixedAlone, wall(empty))
 		fixedStat = append(fixedStat, wall(underEmpty))
 	}
-	cost, err := collectors.MeasureStatsCost(7, 200_000)
+	cost, err := collectors.MeasureStatsCost(collectors.DefaultStatsCostRule)
 	if err != nil {
 		b.Fatal(err)
 	}

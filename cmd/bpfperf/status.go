@@ -132,11 +132,24 @@ func statsCostText(sc *api.StatsCost) string {
 	if !sc.Measured {
 		return fmt.Sprintf("%s; %s runs/s on the host", sc.Detail, fmtRate(&sc.RunsPerSec))
 	}
-	line := fmt.Sprintf("%.0f ns per run (%.0f -> %.0f ns for an empty program), x %s runs/s = %s of one CPU",
-		sc.NsPerRun, sc.OffNsPerRun, sc.OnNsPerRun, fmtRate(&sc.RunsPerSec), fmtPercent(sc.CPUPercent))
+	line := fmt.Sprintf("%.0f ns per run (%.0f -> %.0f ns for an empty program; wall clock %.0f ns%s), x %s runs/s = %s of one CPU",
+		sc.NsPerRun, sc.OffNsPerRun, sc.OnNsPerRun, sc.WallClockNsPerRun, spreadText(sc), fmtRate(&sc.RunsPerSec), fmtPercent(sc.CPUPercent))
 	if sc.DutyPercent < 100 && sc.PaidCPUSecondsPerSec != nil {
 		paid := *sc.PaidCPUSecondsPerSec * 100
 		line += fmt.Sprintf(" at full time; %s paid now, on %d%% of each interval", fmtPercent(&paid), sc.DutyPercent)
 	}
 	return line
+}
+
+// spreadText is how much the pairs of the measurement moved, and a
+// warning where the figure did not settle.
+func spreadText(sc *api.StatsCost) string {
+	var s string
+	if len(sc.SpreadNs) == 2 {
+		s = fmt.Sprintf("; %d pairs, %.0f-%.0f ns", sc.Pairs, sc.SpreadNs[0], sc.SpreadNs[1])
+	}
+	if !sc.Settled {
+		s += "; unsettled: the host was too noisy"
+	}
+	return s
 }

@@ -15,13 +15,6 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 )
 
-// The calibration: rounds of stats off then on, each this many test runs
-// of an empty program (about 40 ms in all at ~60 ns a run).
-const (
-	rounds = 5
-	repeat = 100_000
-)
-
 // Measured is the cost of bpf_stats measured at start, or why not.
 type Measured struct {
 	At   time.Time
@@ -33,11 +26,16 @@ type Measured struct {
 // figures; a host where stats are already on has no baseline, and says
 // so.
 func Measure(now time.Time, log *slog.Logger) Measured {
-	c, err := collectors.MeasureStatsCost(rounds, repeat)
-	if err != nil {
+	c, err := collectors.MeasureStatsCost(collectors.DefaultStatsCostRule)
+	switch {
+	case err != nil:
 		log.Info("cost of BPF stats not measured", "why", err)
-	} else {
-		log.Info("cost of BPF stats", "ns_per_run", c.NsPerRun(), "off_ns", c.OffNsPerRun, "on_ns", c.OnNsPerRun)
+	case !c.Settled:
+		log.Warn("cost of BPF stats measured on a host too noisy to settle it", "ns_per_run", c.NsPerRun(), "wall_clock_ns_per_run", c.WallNsPerRun(),
+			"settled", c.Settled, "pairs", c.Pairs, "spread_ns", fmt.Sprintf("%.0f-%.0f", c.SpreadLowNs, c.SpreadHighNs))
+	default:
+		log.Info("cost of BPF stats", "ns_per_run", c.NsPerRun(), "off_ns", c.OffNsPerRun, "on_ns", c.OnNsPerRun,
+			"wall_clock_ns_per_run", c.WallNsPerRun(), "pairs", c.Pairs, "took", c.Took)
 	}
 	return Measured{At: now, Cost: c, Err: err}
 }
@@ -75,13 +73,29 @@ func (m Measured) Status(runsPerSec float64, st sampler.Status, f Flags) *api.St
 	c := m.Cost
 	out.Measured, out.MeasuredAt = true, m.At
 	out.NsPerRun, out.OffNsPerRun, out.OnNsPerRun = c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun
-	out.Detail = fmt.Sprintf("empty socket filter test-run %d times per round, %d rounds alternating stats off and on, medians; at start, before bpfperfd turned stats on", c.Repeat, c.Rounds)
+	out.WallClockNsPerRun, out.SpreadNs, out.Pairs, out.Settled = c.WallNsPerRun(), []float64{c.SpreadLowNs, c.SpreadHighNs}, c.Pairs, c.Settled
+	out.Detail = detail(c)
 	// A second's runs times the cost of each, over that second.
 	cpu, _ := api.CPUPercent(out.RunsPerSec*out.NsPerRun, time.Second)
 	out.CPUPercent = &cpu
 	paid := out.RunsPerSec * out.NsPerRun * float64(out.DutyPercent) / 100 / 1e9
 	out.PaidCPUSecondsPerSec = &paid
 	return out
+}
+
+// detail says how the cost was measured: the rule, what it came to, and
+// whether the two clocks agreed.
+func detail(c collectors.StatsCost) string {
+	r := c.Rule
+	how := fmt.Sprintf("an empty socket filter test-run in batches of %d, stats off then on, in blocks of %d pairs until a block moved the least batch of each under %.0f%% and the kernel's timer and the wall clock agreed within %.0f%% (%d to %d blocks); at start, before bpfperfd turned stats on",
+		r.Repeat, r.PairsPerBlock, r.Settle*100, r.Agree*100, r.MinBlocks, r.MaxBlocks)
+	got := fmt.Sprintf("%d pairs in %v; the kernel's test-run timer %.1f ns, the wall clock %.1f ns; the pairs' own costs %.0f-%.0f ns (interquartile)",
+		c.Pairs, c.Took.Round(time.Millisecond), c.NsPerRun(), c.WallNsPerRun(), c.SpreadLowNs, c.SpreadHighNs)
+	switch {
+	case !c.Settled:
+		got += fmt.Sprintf("; not settled after %d blocks: the host was too noisy, the figure may be off", r.MaxBlocks)
+	}
+	return how + ". " + got
 }
 
 // budgetWords says how the stats budget runs, or why it is off.
