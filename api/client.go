@@ -173,6 +173,19 @@ func (c *Client) Status() (Status, error) {
 	return s, c.get("status", nil, &s)
 }
 
+// MeasureStatsCost has the daemon measure bpf_stats' cost per run again
+// (stats off for a moment after its next tick) and returns the new
+// figure; it waits the daemon's interval, the measurement and the
+// client's timeout.
+func (c *Client) MeasureStatsCost(interval time.Duration) (*StatsCost, error) {
+	var sc StatsCost
+	body, _, err := c.call(request{method: http.MethodPost, path: "stats-cost/measure", timeout: 2*interval + 10*time.Second + c.http.Timeout}, http.StatusOK, maxPostAnswer)
+	if err != nil {
+		return nil, err
+	}
+	return &sc, json.Unmarshal(body, &sc)
+}
+
 // Progs lists loaded programs, and with all also the unloaded ones still in
 // the store.
 func (c *Client) Progs(all bool) ([]ProgRow, error) {

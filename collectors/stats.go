@@ -122,6 +122,14 @@ func (s *Stats) Resume() error {
 	return nil
 }
 
+// CreditOn adds d to the time stats were on: time another fd of the
+// daemon's own held them on while ours was paused (measuring their cost).
+func (s *Stats) CreditOn(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onBefore += d
+}
+
 // OnTime is how long our stats fd has been open in all, up to at: the
 // time stats were surely on. In sysctl mode it is always on.
 func (s *Stats) OnTime(at time.Time) time.Duration {

@@ -61,6 +61,10 @@ type StatsCost struct {
 	// how much the host moved while it was measured.
 	SpreadLowNs, SpreadHighNs float64
 	Pairs                     int           // off/on pairs run
+	// StatsOnFor is how long the measurement's own stats fd was open, in
+	// all: every program's runs counted meanwhile, so a caller that
+	// scales counters by the time stats were on adds it.
+	StatsOnFor time.Duration
 	Settled                   bool          // a block left the cost within Rule.Settle, the clocks agreeing, before MaxBlocks
 	Took                      time.Duration // wall time of the whole measurement
 }
@@ -101,7 +105,10 @@ func MeasureStatsCost(rule StatsCostRule) (c StatsCost, err error) {
 
 // pairTimes is one pair of batches, stats off then on: ns per run by the
 // kernel's test-run timer and by the wall clock.
-type pairTimes struct{ off, on, wallOff, wallOn float64 }
+type pairTimes struct {
+	off, on, wallOff, wallOn float64
+	statsOn                  time.Duration // how long the stats fd was open for the on batch
+}
 
 // measureUnder is the rule's arithmetic over pairs run by pair: the least
 // batch of each kind by each clock, block after block, until it settles.
@@ -119,6 +126,7 @@ func measureUnder(rule StatsCostRule, pair func() (pairTimes, error)) (StatsCost
 			}
 			least = pairTimes{off: min(least.off, p.off), on: min(least.on, p.on), wallOff: min(least.wallOff, p.wallOff), wallOn: min(least.wallOn, p.wallOn)}
 			pairCosts = append(pairCosts, p.on-p.off)
+			c.StatsOnFor += p.statsOn
 		}
 		prev := cost
 		cost = least.on - least.off
@@ -156,12 +164,14 @@ func (r costRunner) pair() (p pairTimes, err error) {
 	} else if after != before {
 		return p, ErrStatsHeld
 	}
+	opened := time.Now()
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
 		return p, wrapErrno("enable stats", err)
 	}
 	p.on, p.wallOn, err = r.batch()
 	stats.Close()
+	p.statsOn = time.Since(opened)
 	return p, err
 }
 

@@ -42,7 +42,7 @@ func TestStatsCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off, on := privtest.StatsCostByWallClock(t, 9, 100000)
+	off, on := privtest.StatsCostByWallClock(t, 41, 20000)
 	t.Logf("stats cost: %.1f ns/run off, %.1f on, %.1f per run (wall clock of the same batches %.1f; %d pairs, settled %v, pairs %.0f-%.0f ns, %v); by the oracle's wall clock %.1f off, %.1f on, %.1f per run",
 		c.OffNsPerRun, c.OnNsPerRun, c.NsPerRun(), c.WallNsPerRun(), c.Pairs, c.Settled, c.SpreadLowNs, c.SpreadHighNs, c.Took, off, on, on-off)
 	rule := DefaultStatsCostRule

@@ -45,6 +45,9 @@ type Config struct {
 	StatsBudget float64
 	Sweep       string // how programs are read: "auto" (iterator, else fd), "iter" or "fd"
 	ProcRoot    string // usually /proc
+	// CPUsOnlineFile lists the online CPUs (/sys/devices/system/cpu/online);
+	// a change re-measures stats' cost. Tests point it at a file of theirs.
+	CPUsOnlineFile string
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
 	BPFFS       string
@@ -142,6 +145,9 @@ func (c *Config) validate() error {
 	}
 	if err := regressions.Validate(&c.Regressions); err != nil {
 		return err
+	}
+	if c.CPUsOnlineFile == "" {
+		c.CPUsOnlineFile = "/sys/devices/system/cpu/online"
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"

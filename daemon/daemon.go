@@ -14,7 +14,6 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
@@ -50,8 +49,11 @@ type Daemon struct {
 	api      *httpapi.API
 	query    *query.Query
 	maps     *mapwatch.Watcher
-	// statsCost is bpf_stats' cost per run, measured before stats went on.
-	statsCost statscost.Measured
+	// statsCost is bpf_stats' cost per run, measured before stats went on
+	// and again on demand or when the online CPUs change (statscost.go).
+	statsCost atomic.Pointer[statscost.Measured]
+	duty      *sampler.DutyCycle
+	cpus      cpuWatch
 
 	// detector is regression detection (daemon/regressions), fed by the
 	// sampling loop only.
@@ -125,7 +127,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	scanner := holders.New(cfg.ProcRoot, log)
 	defer scanner.Close()
-	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), statsCost: cost}
+	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), duty: duty, cpus: newCPUWatch(cfg.CPUsOnlineFile)}
+	d.statsCost.Store(&cost)
 	if err := d.assemble(sw, scanner, duty); err != nil {
 		return err
 	}
@@ -202,7 +205,10 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 				d.prof.Learn(id)
 				d.ctr.Appeared(id, name)
 			},
-			Ticked: func(sweep, write time.Duration) { d.metrics.Observe(sweep, write) },
+			Ticked: func(sweep, write time.Duration) {
+				d.metrics.Observe(sweep, write)
+				d.remeasureOnHotplug()
+			},
 		})
 	if err != nil {
 		return err
@@ -224,19 +230,13 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		Version: cfg.Version, Interval: cfg.Interval, Logger: log, Now: cfg.Now, Web: cfg.Web,
 	}, httpapi.Rooms{
 		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Latency: d.lat, Metrics: d.metrics, Query: d.query,
-		BootID: d.bootID, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus,
+		BootID: d.bootID, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus, MeasureStatsCost: d.measureStatsCost,
 	})
 	d.cost.Sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())
 	return nil
 }
 
-// statsCostStatus is what stats cost the programs now (statscost).
-func (d *Daemon) statsCostStatus() *api.StatsCost {
-	var runs float64
-	d.sampler.Read(func(v sampler.View) { runs = v.HostRunsPerSec() })
-	return d.statsCost.Status(runs, d.sampler.Status(), statscost.Flags{Duty: d.cfg.StatsDuty, Budget: d.cfg.StatsBudget, Mode: d.stats.Mode()})
-}
 
 // serve answers the API on the unix socket, and on the TCP listener if
 // one is configured, until stop is called.

@@ -41,7 +41,7 @@ func (s metricsSource) Profiler() metrics.Profiler {
 func (s metricsSource) State() metrics.State {
 	d := s.d
 	st := metrics.State{StoreBytes: d.store.Size(), StatsMode: string(d.stats.Mode()), Version: d.cfg.Version}
-	st.StatsCostNsPerRun = d.statsCost.NsPerRun()
+	st.StatsCostNsPerRun = d.statsCost.Load().NsPerRun()
 	// Called outside the sampler's Read (collectDaemon).
 	sc := d.statsCostStatus()
 	st.StatsDuty, st.StatsPaid = float64(sc.DutyPercent)/100, sc.PaidCPUSecondsPerSec

@@ -3,7 +3,9 @@ package daemon_test
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,7 +30,7 @@ func TestStatsCostStatus(t *testing.T) {
 	privtest.Root(t)
 	needBpftool(t)
 	privtest.LockStats(t)
-	wallOff, wallOn := privtest.StatsCostByWallClock(t, 9, 100000)
+	wallOff, wallOn := privtest.StatsCostByWallClock(t, 41, 20000)
 	wallCost := wallOn - wallOff
 	if wallCost < 5 {
 		t.Fatalf("the wall clock sees stats cost %.1f ns/run (%.1f off, %.1f on): too little to compare with", wallCost, wallOff, wallOn)
@@ -146,4 +148,82 @@ func fmtPtr(p *float64) string {
 		return "none"
 	}
 	return strconv.FormatFloat(*p, 'f', 3, 64)
+}
+
+// TestStatsCostRemeasured: the daemon measures bpf_stats' cost again on
+// demand (status --measure-stats-cost) and when the online CPUs change
+// (here a list of its own, rewritten by the test), each time a stats_cost
+// event and status saying why; the figure matches the wall clock's, and
+// the programs' counts over the interval whose stats went off for the
+// measurement still match the workload's own count (the gap is scaled
+// out). With stats on all the time there is no gap to scale: one line
+// and a non-zero exit.
+func TestStatsCostRemeasured(t *testing.T) {
+	privtest.Root(t)
+	privtest.LockStats(t)
+	// Short batches, many rounds: a long one is rarely left alone on a
+	// busy host.
+	wallOff, wallOn := privtest.StatsCostByWallClock(t, 41, 20000)
+	wallCost := wallOn - wallOff
+	online := filepath.Join(t.TempDir(), "online")
+	if err := os.WriteFile(online, []byte("0-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := uniqueName("remeasure")
+	prog, err := privtest.LoadLoop(name, dutyLoopTurns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	d := startDaemon(t, t.TempDir(), "--interval", "1s", "--profile.every", "0", "--debug.cpus-online-file", online)
+	load := startLoad(t, prog)
+	defer load.end()
+	time.Sleep(2500 * time.Millisecond)
+
+	// On demand, while the load runs: its runs over the measurement's
+	// interval are counted as the load counted them.
+	made0, t0 := load.runs.Load(), time.Now()
+	var st api.Status
+	d.json(t, &st, "status", "--measure-stats-cost")
+	time.Sleep(2500 * time.Millisecond) // the measurement's interval, stored
+	want := float64(load.runs.Load()-made0) / time.Since(t0).Seconds()
+	got, _ := historyRate(t, d, name, time.Since(t0)+time.Second)
+	sc := st.StatsCost
+	t.Logf("on demand: %.1f ns/run (wall clock %.1f, %d pairs): %s; runs/s over it %.0f, the load's %.0f", sc.NsPerRun, wallCost, sc.Pairs, sc.Detail, got, want)
+	if !sc.Measured || !strings.Contains(sc.Detail, "on demand") || !sc.MeasuredAt.After(st.StartedAt.Add(time.Second)) {
+		t.Errorf("after --measure-stats-cost: measured %v at %v (started %v): %s; want measured again, on demand", sc.Measured, sc.MeasuredAt, st.StartedAt, sc.Detail)
+	}
+	if math.Abs(sc.NsPerRun-wallCost) > 0.15*wallCost+1 {
+		t.Errorf("measured again: %.1f ns/run, the wall clock says %.1f", sc.NsPerRun, wallCost)
+	}
+	if math.Abs(got/want-1) > 0.05 {
+		t.Errorf("runs/s over the measurement: daemon %.0f, the load's own count %.0f", got, want)
+	}
+
+	// A CPU goes offline: measured again, saying so.
+	if err := os.WriteFile(online, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyFor(t, 15*time.Second, "a measurement after the hotplug", func() bool {
+		return d.query(&st, "status") == nil && strings.Contains(st.StatsCost.Detail, "online CPUs changed from 0-1 to 0")
+	})
+	var evs []api.Event
+	d.json(t, &evs, "events", "--since", "1m")
+	var details []string
+	for _, e := range evs {
+		if e.Kind == "stats_cost" {
+			details = append(details, e.Detail)
+		}
+	}
+	if len(details) != 2 || !strings.HasPrefix(details[0], "on demand: ") || !strings.HasPrefix(details[1], "after the online CPUs changed from 0-1 to 0: ") {
+		t.Errorf("stats_cost events %q: want one on demand, then one after the hotplug", details)
+	}
+	d.stop(t, unix.SIGTERM)
+
+	// Stats on all the time: refused, one line.
+	d = startDaemon(t, t.TempDir(), "--stats.budget", "0", "--profile.every", "0")
+	out, errOut, code := run(bin.cli, "--socket", d.socket, "status", "--measure-stats-cost")
+	if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "stats are on all the time") {
+		t.Errorf("--measure-stats-cost with --stats.budget 0: exit %d, %q %q; want one line saying stats are on all the time", code, out, errOut)
+	}
 }

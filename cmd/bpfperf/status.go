@@ -15,7 +15,9 @@ func statusCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the daemon's state: stats mode, programs, store, its own cost",
-		Flags: []cli.Flag{outputFlag},
+		Flags: []cli.Flag{outputFlag,
+			&cli.BoolFlag{Name: "measure-stats-cost", Usage: "have the daemon measure bpf_stats' cost per run again first (stats go off for a moment after its next tick; needs the stats budget or a duty cycle)"},
+		},
 		Action: func(c *cli.Context) error {
 			if err := checkOutput(c); err != nil {
 				return err
@@ -27,6 +29,14 @@ func statusCommand(dial clientFactory) *cli.Command {
 			s, err := client.Status()
 			if err != nil {
 				return err
+			}
+			if c.Bool("measure-stats-cost") {
+				if _, err := client.MeasureStatsCost(time.Duration(s.IntervalMs) * time.Millisecond); err != nil {
+					return fmt.Errorf("measure stats cost: %w", err)
+				}
+				if s, err = client.Status(); err != nil {
+					return err
+				}
 			}
 			return renderStatus(c, s, statusFields(s))
 		},

@@ -42,6 +42,11 @@ var (
 	LatencyUnavailable = errors.New("latency windows unavailable")
 	// TooManyCounterTargets: --counters.max targets are enabled.
 	TooManyCounterTargets = collectors.ErrTooManyTargets
+	// StatsCostFixed: stats' cost cannot be measured again while the
+	// daemon runs, since stats stay on all the time here.
+	StatsCostFixed = errors.New("stats are on all the time here (--stats.budget 0, --stats.duty 100%, the sysctl, or their cost not measured at start): a measurement would leave a gap in every program's counters; restart bpfperfd to measure it")
+	// StatsHeld: another holder keeps stats on, so there is no baseline.
+	StatsHeld = collectors.ErrStatsHeld
 	// ProfilingOff means CPU profiling could not start on this host.
 	ProfilingOff = errors.New("CPU profiling is off")
 	// UnknownBenchRun: no stored run has that id.

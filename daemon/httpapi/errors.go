@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
 	"github.com/bpfperf/bpfperf/store"
@@ -19,9 +20,9 @@ func statusOf(err error) int {
 	}{
 		{http.StatusBadRequest, []error{errs.BadRequest, profile.ErrBadDuration, errs.NoData}},
 		{http.StatusNotFound, []error{errs.UnknownProgram, errs.UnknownMap, errs.UnknownOwner, errs.UnknownWorkload, errs.UnknownBenchRun, errs.UnknownRegression, store.ErrNoProfile, profile.ErrNoProfiles}},
-		{http.StatusConflict, []error{errs.AmbiguousProgram, errs.AmbiguousMap, errs.TooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy}},
+		{http.StatusConflict, []error{errs.AmbiguousProgram, errs.AmbiguousMap, errs.TooManyCounterTargets, profile.ErrBusy, perfevent.ErrCountersBusy, errs.StatsCostFixed, sampler.ErrRemeasurePending}},
 		{http.StatusMethodNotAllowed, []error{errs.ReadOnly}},
-		{http.StatusServiceUnavailable, []error{errs.CountersUnavailable, errs.LatencyUnavailable, errs.ProfilingOff, errs.TooManyScrapes}},
+		{http.StatusServiceUnavailable, []error{errs.CountersUnavailable, errs.LatencyUnavailable, errs.ProfilingOff, errs.TooManyScrapes, errs.StatsHeld}},
 		// This host cannot sample or count the event.
 		{http.StatusNotImplemented, []error{perfevent.ErrNoPMU, perfevent.ErrPMURefused}},
 	} {

@@ -16,6 +16,14 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 	reply(w, s.d.status(), nil)
 }
 
+// measureStatsCost answers POST /v1/stats-cost/measure: stats' cost per
+// run measured again (stats turned off for a moment after the next tick)
+// and what it comes to now.
+func (s *server) measureStatsCost(w http.ResponseWriter, r *http.Request) {
+	sc, err := s.d.MeasureStatsCost(r.Context())
+	reply(w, sc, err)
+}
+
 // status is the daemon as it runs: its sampler, store and own cost, and
 // what profiling and perf counters do.
 func (d *daemon) status() api.Status {

@@ -61,6 +61,9 @@ type Rooms struct {
 	Self func() (cpuPercent float64, rss, heapLive int64)
 	// StatsCost is what bpf_stats costs this host now.
 	StatsCost func() *api.StatsCost
+	// MeasureStatsCost measures it again (stats off for a moment) and
+	// answers the new figure.
+	MeasureStatsCost func(context.Context) (*api.StatsCost, error)
 }
 
 // Store is what the handlers read and write of the store themselves: its

@@ -30,6 +30,7 @@ type route struct {
 func (s *server) apiRoutes() []route {
 	return []route{
 		{"GET /v1/status", nil, s.status},
+		{"POST /v1/stats-cost/measure", nil, s.measureStatsCost},
 		{"GET /v1/progs", []string{"all", "fields"}, s.progs},
 		{"GET /v1/progs/{prog}", nil, s.show},
 		{"GET /v1/history", []string{"prog", "since", "until", "step"}, s.history},

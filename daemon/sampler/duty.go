@@ -97,6 +97,11 @@ type DutyCycle struct {
 	sweeps   uint64
 	// lastFactor is the last interval's scale (1: stats on all of it).
 	lastFactor float64
+	// remeasure is a request to measure stats' cost again, done in the
+	// off part after a tick (remeasure.go); measuredEvents are the
+	// stats_cost events of the measurements since Transitions.
+	remeasure      *remeasureRequest
+	measuredEvents []store.Event
 }
 
 // dutyCounters is one program's last raw counters and its scaled ones.
@@ -190,20 +195,20 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all boo
 func (c *DutyCycle) observe(latest func() []collectors.Sample, runsPerSec float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Measuring stats' cost turns them off for a moment: the coming
+	// interval is scaled, like one under a share.
+	defer func() {
+		if c.remeasure != nil && !c.tracking {
+			c.track(latest)
+		}
+	}()
 	if c.budget == nil {
 		return
 	}
 	c.percent = c.budget.next(c.percent, runsPerSec)
 	switch {
 	case c.percent < 100 && !c.tracking:
-		// The next interval is scaled: its deltas start from these
-		// counters, which are the kernel's (nothing was scaled).
-		c.sweeps++
-		for _, smp := range latest() {
-			c.progs[smp.ID] = dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt,
-				scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
-		}
-		c.tracking = true
+		c.track(latest)
 	case c.percent >= 100 && c.tracking && c.lastFactor == 1:
 		// Stats on all the time again: only the programs whose scaled
 		// counters differ from the kernel's still need their offset.
@@ -216,6 +221,18 @@ func (c *DutyCycle) observe(latest func() []collectors.Sample, runsPerSec float6
 	}
 }
 
+// track starts tracking programs' counters: the next interval is scaled,
+// and its deltas start from latest's counters, which are the kernel's
+// (nothing was scaled). The caller holds mu.
+func (c *DutyCycle) track(latest func() []collectors.Sample) {
+	c.sweeps++
+	for _, smp := range latest() {
+		c.progs[smp.ID] = dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt,
+			scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
+	}
+	c.tracking = true
+}
+
 // forget drops what is kept of a program that went away.
 func (c *DutyCycle) forget(id uint32) {
 	c.mu.Lock()
@@ -226,6 +243,7 @@ func (c *DutyCycle) forget(id uint32) {
 // afterTick turns stats off until the on part before the next tick, read
 // at tickAt + interval.
 func (c *DutyCycle) afterTick(tickAt time.Time) {
+	c.measureIfAsked()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
@@ -328,13 +346,15 @@ func (c *DutyCycle) Figures() (percent int, budgetPercent, fullCostPercent float
 func (c *DutyCycle) Transitions() []store.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	events := c.measuredEvents
+	c.measuredEvents = nil
 	if c.budget == nil || c.budget.announced == (c.percent < 100) {
-		return nil
+		return events
 	}
 	c.budget.announced = c.percent < 100
 	kind := EventStatsFull
 	if c.budget.announced {
 		kind = EventStatsDuty
 	}
-	return []store.Event{{Kind: kind, Detail: c.status()}}
+	return append(events, store.Event{Kind: kind, Detail: c.status()})
 }

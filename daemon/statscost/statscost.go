@@ -18,9 +18,13 @@ import (
 // Measured is the cost of bpf_stats measured at start, or why not.
 type Measured struct {
 	At   time.Time
+	Why  string // when and why it was measured: at start, on demand, after a CPU hotplug
 	Cost collectors.StatsCost
 	Err  error
 }
+
+// AtStart is why the first measurement is made.
+const AtStart = "at start, before bpfperfd turned stats on"
 
 // Measure measures before the daemon turns stats on, and logs the
 // figures; a host where stats are already on has no baseline, and says
@@ -37,7 +41,7 @@ func Measure(now time.Time, log *slog.Logger) Measured {
 		log.Info("cost of BPF stats", "ns_per_run", c.NsPerRun(), "off_ns", c.OffNsPerRun, "on_ns", c.OnNsPerRun,
 			"wall_clock_ns_per_run", c.WallNsPerRun(), "pairs", c.Pairs, "took", c.Took)
 	}
-	return Measured{At: now, Cost: c, Err: err}
+	return Measured{At: now, Why: AtStart, Cost: c, Err: err}
 }
 
 // NsPerRun is what stats add to a run, 0 when not measured.
@@ -74,7 +78,7 @@ func (m Measured) Status(runsPerSec float64, st sampler.Status, f Flags) *api.St
 	out.Measured, out.MeasuredAt = true, m.At
 	out.NsPerRun, out.OffNsPerRun, out.OnNsPerRun = c.NsPerRun(), c.OffNsPerRun, c.OnNsPerRun
 	out.WallClockNsPerRun, out.SpreadNs, out.Pairs, out.Settled = c.WallNsPerRun(), []float64{c.SpreadLowNs, c.SpreadHighNs}, c.Pairs, c.Settled
-	out.Detail = detail(c)
+	out.Detail = detail(c, m.Why)
 	// A second's runs times the cost of each, over that second.
 	cpu, _ := api.CPUPercent(out.RunsPerSec*out.NsPerRun, time.Second)
 	out.CPUPercent = &cpu
@@ -85,10 +89,10 @@ func (m Measured) Status(runsPerSec float64, st sampler.Status, f Flags) *api.St
 
 // detail says how the cost was measured: the rule, what it came to, and
 // whether the two clocks agreed.
-func detail(c collectors.StatsCost) string {
+func detail(c collectors.StatsCost, why string) string {
 	r := c.Rule
-	how := fmt.Sprintf("an empty socket filter test-run in batches of %d, stats off then on, in blocks of %d pairs until a block moved the least batch of each under %.0f%% and the kernel's timer and the wall clock agreed within %.0f%% (%d to %d blocks); at start, before bpfperfd turned stats on",
-		r.Repeat, r.PairsPerBlock, r.Settle*100, r.Agree*100, r.MinBlocks, r.MaxBlocks)
+	how := fmt.Sprintf("an empty socket filter test-run in batches of %d, stats off then on, in blocks of %d pairs until a block moved the least batch of each under %.0f%% and the kernel's timer and the wall clock agreed within %.0f%% (%d to %d blocks); %s",
+		r.Repeat, r.PairsPerBlock, r.Settle*100, r.Agree*100, r.MinBlocks, r.MaxBlocks, why)
 	got := fmt.Sprintf("%d pairs in %v; the kernel's test-run timer %.1f ns, the wall clock %.1f ns; the pairs' own costs %.0f-%.0f ns (interquartile)",
 		c.Pairs, c.Took.Round(time.Millisecond), c.NsPerRun(), c.WallNsPerRun(), c.SpreadLowNs, c.SpreadHighNs)
 	switch {
