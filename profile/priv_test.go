@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,12 +83,25 @@ func newSampler(tb testing.TB, cfg SamplerConfig) *Sampler {
 // hotRun is one capture of the hot program running in a loop, shared by
 // the tests that look at it.
 type hotRun struct {
-	id   uint32
-	tag  string
-	tid  int
-	comm string
-	c    *Capture
-	p    *profile.Profile
+	id    uint32
+	tag   string
+	tid   int
+	comm  string
+	c     *Capture
+	p     *profile.Profile
+	cpuNS uint64
+}
+
+// threadCPU is the time a thread of this process has run, in ns, by its
+// own clock (schedstat).
+func threadCPU(tid int) uint64 {
+	b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/schedstat")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[0], 10, 64)
+	return n
 }
 
 var (
@@ -132,7 +148,9 @@ func runHotOn(cfg SamplerConfig) (*hotRun, error) {
 	r.tid = w.tid
 	comm, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(w.tid) + "/comm")
 	r.comm = strings.TrimSpace(string(comm))
+	cpu0 := threadCPU(w.tid)
 	r.c, err = s.Capture(context.Background(), 2*time.Second)
+	r.cpuNS = threadCPU(w.tid) - cpu0
 	w.Stop()
 	if err != nil {
 		return nil, err
@@ -226,13 +244,23 @@ func TestHotProgram(t *testing.T) {
 		t.Errorf("samples by function: %v", byFunc)
 	}
 	// The workload keeps one CPU busy with the program, less the test-run
-	// syscall's own cost.
+	// syscall's own cost: most of its thread's samples are in the
+	// program, and the share is what those samples stand for. That is
+	// not about 100% where the host stalls the vCPU (9.7% once, in the
+	// 16-vCPU TCG guest on a loaded 2-CPU host; see TestCaptureCounts).
 	shares, err := ProgramShares(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shares[r.id] < 30 || shares[r.id] > 105 {
-		t.Errorf("program share %.1f%% of one CPU, want about 100%%", shares[r.id])
+	thread := 0
+	for _, s := range r.c.Samples {
+		if int(s.TID) == r.tid {
+			thread++
+		}
+	}
+	wantShare := 100 * float64(progSamples) * float64(r.c.Period) / float64(r.c.Duration)
+	if progSamples*2 < int64(thread) || math.Abs(shares[r.id]-wantShare) > 0.01*wantShare || shares[r.id] > 101 {
+		t.Errorf("program share %.1f%% of one CPU, want %.1f%% (%d samples in it of its thread's %d)", shares[r.id], wantShare, progSamples, thread)
 	}
 	t.Logf("%d samples in the program, share %.1f%% of a CPU, hottest %s", progSamples, shares[r.id], top)
 }
@@ -263,10 +291,17 @@ func TestCaptureCounts(t *testing.T) {
 	}
 	// cpu-clock fires Hz times a second on a busy CPU, but a timer that
 	// fires late skips samples (perf's too), and an idle CPU in a tickless
-	// kernel may not fire at all. So: no CPU above its due, samples only
-	// from online CPUs, and the workload's thread near its due. The thread
-	// is counted, not its CPU: the scheduler may move it (in the 16-vCPU
-	// VM its busiest CPU once held 1,217 of the 2,477 due).
+	// kernel may not fire at all. In a VM, a vCPU the host does not run
+	// fires late too, and the guest cannot tell: its clocks, schedstat
+	// included, count that time as run. (In the 16-vCPU TCG guest on a
+	// 2-CPU host the workload's thread ran 1.94 s by schedstat and got
+	// 1,243 samples; on a loaded host 797 in 2.16 s.) So: no CPU above
+	// its due, samples only from online CPUs, none lost, the workload's
+	// thread (on one CPU at a time) neither, and sampled at Hz while it
+	// runs: a late timer makes one gap between its samples longer, not
+	// the others, so gaps of one period are the most common multiple.
+	// (Its schedstat is no bound either way: it leaves out interrupts'
+	// time where IRQ time is accounted; 1,841 samples in 1.79 s.)
 	due := float64(c.Hz) * c.Duration.Seconds()
 	t.Logf("%d samples in %v on %d CPUs at %d Hz", len(c.Samples), c.Duration, c.CPUs, c.Hz)
 	online := map[uint32]bool{}
@@ -274,11 +309,13 @@ func TestCaptureCounts(t *testing.T) {
 		online[uint32(cpu)] = true
 	}
 	perCPU := map[uint32]int{}
-	workload := 0
+	workload := map[uint32][]uint64{} // the thread's sample times by CPU
+	n := 0
 	for _, s := range c.Samples {
 		perCPU[s.CPU]++
 		if int(s.TID) == r.tid {
-			workload++
+			workload[s.CPU] = append(workload[s.CPU], s.Time)
+			n++
 		}
 		if s.Period != c.Period {
 			t.Fatalf("sample period %d, want %d", s.Period, c.Period)
@@ -289,8 +326,31 @@ func TestCaptureCounts(t *testing.T) {
 			t.Errorf("cpu %d (online %v): %d samples, due %.0f", cpu, online[cpu], n, due)
 		}
 	}
-	if float64(workload) < 0.5*due {
-		t.Errorf("workload thread: %d samples, due %.0f", workload, due)
+	if n == 0 || float64(n) > 1.02*due {
+		t.Errorf("workload thread: %d samples, due %.0f", n, due)
+	}
+	// Gaps by the nearest multiple of 1/Hz (a sample's time is when the
+	// timer's interrupt ran, so within 10%).
+	period := float64(time.Second) / float64(c.Hz)
+	multiples := map[int]int{}
+	for _, times := range workload {
+		slices.Sort(times)
+		for i := 1; i < len(times); i++ {
+			k := float64(times[i]-times[i-1]) / period
+			if m := math.Round(k); m >= 1 && math.Abs(k-m) <= 0.1 {
+				multiples[int(m)]++
+			}
+		}
+	}
+	most := 1
+	for m, n := range multiples {
+		if n > multiples[most] {
+			most = m
+		}
+	}
+	t.Logf("workload thread: %d samples in %v of its CPU time; gaps by multiple of 1/Hz: %v", n, time.Duration(r.cpuNS), multiples)
+	if most != 1 || multiples[1] == 0 {
+		t.Errorf("workload thread: gaps of %d periods most common, want 1: %v", most, multiples)
 	}
 }
 
@@ -354,54 +414,136 @@ func TestTailCallChain(t *testing.T) {
 	t.Logf("shares: a %.1f%%, b %.1f%%, c %.1f%%", shares[ids["chain_a"]], shares[ids["chain_b"]], shares[ids["chain_c"]])
 }
 
-// TestUnloadedMidCapture: a program nobody told the symbolizer about, run
-// and unloaded while a capture runs, still resolves to its functions and
-// lines: the sampler has the symbolizer learn it when its addresses show
-// up.
+// TestUnloadedMidCapture: programs nobody told the symbolizer about, run
+// and unloaded while a capture runs, resolve to their functions and lines
+// however late their samples are read: one loaded before the capture
+// starts, one loaded while it runs. The rings are drained once a second
+// here, so each program's samples are read after it is gone: a
+// symbolizer that learned programs from their drained samples named them
+// through kallsyms without lines, or not at all (CI saw both).
 func TestUnloadedMidCapture(t *testing.T) {
 	privtest.Root(t)
 	sym := NewSymbolizer(SymbolizerConfig{})
-	s := newSampler(t, SamplerConfig{Hz: 999, Symbolizer: sym})
-	var objs hotObjects
-	if err := loadHotObjects(&objs, nil); err != nil {
+	s := newSampler(t, SamplerConfig{Hz: 999, Symbolizer: sym, RingPages: 1024})
+	drains := &drainCount{}
+	s.tap = drains
+	if d := drainInterval(999, 1024); d < time.Second {
+		t.Fatalf("drains every %v, want a second", d)
+	}
+	var before hotObjects
+	if err := loadHotObjects(&before, nil); err != nil {
 		t.Fatal(err)
 	}
-	id, info := progID(t, objs.HotEntry)
+	defer before.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	type result struct {
 		c   *Capture
 		err error
 	}
-	done := make(chan result)
+	done := make(chan result, 1)
+	on := make(chan struct{})
 	go func() {
-		c, err := s.Capture(context.Background(), 2*time.Second)
+		c, err := s.capture(ctx, time.Minute, func() { close(on) })
 		done <- result{c, err}
 	}()
-	w := spin(t, objs.HotEntry)
-	time.Sleep(time.Second)
-	w.check(t)
-	objs.Close()
-	waitFor(t, "program unload", func() bool {
-		_, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
-		return errors.Is(err, os.ErrNotExist)
-	})
+	<-on // every CPU samples: under a loaded TCG host enabling took seconds
+
+	var ids []uint32
+	threads := map[uint32]bool{}
+	run := func(objs *hotObjects) {
+		id, _ := progID(t, objs.HotEntry)
+		n := drains.n.Load()
+		w := spin(t, objs.HotEntry)
+		cpu0 := threadCPU(w.tid) // a thread the runtime had, maybe used
+		// A third of a drain interval by the thread's clock, started
+		// right after a drain (or the start), so it unloads before the
+		// next. That clock runs on while the host stalls the vCPU: on a
+		// loaded host the thread gets a fraction of the 300 samples.
+		waitFor(t, "the workload to run", func() bool { return threadCPU(w.tid)-cpu0 >= uint64(300*time.Millisecond) })
+		w.check(t)
+		ids = append(ids, id)
+		threads[uint32(w.tid)] = true
+		objs.Close()
+		waitFor(t, "program unload", func() bool {
+			_, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+			return errors.Is(err, os.ErrNotExist)
+		})
+		t.Logf("program %d ran and unloaded with %d drains meanwhile", id, drains.n.Load()-n)
+	}
+	run(&before)
+	var during hotObjects
+	if err := loadHotObjects(&during, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer during.Close()
+	// A drain passes while it is loaded and idle: no sample shows it.
+	n := drains.n.Load()
+	waitFor(t, "a drain", func() bool { return drains.n.Load() > n })
+	run(&during)
+	stop()
 	res := <-done
-	if res.err != nil {
+	if res.err != nil && !errors.Is(res.err, context.Canceled) {
 		t.Fatal(res.err)
 	}
+
+	// Every sample of the workload threads in a program is in one of
+	// the two, named with lines, most at the hot line.
+	hot := hotLine(t)
+	inProg, atHot := map[uint32]int{}, map[uint32]int{}
+	unnamed := 0
+	for _, smp := range res.c.Samples {
+		if !threads[smp.TID] || len(smp.Stack) == 0 {
+			continue
+		}
+		leaf := sym.Lookup(smp.Stack[0], smp.Time)
+		if !leaf.BPF() {
+			continue
+		}
+		if !slices.Contains(ids, leaf.ProgID) || leaf.Line == 0 {
+			// Named through kallsyms (bpf_prog_<tag>_spin), not at
+			// all, or as another program; not a trampoline.
+			if leaf.ProgID != 0 || leaf.Func == "" || strings.HasPrefix(leaf.Func, "bpf_prog_") {
+				unnamed++
+			}
+			continue
+		}
+		inProg[leaf.ProgID]++
+		if leaf.Func == "spin" && leaf.Line == hot {
+			atHot[leaf.ProgID]++
+		}
+	}
+	t.Logf("samples in programs %v: %v, at the hot line %v, not resolved with a line %d", ids, inProg, atHot, unnamed)
+	for _, id := range ids {
+		if atHot[id] == 0 {
+			t.Errorf("program %d: %d samples resolved to it with lines, none at hot.c:%d", id, inProg[id], hot)
+		}
+	}
+	if unnamed > 0 {
+		t.Errorf("%d samples in the programs not resolved to them with lines", unnamed)
+	}
+	// The built profile says so too.
 	p, err := Build(res.c, sym, BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byLine := flatByLine(p)
-	key := "spin ../bpf/profile/hot.c:" + strconv.FormatInt(hotLine(t), 10)
-	if byLine[key] == 0 {
+	key := "spin ../bpf/profile/hot.c:" + strconv.FormatInt(hot, 10)
+	if byLine := flatByLine(p); byLine[key] == 0 {
 		t.Errorf("no samples at %s: %v", key, byLine)
 	}
 	shares, _ := ProgramShares(p)
-	if shares[id] == 0 {
-		t.Errorf("no share for program %d (%s): %v", id, info.Tag, shares)
+	for _, id := range ids {
+		if shares[id] == 0 {
+			t.Errorf("no share for program %d: %v", id, shares)
+		}
 	}
 }
+
+// drainCount counts a capture's drains.
+type drainCount struct{ n atomic.Int64 }
+
+func (d *drainCount) drained(*Capture, []Sample, uint64) { d.n.Add(1) }
+func (d *drainCount) ended(*Capture)                     {}
 
 // TestAgreesWithPerf: over the same workload, the program's share of all
 // samples agrees with `perf record -a -g -e cpu-clock` + `perf report`

@@ -57,9 +57,10 @@ type SamplerConfig struct {
 	// noCgroup samples without PERF_SAMPLE_CGROUP, as a kernel before 5.7
 	// does: BenchmarkAttributionCost compares the two.
 	noCgroup bool
-	// Symbolizer, if set, learns the BPF programs that samples land in
-	// while the capture runs (see Symbolizer.Observe), so that programs
-	// loaded and unloaded between two of the daemon's sweeps still resolve.
+	// Symbolizer, if set, learns the BPF programs loaded when a capture
+	// starts and those loaded while it runs, at each drain (LearnNew),
+	// and those that samples land in (Observe), so that programs loaded
+	// and unloaded between two of the daemon's sweeps still resolve.
 	Symbolizer *Symbolizer
 }
 
@@ -275,6 +276,12 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		r.skip() // whatever a cancelled capture left behind
 		before = append(before, r.times())
 	}
+	sym := s.cfg.Symbolizer
+	if sym != nil {
+		// Before sampling starts: a program that unloads during the
+		// capture, however late its samples are drained, resolves.
+		sym.LearnNew()
+	}
 	c.Start = time.Now()
 	for _, r := range s.rings {
 		if err := r.enable(); err != nil {
@@ -287,10 +294,13 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	}
 	drain := func() {
 		before, samples, lost := len(d2.stacks), len(c.Samples), c.Lost
+		if sym != nil {
+			sym.LearnNew() // programs loaded since the last drain
+		}
 		for _, r := range s.rings {
 			r.read(d2, c)
 		}
-		if sym := s.cfg.Symbolizer; sym != nil && len(d2.stacks) > before {
+		if sym != nil && len(d2.stacks) > before {
 			sym.Observe(d2.fresh[before:])
 		}
 		if s.tap != nil {

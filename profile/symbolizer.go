@@ -33,8 +33,11 @@ type SymbolizerConfig struct {
 // from each program's JIT information (JitedKsymAddrs, JitedFuncLens,
 // FuncInfos, JitedLineInfos, LineInfos), which Learn reads while the
 // program is loaded and keeps after it goes away, so samples taken before
-// an unload still resolve. kallsyms lists BPF programs too, but lags behind
-// loads and unloads; it is only the fallback.
+// an unload still resolve. That information goes with the program, so it
+// must be read before the program can go away, not when its samples are
+// read: a Sampler has LearnNew learn each program when a capture starts or
+// at the first drain after its load. kallsyms lists BPF programs too, but
+// lags behind loads and unloads and has no lines; it is only the fallback.
 //
 // A Symbolizer is safe for concurrent use.
 type Symbolizer struct {
@@ -46,7 +49,13 @@ type Symbolizer struct {
 	index   []*function // every learned function, by start address
 	maxLen  uint64
 	unknown map[uint64]bool // addresses Observe already searched for
+	newest  uint32          // the highest program id listed (LearnNew)
+	retry   map[uint32]int  // ids whose reading failed, with their tries
 }
+
+// learnTries is how many times a program that cannot be read (an error
+// other than its going away) is tried before only Observe looks for it.
+const learnTries = 3
 
 // program is what Learn keeps of a BPF program.
 type program struct {
@@ -102,7 +111,7 @@ func NewSymbolizer(cfg SymbolizerConfig) *Symbolizer {
 	if cfg.KallsymsMaxAge == 0 {
 		cfg.KallsymsMaxAge = time.Minute
 	}
-	return &Symbolizer{cfg: cfg, progs: map[uint32]*program{}, unknown: map[uint64]bool{}}
+	return &Symbolizer{cfg: cfg, progs: map[uint32]*program{}, unknown: map[uint64]bool{}, retry: map[uint32]int{}}
 }
 
 // LoadKallsyms reads kallsyms again. Lookups read it on first use.
@@ -171,6 +180,56 @@ func (s *Symbolizer) LearnAll() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(ids) > 0 {
+		// The highest id loaded, not the highest ever seen: once ids
+		// wrap around, LearnNew finds the new ones again.
+		s.mu.Lock()
+		s.newest = ids[len(ids)-1]
+		s.mu.Unlock()
+	}
+	return s.learn(ids)
+}
+
+// LearnNew learns the programs loaded since the newest one it or LearnAll
+// listed, and tries again those that could not be read then. Program ids
+// grow with each load, so when nothing is new this is one system call: the
+// Sampler calls it when a capture starts and at each drain, so that a
+// program is learned within a drain of its load, while it is surely still
+// loaded, rather than when its first samples are drained, maybe after it
+// went away (it then resolved only through kallsyms, without lines, or not
+// at all). A program loaded and unloaded between two drains can still be
+// missed. The first call lists every loaded program.
+func (s *Symbolizer) LearnNew() (int, error) {
+	s.mu.RLock()
+	id := s.newest
+	var ids []uint32
+	for r := range s.retry {
+		ids = append(ids, r)
+	}
+	s.mu.RUnlock()
+	var first error
+	for {
+		next, err := ebpf.ProgramGetNextID(ebpf.ProgramID(id))
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			first = fmt.Errorf("next program id: %w", err)
+			break
+		}
+		id = uint32(next)
+		ids = append(ids, id)
+	}
+	s.mu.Lock()
+	s.newest = max(s.newest, id)
+	s.mu.Unlock()
+	n, err := s.learn(ids)
+	return n, cmp.Or(first, err)
+}
+
+// learn learns the programs with these ids it does not know yet, keeping
+// those that could not be read for LearnNew to try again.
+func (s *Symbolizer) learn(ids []uint32) (int, error) {
 	n := 0
 	var first error
 	for _, id := range ids {
@@ -180,7 +239,15 @@ func (s *Symbolizer) LearnAll() (int, error) {
 		if known {
 			continue
 		}
-		if err := s.Learn(id); err != nil {
+		err := s.Learn(id)
+		s.mu.Lock()
+		if err == nil || errors.Is(err, os.ErrNotExist) || s.retry[id]+1 >= learnTries {
+			delete(s.retry, id)
+		} else {
+			s.retry[id]++
+		}
+		s.mu.Unlock()
+		if err != nil {
 			if !errors.Is(err, os.ErrNotExist) && first == nil {
 				first = err
 			}

@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -24,9 +25,9 @@ import (
 // (decoder.procCgroup); there it checks the names and the order of the
 // split, not its ratio (see below).
 func TestTriggersByCgroup(t *testing.T) {
-	iterations, calls, window, minPod := int32(20000), 100_000, 6*time.Second, int64(50)
+	iterations, calls, minPod := int32(20000), 100_000, int64(50)
 	if vmtest.InVM() {
-		calls, window, minPod = 20_000, 10*time.Second, 20
+		calls, minPod = 20_000, 20
 	}
 	privtest.Root(t)
 	svc := privtest.MakeCgroup(t, "system.slice/bpfperf-trigger.service")
@@ -46,21 +47,24 @@ func TestTriggersByCgroup(t *testing.T) {
 		c   *Capture
 		err error
 	}
+	// The capture runs from every CPU sampling until the drivers are
+	// done, however long they take (3.4 to 5.8 s of 20,000 calls in the
+	// VM, by the host's load).
 	done := make(chan capture)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	on := make(chan struct{})
 	go func() {
-		c, err := s.Capture(context.Background(), window)
+		c, err := s.capture(ctx, time.Minute, func() { close(on) })
 		done <- capture{c, err}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	<-on
 	start := time.Now()
 	privtest.GetppidThreeToOne(t, svc, pod, calls)
-	took := time.Since(start)
-	t.Logf("the drivers took %s", took)
-	if took > window-time.Second {
-		t.Fatalf("the drivers took %s, too long for a %s capture", took, window)
-	}
+	t.Logf("the drivers took %s", time.Since(start))
+	stop()
 	r := <-done
-	if r.err != nil {
+	if r.err != nil && !errors.Is(r.err, context.Canceled) {
 		t.Fatal(r.err)
 	}
 	p, err := Build(r.c, sym, BuildOptions{Cgroups: cgroupid.NewAt(cgroupRoot(t), nil)})
