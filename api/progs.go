@@ -87,6 +87,10 @@ type Meta = collectors.Meta
 // (collectors.Owner).
 type Owner = collectors.Owner
 
+// Loader is the process that loaded a program, from the kernel's load
+// record (collectors.Loader).
+type Loader = collectors.Loader
+
 // AttachPoint is one place a program is attached: a BPF link, a netlink
 // attachment or a perf event (collectors.AttachPoint).
 type AttachPoint = collectors.AttachPoint

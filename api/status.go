@@ -43,6 +43,9 @@ type Status struct {
 	// Holders is how owner processes of programs and maps are found: one
 	// pass of a task_file iterator, or a walk of /proc and why.
 	Holders string `json:"holders,omitempty"`
+	// Loaders is how each program's loader is known: the kernel's load
+	// records followed (and any lost), or why not.
+	Loaders string `json:"loaders,omitempty"`
 	// The iterator's own run time (its bpf_stats), the collection cost paid
 	// in the kernel: the last sweep's, and since it loaded as a share of
 	// one CPU.

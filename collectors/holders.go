@@ -66,7 +66,7 @@ func holdersOf(procRoot string, held map[int]*heldIDs) Holders {
 		}
 		owner := Owner{PID: pid, Comm: strings.TrimSuffix(string(comm), "\n")}
 		if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
-			owner.Cgroup = cgroupPath(string(cg))
+			owner.Cgroup = CgroupPath(string(cg))
 			owner.Unit, owner.Container = UnitAndContainer(owner.Cgroup)
 		}
 		for _, id := range distinct(ids.progs) {
@@ -114,9 +114,9 @@ func procBPFIDs(dir string) (progs, maps []uint32) {
 	return progs, maps
 }
 
-// cgroupPath picks the cgroup v2 path ("0::/path") from a
+// CgroupPath picks the cgroup v2 path ("0::/path") from a
 // /proc/<pid>/cgroup, else the first hierarchy's path.
-func cgroupPath(s string) string {
+func CgroupPath(s string) string {
 	first := ""
 	for line := range strings.Lines(s) {
 		line = strings.TrimSuffix(line, "\n")

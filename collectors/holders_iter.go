@@ -51,7 +51,7 @@ func NewHolderIter() (*HolderIter, error) {
 	if err := loadHoldersObjects(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
-	it.forget = markOwn(it.objs.BpfperfHolders)
+	it.forget = MarkOwn(it.objs.BpfperfHolders)
 	var err error
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfHolders})
 	if err != nil {

@@ -39,8 +39,8 @@ func TestCgroupPath(t *testing.T) {
 		"1:name=systemd:/init.scope\n0::/system.slice/x.service": "/system.slice/x.service",
 		"": "",
 	} {
-		if got := cgroupPath(in); got != want {
-			t.Errorf("cgroupPath(%q) = %q, want %q", in, got, want)
+		if got := CgroupPath(in); got != want {
+			t.Errorf("CgroupPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -36,7 +36,7 @@ func NewMapIter() (*MapIter, error) {
 	if err := loadMapiterObjects(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
-	it.forget = markOwn(it.objs.BpfperfMaps)
+	it.forget = MarkOwn(it.objs.BpfperfMaps)
 	var err error
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfMaps})
 	if err != nil {

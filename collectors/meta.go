@@ -37,6 +37,30 @@ type Meta struct {
 	VerifiedInsns uint32        `json:"verified_insns"`
 	Attach        []AttachPoint `json:"attach,omitempty"` // filled by the caller from Links()
 	Owners        []Owner       `json:"pids,omitempty"`   // filled by the caller from Owners()
+	// Pin is a bpffs path that keeps it loaded, whoever else holds it
+	// (filled by the caller from ScanPins); "" for none.
+	Pin string `json:"pin,omitempty"`
+	// Loader is the process that loaded it, from the kernel's load record
+	// (filled by the caller); nil where it was loaded before the daemon
+	// started or its record was lost.
+	Loader *Loader `json:"loader,omitempty"`
+}
+
+// Loader is the process that made a program's BPF_PROG_LOAD, as it was
+// then: it may have exited since.
+type Loader struct {
+	PID  int    `json:"pid"`
+	TID  int    `json:"tid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+	// Cgroup is its cgroup v2 path, and Unit and Container what that path
+	// names (UnitAndContainer).
+	Cgroup    string    `json:"cgroup,omitempty"`
+	CgroupID  uint64    `json:"cgroup_id,omitempty"`
+	Unit      string    `json:"unit,omitempty"`
+	Container string    `json:"container,omitempty"`
+	At        time.Time `json:"at"`
+	// Source says how the command and cgroup were found.
+	Source string `json:"source,omitempty"`
 }
 
 // progTypes are bpftool's names for enum bpf_prog_type, indexed by value.

@@ -16,9 +16,10 @@ var own = struct {
 	ids map[uint32]bool
 }{ids: map[uint32]bool{}}
 
-// markOwn records that this process loaded progs; the returned function
+// MarkOwn records that this process loaded progs (those of the
+// collectors' own packages too, such as loadrec's); the returned function
 // forgets them, for when they are closed.
-func markOwn(progs ...*ebpf.Program) (forget func()) {
+func MarkOwn(progs ...*ebpf.Program) (forget func()) {
 	var ids []uint32
 	for _, p := range progs {
 		if p == nil {

@@ -54,7 +54,7 @@ func TestOwnersSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := Owner{PID: os.Getpid(), Comm: strings.TrimSpace(string(comm)), Cgroup: cgroupPath(string(cg))}
+	me := Owner{PID: os.Getpid(), Comm: strings.TrimSpace(string(comm)), Cgroup: CgroupPath(string(cg))}
 	me.Unit, me.Container = UnitAndContainer(me.Cgroup)
 	owners, err := Owners("/proc")
 	if err != nil {

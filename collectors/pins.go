@@ -1,6 +1,7 @@
 package collectors
 
 import (
+	"errors"
 	"io/fs"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,12 @@ func ScanPins(root string) Pins {
 		}
 		attr := objGetAttr{pathname: unsafe.Pointer(name), fileFlags: unix.BPF_F_RDONLY}
 		fd, err := bpf(unix.BPF_OBJ_GET, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+		if errors.Is(err, unix.EINVAL) {
+			// A pinned link opens read-write only; its fdinfo names
+			// the program it attaches, which the pin keeps loaded.
+			attr.fileFlags = 0
+			fd, err = bpf(unix.BPF_OBJ_GET, unsafe.Pointer(&attr), unsafe.Sizeof(attr))
+		}
 		if err != nil {
 			return nil
 		}

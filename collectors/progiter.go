@@ -103,7 +103,7 @@ func loadProgIter(opts progIterOptions) (*ProgIter, error) {
 	if err := spec.LoadAndAssign(&it.objs, nil); err != nil {
 		return nil, iterLoadError(err)
 	}
-	it.forget = markOwn(it.objs.BpfperfProgs)
+	it.forget = MarkOwn(it.objs.BpfperfProgs)
 	it.link, err = link.AttachIter(link.IterOptions{Program: it.objs.BpfperfProgs})
 	if err != nil {
 		it.objs.Close()

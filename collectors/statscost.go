@@ -60,13 +60,13 @@ type StatsCost struct {
 	// pair's own cost (its on batch minus its off batch, kernel-timed):
 	// how much the host moved while it was measured.
 	SpreadLowNs, SpreadHighNs float64
-	Pairs                     int           // off/on pairs run
+	Pairs                     int // off/on pairs run
 	// StatsOnFor is how long the measurement's own stats fd was open, in
 	// all: every program's runs counted meanwhile, so a caller that
 	// scales counters by the time stats were on adds it.
 	StatsOnFor time.Duration
-	Settled                   bool          // a block left the cost within Rule.Settle, the clocks agreeing, before MaxBlocks
-	Took                      time.Duration // wall time of the whole measurement
+	Settled    bool          // a block left the cost within Rule.Settle, the clocks agreeing, before MaxBlocks
+	Took       time.Duration // wall time of the whole measurement
 }
 
 // NsPerRun is the cost of stats per program run, by the kernel's timer.
@@ -97,7 +97,7 @@ func MeasureStatsCost(rule StatsCostRule) (c StatsCost, err error) {
 	if err != nil {
 		return StatsCost{Rule: rule}, err
 	}
-	defer markOwn(prog)()
+	defer MarkOwn(prog)()
 	defer prog.Close()
 	r := costRunner{prog: prog, repeat: rule.Repeat}
 	return measureUnder(rule, r.pair)
@@ -164,14 +164,21 @@ func (r costRunner) pair() (p pairTimes, err error) {
 	} else if after != before {
 		return p, ErrStatsHeld
 	}
-	opened := time.Now()
+	// Turning stats on or off patches the kernel's code (a static key),
+	// which takes milliseconds in a VM (4-5 ms each way here), and they
+	// count from some moment within: they are taken to be on from the
+	// middle of the call that turns them on to the middle of the one that
+	// turns them off.
+	opening := time.Now()
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
 		return p, wrapErrno("enable stats", err)
 	}
+	opened := time.Now()
 	p.on, p.wallOn, err = r.batch()
+	closing := time.Now()
 	stats.Close()
-	p.statsOn = time.Since(opened)
+	p.statsOn = closing.Sub(opened) + (opened.Sub(opening)+time.Since(closing))/2
 	return p, err
 }
 
@@ -217,7 +224,7 @@ func StatsOnNow() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer markOwn(prog)()
+	defer MarkOwn(prog)()
 	defer prog.Close()
 	if _, _, err := prog.Benchmark(calibrationPacket, 1, nil); err != nil {
 		return false, fmt.Errorf("test run: %w", err)

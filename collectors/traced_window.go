@@ -87,7 +87,7 @@ func (w *tracedWindow) attach(procRoot string, load func(*ebpf.Program, string) 
 	}
 	defer pair.first.Close()
 	defer pair.second.Close()
-	w.forget = markOwn(pair.first, pair.second)
+	w.forget = MarkOwn(pair.first, pair.second)
 	for _, a := range []struct {
 		prog *ebpf.Program
 		typ  ebpf.AttachType

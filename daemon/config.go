@@ -80,6 +80,10 @@ type Config struct {
 	// SweepFailLoad makes the iterator sweep's load fail, as on a kernel
 	// that refuses it; tests use it to check the fallback.
 	SweepFailLoad bool
+	// LinksFailReads makes the first N readings of BPF links fail, as a
+	// link being set up makes one fail (tests: an identity must not be
+	// fixed without the attach point such a reading missed).
+	LinksFailReads int
 }
 
 // Defaults for flags.

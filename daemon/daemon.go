@@ -19,6 +19,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/daemon/httpapi"
 	"github.com/bpfperf/bpfperf/daemon/latency"
+	"github.com/bpfperf/bpfperf/daemon/loaders"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
@@ -54,6 +55,8 @@ type Daemon struct {
 	statsCost atomic.Pointer[statscost.Measured]
 	duty      *sampler.DutyCycle
 	cpus      cpuWatch
+	// loaders follows the kernel's load records; nil where it cannot.
+	loaders *loaders.Loaders
 
 	// detector is regression detection (daemon/regressions), fed by the
 	// sampling loop only.
@@ -127,8 +130,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	scanner := holders.New(cfg.ProcRoot, log)
 	defer scanner.Close()
+	// Loads from now on are known by their loader (daemon/loaders); where
+	// the kernel refuses the records, runners come from holders alone.
+	lds, err := loaders.Start(cfg.ProcRoot, log)
+	if err != nil {
+		log.Warn("loaders unknown: the kernel's load records could not be followed; runners come from what holds each program", "err", err)
+	}
+	defer lds.Close()
 	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), duty: duty, cpus: newCPUWatch(cfg.CPUsOnlineFile)}
 	d.statsCost.Store(&cost)
+	d.loaders = lds
 	if err := d.assemble(sw, scanner, duty); err != nil {
 		return err
 	}
@@ -199,7 +210,11 @@ func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*s
 func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *sampler.DutyCycle) error {
 	cfg, db, log := d.cfg, d.store, d.cfg.Logger
 	d.prof = profiling.New(cfg.Profile, db, log, cfg.Now, cfg.ProcRoot)
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty},
+	var loaderSource sampler.LoaderSource
+	if d.loaders != nil {
+		loaderSource = d.loaders
+	}
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, LinksFailReads: cfg.LinksFailReads},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)
@@ -236,7 +251,6 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	d.lastLoop.Store(d.started.UnixNano())
 	return nil
 }
-
 
 // serve answers the API on the unix socket, and on the TCP listener if
 // one is configured, until stop is called.

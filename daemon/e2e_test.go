@@ -8,10 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -230,11 +233,28 @@ func progFds(t *testing.T, pid int) int {
 	}
 	n := 0
 	for _, h := range bpfFds {
-		if !own[h.progID] {
+		if !own[h.progID] && !loadersProg(h.progID) {
 			n++
 		}
 	}
 	return n
+}
+
+// loadersProg says whether program id is the loaders' sys_enter_bpf
+// tracepoint program (daemon/loaders), which bpfperfd holds, with its
+// link, for its whole life.
+func loadersProg(id string) bool {
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return false
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(n))
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	info, err := p.Info()
+	return err == nil && info.Name == "bpfperf_loadrec"
 }
 
 func uniqueName(prefix string) string {

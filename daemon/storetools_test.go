@@ -176,9 +176,11 @@ func TestReloadsAreStitched(t *testing.T) {
 	eventually(t, "the second instance to go", seen(id2, false))
 	third, id3 := load(2) // new code: a new version
 	defer third.Close()
+	privtest.Run(third, 5)
 	eventually(t, "the new version", seen(id3, true))
 	// new_version comes once the identity is settled, a tick or more after
-	// the program appeared.
+	// the program appeared and once it ran (a program neither attached nor
+	// run waits for an attach point up to 10 s).
 	kinds := []string{}
 	eventually(t, "a new_version event", func() bool {
 		var events []api.Event

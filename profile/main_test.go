@@ -1,13 +1,10 @@
 package profile
 
 import (
-	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -22,25 +19,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workloadEnv) != "" {
 		runWorkload()
 	}
-	before := kernelFDs()
-	code := m.Run()
-	if after := kernelFDs(); code == 0 && after > before {
-		fmt.Fprintf(os.Stderr, "leaked %d perf event or BPF file descriptors\n", after-before)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-func kernelFDs() int {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	n := 0
-	for _, e := range ents {
-		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
-		if strings.HasPrefix(target, "anon_inode:[perf_event]") || strings.HasPrefix(target, "anon_inode:bpf") {
-			n++
-		}
-	}
-	return n
+	os.Exit(privtest.RunCheckingLeaks(m))
 }
 
 // spinner runs a program through BPF_PROG_TEST_RUN in a loop on one locked
@@ -104,15 +83,4 @@ func (s *spinner) check(tb testing.TB) {
 	if s.runs == 0 {
 		tb.Fatal("workload never ran")
 	}
-}
-
-// waitFor polls cond for up to a few seconds.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	tb.Fatalf("timed out waiting for %s", what)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/perfring"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -282,7 +283,7 @@ func funcSamples(p *profile.Profile) map[string]int64 {
 func TestCaptureCounts(t *testing.T) {
 	r := captureHot(t)
 	c := r.c
-	cpus, err := onlineCPUs("/sys")
+	cpus, err := perfring.OnlineCPUs("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,12 +461,12 @@ func TestUnloadedMidCapture(t *testing.T) {
 		// right after a drain (or the start), so it unloads before the
 		// next. That clock runs on while the host stalls the vCPU: on a
 		// loaded host the thread gets a fraction of the 300 samples.
-		waitFor(t, "the workload to run", func() bool { return threadCPU(w.tid)-cpu0 >= uint64(300*time.Millisecond) })
+		privtest.WaitFor(t, "the workload to run", func() bool { return threadCPU(w.tid)-cpu0 >= uint64(300*time.Millisecond) })
 		w.check(t)
 		ids = append(ids, id)
 		threads[uint32(w.tid)] = true
 		objs.Close()
-		waitFor(t, "program unload", func() bool {
+		privtest.WaitFor(t, "program unload", func() bool {
 			_, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
 			return errors.Is(err, os.ErrNotExist)
 		})
@@ -479,7 +480,7 @@ func TestUnloadedMidCapture(t *testing.T) {
 	defer during.Close()
 	// A drain passes while it is loaded and idle: no sample shows it.
 	n := drains.n.Load()
-	waitFor(t, "a drain", func() bool { return drains.n.Load() > n })
+	privtest.WaitFor(t, "a drain", func() bool { return drains.n.Load() > n })
 	run(&during)
 	stop()
 	res := <-done
@@ -730,7 +731,7 @@ func TestPprofTool(t *testing.T) {
 	}
 	defer func() { ui.Process.Kill(); ui.Wait() }()
 	var resp *http.Response
-	waitFor(t, "pprof web UI", func() bool {
+	privtest.WaitFor(t, "pprof web UI", func() bool {
 		resp, err = http.Get("http://" + addr + "/ui/top")
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)

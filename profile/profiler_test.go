@@ -56,7 +56,7 @@ func TestProfiler(t *testing.T) {
 		p, err := prof.Capture(context.Background(), perfevent.CPUClock, time.Second)
 		demand <- window{p, err}
 	}()
-	waitFor(t, "on-demand capture to start", prof.onDemand.Load)
+	privtest.WaitFor(t, "on-demand capture to start", prof.onDemand.Load)
 	if _, err := prof.Capture(context.Background(), perfevent.CPUClock, time.Second); !errors.Is(err, ErrBusy) {
 		t.Errorf("second on-demand capture: %v, want ErrBusy", err)
 	}

@@ -6,72 +6,50 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/perfring"
 )
 
-// ring is one CPU's sampling event and its mapped ring buffer. It is
-// read by hand rather than through go-perf, which the project uses for
-// counting events: go-perf cannot ask for PERF_SAMPLE_CGROUP (see
-// perfevent.SamplingAttr), and its reader takes only events it opened.
-type ring struct {
-	fd   int
-	cpu  int
-	mem  []byte
-	meta *unix.PerfEventMmapPage
-	data []byte
-	buf  []byte // a record that wraps around the end of data
-}
+// ring is one CPU's sampling event and its mapped ring buffer
+// (internal/perfring). It is read by hand rather than through go-perf,
+// which the project uses for counting events: go-perf cannot ask for
+// PERF_SAMPLE_CGROUP (see perfevent.SamplingAttr), and its reader takes
+// only events it opened.
+type ring struct{ *perfring.Ring }
 
 func openRing(e perfevent.Event, attr *unix.PerfEventAttr, cpu, pages int) (*ring, error) {
 	fd, err := perfevent.OpenSampling(e, attr, cpu)
 	if err != nil {
 		return nil, err
 	}
-	page := os.Getpagesize()
-	mem, err := unix.Mmap(fd, 0, (1+pages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	r, err := perfring.Map(fd, cpu, pages)
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("map ring on cpu %d: %w", cpu, err)
+		return nil, err
 	}
-	return &ring{
-		fd:   fd,
-		cpu:  cpu,
-		mem:  mem,
-		meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])),
-		data: mem[page:],
-	}, nil
+	return &ring{r}, nil
 }
 
 func (r *ring) enable() error {
-	if err := unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-		return fmt.Errorf("enable event on cpu %d: %w", r.cpu, err)
+	if err := unix.IoctlSetInt(r.FD, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+		return fmt.Errorf("enable event on cpu %d: %w", r.CPU, err)
 	}
 	return nil
 }
 
-func (r *ring) disable() { unix.IoctlSetInt(r.fd, unix.PERF_EVENT_IOC_DISABLE, 0) }
+func (r *ring) disable() { unix.IoctlSetInt(r.FD, unix.PERF_EVENT_IOC_DISABLE, 0) }
 
 // setFrequency changes a frequency-mode event's samples per second.
 func (r *ring) setFrequency(hz int) error {
 	v := uint64(hz)
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.fd), unix.PERF_EVENT_IOC_PERIOD, uintptr(unsafe.Pointer(&v)))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.FD), unix.PERF_EVENT_IOC_PERIOD, uintptr(unsafe.Pointer(&v)))
 	if errno != 0 {
-		return fmt.Errorf("set frequency on cpu %d: %w", r.cpu, errno)
+		return fmt.Errorf("set frequency on cpu %d: %w", r.CPU, errno)
 	}
 	return nil
-}
-
-func (r *ring) close() error {
-	err := unix.Munmap(r.mem)
-	if cerr := unix.Close(r.fd); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // times are the event's total time enabled and time running on the PMU,
@@ -80,15 +58,10 @@ type times struct{ enabled, running uint64 }
 
 func (r *ring) times() times {
 	var b [24]byte // perfevent.SampleReadFormat: value, time enabled, time running
-	if n, err := unix.Read(r.fd, b[:]); err != nil || n != len(b) {
+	if n, err := unix.Read(r.FD, b[:]); err != nil || n != len(b) {
 		return times{}
 	}
 	return times{enabled: binary.NativeEndian.Uint64(b[8:]), running: binary.NativeEndian.Uint64(b[16:])}
-}
-
-// skip drops whatever the ring holds.
-func (r *ring) skip() {
-	atomic.StoreUint64(&r.meta.Data_tail, atomic.LoadUint64(&r.meta.Data_head))
 }
 
 // sampleType is what each sample records; the decoder reads this layout.
@@ -114,39 +87,9 @@ const (
 	offIPs    = 48
 )
 
-// read decodes every record between tail and head into c and frees their
-// room.
+// read decodes every record the ring holds into c and frees their room.
 func (r *ring) read(d *decoder, c *Capture) {
-	head := atomic.LoadUint64(&r.meta.Data_head)
-	tail := atomic.LoadUint64(&r.meta.Data_tail)
-	size := uint64(len(r.data))
-	for tail < head {
-		hdr := r.bytes(tail, 8, size)
-		typ := binary.NativeEndian.Uint32(hdr)
-		n := uint64(binary.NativeEndian.Uint16(hdr[6:]))
-		if n < 8 || tail+n > head {
-			break // cannot happen with a sane kernel; drop the rest
-		}
-		d.record(c, typ, r.bytes(tail, n, size)[8:])
-		tail += n
-	}
-	atomic.StoreUint64(&r.meta.Data_tail, head)
-}
-
-// bytes returns n bytes at offset off of the ring, copied into r.buf when
-// they wrap around its end.
-func (r *ring) bytes(off, n, size uint64) []byte {
-	start := off % size
-	if start+n <= size {
-		return r.data[start : start+n]
-	}
-	if uint64(cap(r.buf)) < n {
-		r.buf = make([]byte, n)
-	}
-	b := r.buf[:n]
-	k := copy(b, r.data[start:])
-	copy(b[k:], r.data)
-	return b
+	r.Read(func(typ uint32, data []byte) { d.record(c, typ, data) })
 }
 
 // record adds one record (its data, after the header) to c: a sample, a

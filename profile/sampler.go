@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/perfring"
 )
 
 const (
@@ -151,7 +149,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		return nil, fmt.Errorf("ring pages %d: not a power of two", cfg.RingPages)
 	}
 	if cfg.CPUs == nil {
-		cpus, err := onlineCPUs(cfg.SysRoot)
+		cpus, err := perfring.OnlineCPUs(cfg.SysRoot)
 		if err != nil {
 			return nil, err
 		}
@@ -191,35 +189,6 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		s.rings = append(s.rings, r)
 	}
 	return s, nil
-}
-
-// onlineCPUs parses sys/devices/system/cpu/online ("0-3,6").
-func onlineCPUs(sysRoot string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(sysRoot, "devices/system/cpu/online"))
-	if err != nil {
-		return nil, fmt.Errorf("online cpus: %w", err)
-	}
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("online cpus %q: %w", b, err)
-		}
-		last := first
-		if isRange {
-			if last, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("online cpus %q: %w", b, err)
-			}
-		}
-		for c := first; c <= last; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	if len(cpus) == 0 {
-		return nil, fmt.Errorf("online cpus %q: none", b)
-	}
-	return cpus, nil
 }
 
 // Hz is the sampling frequency per CPU in force: the configured one,
@@ -273,7 +242,7 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	d2.toBoot = bootOffset()
 	var before []times
 	for _, r := range s.rings {
-		r.skip() // whatever a cancelled capture left behind
+		r.Skip() // whatever a cancelled capture left behind
 		before = append(before, r.times())
 	}
 	sym := s.cfg.Symbolizer
@@ -402,7 +371,7 @@ func (s *Sampler) Close() error {
 func (s *Sampler) closeRings() error {
 	var errs []error
 	for _, r := range s.rings {
-		errs = append(errs, r.close())
+		errs = append(errs, r.Close())
 	}
 	s.rings = nil
 	return errors.Join(errs...)

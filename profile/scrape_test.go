@@ -41,7 +41,7 @@ func TestScrapeSharesContinuousSampler(t *testing.T) {
 		ran <- prof.Run(ctx, 1500*time.Millisecond, 400*time.Millisecond, func(*Window, error) { windows <- struct{}{} })
 	}()
 	<-windows // the sampler runs; now between two windows
-	fds := kernelFDs()
+	fds := privtest.KernelFDs()
 
 	const scrapes = 3
 	const span = 2 * time.Second
@@ -52,7 +52,7 @@ func TestScrapeSharesContinuousSampler(t *testing.T) {
 		wg.Go(func() { got[i], errs[i] = prof.Scrape(context.Background(), span) })
 	}
 	time.Sleep(span / 2)
-	during := kernelFDs()
+	during := privtest.KernelFDs()
 	wg.Wait()
 	cancel()
 	if err := <-ran; err != nil {

@@ -19,27 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
+	"github.com/bpfperf/bpfperf/internal/privtest"
 )
-
-func TestOnlineCPUs(t *testing.T) {
-	for in, want := range map[string][]int{
-		"0\n":         {0},
-		"0-3\n":       {0, 1, 2, 3},
-		"0-1,4,6-7\n": {0, 1, 4, 6, 7},
-	} {
-		dir := t.TempDir()
-		p := filepath.Join(dir, "devices/system/cpu")
-		os.MkdirAll(p, 0o755)
-		os.WriteFile(filepath.Join(p, "online"), []byte(in), 0o644)
-		got, err := onlineCPUs(dir)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("onlineCPUs(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	if _, err := onlineCPUs(t.TempDir()); err == nil {
-		t.Error("onlineCPUs without the file: no error")
-	}
-}
 
 func TestBadRate(t *testing.T) {
 	for _, hz := range []int{-1, MaxHz + 1} {
@@ -77,7 +58,7 @@ func checkBusy(t *testing.T, s *Sampler) {
 		_, err := s.Capture(context.Background(), 300*time.Millisecond)
 		done <- err
 	}()
-	waitFor(t, "capture to start", s.busy.Load)
+	privtest.WaitFor(t, "capture to start", s.busy.Load)
 	if _, err := s.Capture(context.Background(), time.Second); !errors.Is(err, ErrBusy) {
 		t.Errorf("second capture: %v, want ErrBusy", err)
 	}

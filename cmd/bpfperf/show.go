@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -83,6 +84,8 @@ func showFields(d api.ProgDetail) [][2]string {
 		{"btf_id", strconv.FormatUint(uint64(m.BTFID), 10)},
 		{"map_ids", strings.Join(maps, ",")},
 		{"attach", attachLine(m.Attach)},
+		{"loader", loaderLine(m.Loader)},
+		{"pin", cmp.Or(m.Pin, "-")},
 		{"pids", strings.Join(owners, ", ")},
 		{"run_cnt", fmtCount(d.RunCnt)},
 		{"run_time_ns", fmtCount(d.RunTimeNs)},
@@ -157,4 +160,24 @@ func identityLine(r api.ProgRow) string {
 		return "- (settles once its attach points and owners are read)"
 	}
 	return r.IdentityID + " (" + r.Identity + ")"
+}
+
+// loaderLine says who loaded a program, as the kernel's load record and
+// the loader's cgroup at that moment said: it may have exited since.
+func loaderLine(lo *api.Loader) string {
+	if lo == nil {
+		return "unknown (loaded before bpfperfd started, or its load record was lost)"
+	}
+	s := fmt.Sprintf("%s(%d) at %s", cmp.Or(lo.Comm, "?"), lo.PID, fmtTime(lo.At))
+	switch {
+	case lo.Unit != "" && lo.Container != "":
+		s += ", unit " + lo.Unit + ", container " + lo.Container
+	case lo.Unit != "":
+		s += ", unit " + lo.Unit
+	case lo.Container != "":
+		s += ", container " + lo.Container
+	case lo.Cgroup != "":
+		s += ", cgroup " + lo.Cgroup
+	}
+	return s
 }

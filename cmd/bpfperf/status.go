@@ -71,6 +71,9 @@ func statusFields(s api.Status) [][2]string {
 	if s.Sweep != "" {
 		kv = append(kv, [2]string{"sweep", s.Sweep + ": " + s.SweepDetail})
 	}
+	if s.Loaders != "" {
+		kv = append(kv, [2]string{"loaders", s.Loaders})
+	}
 	if s.Holders != "" {
 		kv = append(kv, [2]string{"holders", s.Holders})
 	}

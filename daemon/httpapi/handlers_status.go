@@ -37,7 +37,7 @@ func (d *daemon) status() api.Status {
 		LastSweepMs: float64(s.LastSweep.Microseconds()) / 1000, LastWriteMs: float64(s.LastWrite.Microseconds()) / 1000,
 		LastSweepRead: s.LastSweepRead,
 		StatsDuty:     s.Duty, SkippedPrograms: s.Skipped, SkipReason: s.SkipReason,
-		Sweep: s.Sweep, SweepDetail: s.SweepDetail, Holders: s.Holders,
+		Sweep: s.Sweep, SweepDetail: s.SweepDetail, Holders: s.Holders, Loaders: s.Loaders,
 	}
 	if s.LastErr != nil {
 		st.LastError = s.LastErr.Error()

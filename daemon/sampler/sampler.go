@@ -60,6 +60,9 @@ type Program struct {
 	ident    identity.Identity
 	identKey string
 	meta     collectors.Meta
+	// resumed is the identity a daemon before this one settled this very
+	// instance (same boot, id and tag), which it keeps (New).
+	resumed string
 }
 
 // sweepClock is when the last two sweeps read the programs: every
@@ -94,10 +97,22 @@ type Config struct {
 	// holds to its pin.
 	BPFFS  string
 	Logger *slog.Logger
+	// LinksFailReads makes the first N link readings fail (tests).
+	LinksFailReads int
+	// Loaders hands over the loader of a program whose load the kernel
+	// recorded while the daemon ran (daemon/loaders); nil: none known.
+	Loaders LoaderSource
 	// Duty, at --stats.duty below 100% or under --stats.budget, scales
 	// each sweep's counters to the whole interval while stats are on for
 	// part of it (duty.go); nil otherwise.
 	Duty *DutyCycle
+}
+
+// LoaderSource says who loaded a program, once: daemon/loaders.
+type LoaderSource interface {
+	Take(id uint32) (collectors.Loader, bool)
+	// Status says in words how loads are followed, for status.
+	Status() string
 }
 
 // Sampler sweeps all programs each tick, keeps the current view for the
@@ -124,6 +139,9 @@ type Sampler struct {
 	// kept, which a settled program may carry on (identity.Continues).
 	lastTag map[string]string
 	legacy  []legacyIdentity
+	// resume is the records of this boot's programs still loaded when the
+	// last daemon stopped, by instance: their identities carry on.
+	resume map[store.InstanceKey]store.Program
 	// slots tells apart equal programs loaded at the same time; unsettled
 	// counts programs whose identity is not settled yet.
 	slots     identity.Slots
@@ -135,6 +153,9 @@ type Sampler struct {
 	held        []heldProgram
 	heldGen     uint64
 	ownersStale bool // programs appeared since owners were last read
+	// viewComplete says the last owners reading read every link and
+	// holder: a failed or partial one leaves identities unsettled.
+	viewComplete bool
 	// skipped programs the last sweep could not read, and why the first.
 	skipped    int
 	skipReason string
@@ -195,7 +216,11 @@ func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID
 		return nil, err
 	}
 	sort.Slice(known, func(i, j int) bool { return known[i].FirstSeen.Before(known[j].FirstSeen) })
+	s.resume = map[store.InstanceKey]store.Program{}
 	for _, p := range known {
+		if p.Identity != "" && p.BootID == bootID && p.Loaded() {
+			s.resume[p.Key] = p
+		}
 		if p.Identity != "" {
 			s.lastTag[p.Identity] = p.Tag
 		} else if id, ok := LegacyIdentityOf(p); ok {
@@ -261,7 +286,12 @@ func (s *Sampler) waitingToSettle(now time.Time) bool {
 // it is a new version: the same identity seen before with another tag. Its
 // record is stored again, with the identity. Called with s.mu held.
 func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
-	p.ident = s.slots.Take(identity.Of(p.meta, s.selfPID))
+	s.takeLoader(p)
+	if id, ok := identity.Parse(p.resumed); ok && s.slots.Claim(id) {
+		p.ident = id
+	} else {
+		p.ident = s.slots.Take(identity.Of(p.meta, s.selfPID))
+	}
 	p.identKey = p.ident.Key()
 	s.unsettled--
 	s.gen++
@@ -555,6 +585,8 @@ func (s *Sampler) appeared(smp collectors.Sample) (*Program, error) {
 		return nil, fmt.Errorf("read metadata of program %d: %w", smp.ID, err)
 	}
 	p := &Program{key: store.InstanceKey{Boot: s.boot, ID: smp.ID}, meta: meta, cur: smp, changed: s.sweeps, first: s.sweeps, clock: &s.clock}
+	s.takeLoader(p)
+	s.resumeFromStore(p)
 	s.progs[smp.ID] = p
 	s.known.Add(smp.ID, smp.LoadTime)
 	s.unsettled++
@@ -563,6 +595,37 @@ func (s *Sampler) appeared(smp collectors.Sample) (*Program, error) {
 		s.hooks.Appeared(smp.ID, meta.Name)
 	}
 	return p, nil
+}
+
+// takeLoader gives p its loader where the kernel's load record named it:
+// when p appears, else when it settles (the record may come a moment
+// after the sweep that found p). Called with s.mu held.
+func (s *Sampler) takeLoader(p *Program) {
+	if p.meta.Loader != nil || s.cfg.Loaders == nil {
+		return
+	}
+	if lo, ok := s.cfg.Loaders.Take(p.meta.ID); ok {
+		p.meta.Loader = &lo
+	}
+}
+
+// resumeFromStore carries on, for a program the last daemon already
+// settled (same instance, same tag), its identity and its loader: a
+// restart changes neither, even where the loader has exited since and no
+// record of its load is left. Called with s.mu held.
+func (s *Sampler) resumeFromStore(p *Program) {
+	rec, ok := s.resume[p.key]
+	if !ok || rec.Tag != p.meta.Tag {
+		return
+	}
+	delete(s.resume, p.key)
+	p.resumed = rec.Identity
+	if p.meta.Loader == nil {
+		var m collectors.Meta
+		if json.Unmarshal(rec.Meta, &m) == nil {
+			p.meta.Loader = m.Loader
+		}
+	}
 }
 
 // take sets p's counters from a sweep that found them changed. Called
@@ -630,6 +693,29 @@ type heldProgram struct {
 	p  *Program
 }
 
+// settleWait bounds how long an identity waits for a complete view of its
+// program: owners and links read without a failure, and an attach point
+// where it has neither one nor a run yet.
+const settleWait = 10 * time.Second
+
+// readyToSettle says whether p's identity may be fixed from what was just
+// read. A program that was neither attached nor run yet waits: a loader
+// often attaches what it loaded a few seconds later, and the attach point
+// is part of the identity. So does every program while the last reading
+// failed in part (a link being set up answers EAGAIN): an identity fixed
+// from it would lack what it missed. Past settleWait it settles from what
+// is known. An instance the last daemon settled keeps its identity.
+// Called with s.mu held.
+func (s *Sampler) readyToSettle(p *Program, now time.Time) bool {
+	switch {
+	case p.resumed != "" || now.Sub(p.firstSeen) >= settleWait:
+		return true
+	case !s.viewComplete:
+		return false
+	}
+	return len(p.meta.Attach) > 0 || p.cur.RunCnt > 0
+}
+
 // settleAll settles, after an owners reading, every program seen in an
 // earlier tick: it has had that long to be attached. Those that appeared
 // this tick (firstSeen not set yet) wait for the next reading. A program
@@ -638,7 +724,7 @@ type heldProgram struct {
 func (s *Sampler) settleAll(now time.Time, t *store.Tick) error {
 	var settling []*Program
 	for _, p := range s.progs {
-		if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) {
+		if p.identKey == "" && !p.firstSeen.IsZero() && p.firstSeen.Before(now) && s.readyToSettle(p, now) {
 			settling = append(settling, p)
 		} else if !p.firstSeen.IsZero() && !p.ownersStored && len(p.meta.Owners) > 0 {
 			rec, err := s.record(p, p.firstSeen)
@@ -720,6 +806,11 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	s.ownersAt = now
 	s.gen++ // owners decide which programs are the daemon's own
 	links, err := collectors.Links()
+	if s.cfg.LinksFailReads > 0 {
+		s.cfg.LinksFailReads--
+		links, err = map[uint32][]collectors.AttachPoint{}, errors.New("links read failed (--debug.links-fail-reads)")
+	}
+	s.viewComplete = err == nil
 	if err != nil {
 		// A link not read this time (one being set up): read again at
 		// the next gap, not only when programs come or OwnersEvery.
@@ -735,6 +826,7 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	}
 	held, err := s.holders.Scan()
 	owners := held.Progs
+	s.viewComplete = s.viewComplete && err == nil
 	if err != nil {
 		s.log.Warn("read program owners", "err", err)
 	}
@@ -760,18 +852,15 @@ func (s *Sampler) refreshOwners(now time.Time) {
 			links = collectors.MergeAttach(links, perf)
 		}
 	}
-	var pins collectors.Pins
+	// Pins, for every program: a pin outranks a passing holder as runner
+	// (identity.RunnerOf), and a program no process holds is charged to it.
+	pins := collectors.ScanPins(s.cfg.BPFFS)
 	for id, p := range s.progs {
 		p.meta.Attach = links[id]
 		p.meta.Owners = owners[id]
-		if len(p.meta.Owners) == 0 {
-			// Held by no process: charged to its pin, if it has one.
-			if pins.Progs == nil {
-				pins = collectors.ScanPins(s.cfg.BPFFS)
-			}
-			if path := pins.Progs[id]; path != "" {
-				p.meta.Owners = []collectors.Owner{{Pin: path}}
-			}
+		p.meta.Pin = pins.Progs[id]
+		if len(p.meta.Owners) == 0 && p.meta.Pin != "" {
+			p.meta.Owners = []collectors.Owner{{Pin: p.meta.Pin}}
 		}
 	}
 }

@@ -98,6 +98,8 @@ type Status struct {
 	// How programs and holders are read, in words; the duty cycle's
 	// state, "" with no cycle (stats on all the time).
 	Sweep, SweepDetail, Holders, Duty string
+	// Loaders says how programs' loaders are known.
+	Loaders string
 	// DutyPercent is the share of each interval stats are on (100 with no
 	// cycle); under a budget, BudgetPercent and what full-time stats cost
 	// the programs over the last interval (FullCostPercent), in % of one
@@ -119,6 +121,10 @@ func (s *Sampler) Status() Status {
 	s.mu.RUnlock()
 	st.Sweep, st.SweepDetail, st.IterLastNs, st.IterTotalNs, st.IterSince = s.sweeper.State()
 	st.Holders = s.holders.State()
+	st.Loaders = "off: the kernel's load records are not followed; runners come from what holds each program"
+	if s.cfg.Loaders != nil {
+		st.Loaders = s.cfg.Loaders.Status()
+	}
 	st.DutyPercent = 100
 	if s.cfg.Duty != nil {
 		st.Duty = s.cfg.Duty.Status()

@@ -42,7 +42,45 @@ type Identity struct {
 // points have been read; selfPID is the daemon's, never a runner of another
 // process's program. The slot is left 0: Slots assigns it.
 func Of(m collectors.Meta, selfPID int) Identity {
-	return Identity{Type: m.Type, Name: m.Name, Attach: Attach(m.Attach), Runner: Runner(m.Owners, selfPID)}
+	return Identity{Type: m.Type, Name: m.Name, Attach: Attach(m.Attach), Runner: RunnerOf(m, selfPID)}
+}
+
+// RunnerOf is who runs a program, from the facts that survive a reload
+// first, so that the next version of a program gets the same runner:
+//
+//   - loaded while the daemon watched (m.Loader, from the kernel's load
+//     record), by another process: the loader's systemd .service, else
+//     its container, else the pin that keeps the program, else the
+//     loader's command. A loader that exited (bpftool prog load, a
+//     oneshot unit) still counts: it is a fact of the moment of loading.
+//   - loader unknown (loaded before the daemon started, its record lost):
+//     the pin that keeps it, else its holders (Runner).
+//
+// Whoever happens to hold a program later (a bpftool prog show, a test-run
+// driver, another agent) never outranks its loader or its pin.
+func RunnerOf(m collectors.Meta, selfPID int) string {
+	pin := m.Pin
+	for _, o := range m.Owners {
+		if pin == "" && o.PID == 0 {
+			pin = o.Pin
+		}
+	}
+	if lo := m.Loader; lo != nil && lo.PID != 0 && lo.PID != selfPID {
+		switch {
+		case strings.HasSuffix(lo.Unit, ".service"):
+			return "unit " + lo.Unit
+		case lo.Container != "":
+			return "container " + lo.Container
+		case pin != "":
+			return "pin " + pin
+		case lo.Comm != "":
+			return lo.Comm
+		}
+	}
+	if pin != "" {
+		return "pin " + pin
+	}
+	return Runner(m.Owners, selfPID)
 }
 
 // ifindexName matches "ifindex 6 (bv1)", the device part of a target.
@@ -163,6 +201,21 @@ func (s *Slots) Take(id Identity) Identity {
 	}
 	s.used[k] = append(s.used[k], id.Slot)
 	return id
+}
+
+// Claim marks id's own slot taken, as a program that had it before the
+// daemon restarted keeps it; false, taking nothing, where another program
+// holds it now.
+func (s *Slots) Claim(id Identity) bool {
+	if s.used == nil {
+		s.used = map[string][]int{}
+	}
+	k := id.Base().Key()
+	if slices.Contains(s.used[k], id.Slot) {
+		return false
+	}
+	s.used[k] = append(s.used[k], id.Slot)
+	return true
 }
 
 // Free gives id's slot back, when its program is unloaded.

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/bpfperf/bpfperf/collectors"
@@ -89,6 +90,38 @@ func TestContinues(t *testing.T) {
 	} {
 		if got := Continues(c.old, cur); got != c.want {
 			t.Errorf("Continues(%+v) = %v, want %v", c.old, got, c.want)
+		}
+	}
+}
+
+// TestRunnerOf: the loader's unit, container, the pin and its command, in
+// that order; without a loader (or where the daemon loaded it) the pin,
+// then the holders; a passer-by holder never outranks the loader or pin.
+func TestRunnerOf(t *testing.T) {
+	passerBy := collectors.Owner{PID: 50, Comm: "bpftool", Unit: "cron.service"}
+	loader := func(comm, cgroup string) *collectors.Loader {
+		l := &collectors.Loader{PID: 100, Comm: comm, Cgroup: cgroup}
+		l.Unit, l.Container = collectors.UnitAndContainer(cgroup)
+		return l
+	}
+	const self = 7
+	for _, tc := range []struct {
+		what string
+		m    collectors.Meta
+		want string
+	}{
+		{"loader in a service", collectors.Meta{Loader: loader("agent", "/system.slice/agent.service"), Pin: "/sys/fs/bpf/a", Owners: []collectors.Owner{passerBy}}, "unit agent.service"},
+		{"loader in a container", collectors.Meta{Loader: loader("tetragon", "/kubepods/besteffort/pod0a1b2c3d-0000-1111-2222-333344445555/"+strings.Repeat("ab", 32)), Owners: []collectors.Owner{passerBy}},
+			"container pod 0a1b2c3d-0000-1111-2222-333344445555/abababababab"},
+		{"loader exited, pinned", collectors.Meta{Loader: loader("bpftool", "/user.slice/session-1.scope"), Pin: "/sys/fs/bpf/reg", Owners: []collectors.Owner{passerBy}}, "pin /sys/fs/bpf/reg"},
+		{"loader's command", collectors.Meta{Loader: loader("execsnoop", "/user.slice/session-1.scope"), Owners: []collectors.Owner{passerBy}}, "execsnoop"},
+		{"no loader, pinned", collectors.Meta{Pin: "/sys/fs/bpf/reg", Owners: []collectors.Owner{passerBy}}, "pin /sys/fs/bpf/reg"},
+		{"no loader, held only by its pin", collectors.Meta{Owners: []collectors.Owner{{Pin: "/sys/fs/bpf/p"}}}, "pin /sys/fs/bpf/p"},
+		{"no loader, holders", collectors.Meta{Owners: []collectors.Owner{{PID: 30, Comm: "execsnoop"}, {PID: 31, Comm: "sh"}}}, "execsnoop"},
+		{"loaded by the daemon", collectors.Meta{Loader: &collectors.Loader{PID: self, Comm: "bpfperfd"}, Owners: []collectors.Owner{{PID: 30, Comm: "x"}}}, "x"},
+	} {
+		if got := RunnerOf(tc.m, self); got != tc.want {
+			t.Errorf("%s: runner %q, want %q", tc.what, got, tc.want)
 		}
 	}
 }

@@ -70,6 +70,9 @@ const getppidEnv = "BPFPERF_TEST_GETPPID"
 // HelperMain turns the test binary into a helper process where one of
 // this package's helpers started it; call it first in TestMain.
 func HelperMain() {
+	if v := os.Getenv(lateAttachEnv); v != "" {
+		lateAttachMain(v)
+	}
 	v := os.Getenv(getppidEnv)
 	if v == "" {
 		return

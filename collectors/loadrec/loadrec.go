@@ -1,0 +1,365 @@
+// Package loadrec follows BPF program loads and unloads as they happen,
+// from the kernel's own records, and says who loaded each program.
+//
+// A dummy perf event on every online CPU asks for PERF_RECORD_BPF_EVENT
+// (a program loaded or unloaded: its id and tag) and PERF_RECORD_KSYMBOL
+// (its JIT images), each with the pid, tid and time of the task that
+// caused it. The record names no command or cgroup, and a loader such as
+// `bpftool prog load` exits within milliseconds, often before /proc/PID
+// can be read; so a tracepoint program on syscalls/sys_enter_bpf keeps,
+// per thread, the process, command and cgroup of every BPF_PROG_LOAD
+// caller in an LRU map, written before the kernel makes the record, and
+// the follower joins the two by tid (join.go; /proc where the map has
+// nothing). Loader facts are from the moment of loading, not whoever holds
+// the program later.
+//
+// Records can be lost when a ring fills faster than it is read. The kernel
+// counts them and says how many (PERF_RECORD_LOST) the next time it writes
+// to that ring; Lost adds them up. A caller that sees Lost grow must mend
+// from a full sweep of the programs: the records are the fast path, the
+// sweep stays the truth.
+//
+// The follower holds no fd of any program but its own tracepoint program.
+// Requires Linux 5.1 (bpf_event, ksymbol) and, for the join, tracefs and
+// kernel BTF.
+package loadrec
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/perfring"
+)
+
+// Load is a program the kernel loaded.
+type Load struct {
+	ProgID uint32
+	Tag    string    // 16 hex chars, as collectors.Meta's
+	Time   time.Time // when the kernel made the record
+	// PID and TID are the loading task's, from the record itself: pids
+	// as the follower's pid namespace sees them (0 for a task outside it).
+	PID, TID int
+	// Comm (the loading process's command, as /proc/PID/comm) and
+	// CgroupID (its cgroup v2 id) are found as Source says.
+	Comm     string
+	CgroupID uint64
+	Source   Source
+	// Ksyms are the program's JIT images (its main function first, then
+	// its subprograms), from the PERF_RECORD_KSYMBOLs the kernel makes
+	// just before the load record; empty where they were lost.
+	Ksyms []Ksym
+}
+
+// Ksym is one JIT image of a program, as /proc/kallsyms lists it.
+type Ksym struct {
+	Addr uint64
+	Len  uint32
+	Name string // "bpf_prog_<tag>_<name>"
+}
+
+// Unload is a program the kernel freed: its last fd, pin and link gone.
+type Unload struct {
+	ProgID uint32
+	Tag    string
+	Time   time.Time
+}
+
+// Config configures a Follower.
+type Config struct {
+	// OnLoad and OnUnload are called from the follower's goroutine, in
+	// the order of the records' times, never at once. A slow callback
+	// delays reading, and the kernel drops what does not fit the rings
+	// meanwhile (see Lost). They must not call Close.
+	OnLoad   func(Load)
+	OnUnload func(Unload)
+	// RingPages is the size of each CPU's ring in pages, a power of two
+	// (default 8: 32 KiB, about 250 loads, each a load record and a
+	// ksymbol, between two reads).
+	RingPages int
+	// Loaders bounds the map of loading threads (default 4096 entries of
+	// 40 bytes). An entry is overwritten by its thread's next load and
+	// otherwise evicted, least recently used first, once the map is full.
+	Loaders int
+	// ProcRoot is where /proc is (default "/proc"); CgroupRoot the cgroup2
+	// mount (default: found in ProcRoot/self/mountinfo; none means no
+	// cgroup from /proc).
+	ProcRoot, CgroupRoot string
+	// Now is the wall clock that record times are mapped onto (default
+	// time.Now).
+	Now func() time.Time
+
+	noTracepoint bool // tests: join through /proc only
+}
+
+// Follower follows program loads and unloads. Close it.
+type Follower struct {
+	cfg   Config
+	rings []*ring
+	epfd  int
+	wake  int // an eventfd: Close wakes the loop with it
+	join  joiner
+	// joinErr says why the tracepoint is not attached (nil when it is).
+	joinErr error
+	lost    atomic.Uint64
+
+	// The wall clock at the monotonic time mono: record times map onto
+	// wall times from there.
+	wall time.Time
+	mono uint64
+
+	// Read by the loop only.
+	held  []record            // records read but not yet delivered, see deliver
+	ksyms map[uint32][]record // per tid, ksymbols not yet claimed by a load
+
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// hold is how long a record waits before it is delivered, so that one
+// from another CPU's ring stamped a little earlier but read a little
+// later (a load on one CPU, its unload on another) still comes first.
+// The kernel stamps and writes a record with preemption off, so the gap
+// is microseconds; a host that stops a vCPU for longer may still deliver
+// out of order.
+const hold = 10 * time.Millisecond
+
+// Bounds on ksymbols waiting for their load record: a program has at most
+// 256 subprograms, and a load record lost leaves its ksymbols behind.
+const (
+	maxKsyms     = 512
+	maxKsymTasks = 1024
+)
+
+// Open starts following loads and unloads. Where the tracepoint cannot be
+// attached (no tracefs, no BTF) it follows them all the same and joins
+// through /proc only: JoinErr says why.
+func Open(cfg Config) (*Follower, error) {
+	if cfg.RingPages == 0 {
+		cfg.RingPages = 8
+	}
+	if cfg.RingPages < 1 || cfg.RingPages&(cfg.RingPages-1) != 0 {
+		return nil, fmt.Errorf("ring pages %d: not a power of two", cfg.RingPages)
+	}
+	if cfg.Loaders == 0 {
+		cfg.Loaders = 4096
+	}
+	if cfg.Loaders < 1 {
+		return nil, fmt.Errorf("loaders %d: want at least 1", cfg.Loaders)
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot, _ = cgroupid.Mount(filepath.Join(cfg.ProcRoot, "self/mountinfo"))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	f := &Follower{
+		cfg:   cfg,
+		epfd:  -1,
+		wake:  -1,
+		join:  joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
+		ksyms: map[uint32][]record{},
+		done:  make(chan struct{}),
+	}
+	// The tracepoint first, so that every load the rings report had its
+	// entry written.
+	if cfg.noTracepoint {
+		f.joinErr = errors.New("tracepoint left out by the caller")
+	} else if err := f.join.attach(cfg.Loaders); err != nil {
+		f.joinErr = err
+	}
+	if err := f.open(); err != nil {
+		f.release()
+		return nil, err
+	}
+	f.wall, f.mono = cfg.Now(), monoNow()
+	go f.run()
+	return f, nil
+}
+
+func (f *Follower) open() error {
+	// A CPU that comes online later gets no ring: its records are missed
+	// (the sweep mends them).
+	cpus, err := perfring.OnlineCPUs("/sys")
+	if err != nil {
+		return err
+	}
+	if f.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return fmt.Errorf("epoll: %w", err)
+	}
+	if f.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, f.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f.wake)}); err != nil {
+		return fmt.Errorf("epoll add eventfd: %w", err)
+	}
+	for _, cpu := range cpus {
+		r, err := openRing(cpu, f.cfg.RingPages)
+		if err != nil {
+			return err
+		}
+		f.rings = append(f.rings, r)
+		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
+			return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
+		}
+	}
+	return nil
+}
+
+// Lost is how many records the kernel dropped since Open because a ring
+// was full: loads, unloads and ksymbols alike. The kernel reports a loss
+// only when it next writes to that CPU's ring, so Lost can lag.
+func (f *Follower) Lost() uint64 { return f.lost.Load() }
+
+// JoinErr says why loads are joined through /proc only, or nil when the
+// sys_enter_bpf tracepoint is attached.
+func (f *Follower) JoinErr() error { return f.joinErr }
+
+// Close stops following and releases everything. Records not yet
+// delivered are dropped.
+func (f *Follower) Close() error {
+	f.closeOnce.Do(func() {
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		unix.Write(f.wake, one[:])
+		<-f.done
+		f.release()
+	})
+	return nil
+}
+
+func (f *Follower) release() {
+	for _, r := range f.rings {
+		r.Close()
+	}
+	f.rings = nil
+	for _, fd := range []int{f.epfd, f.wake} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	f.join.close()
+}
+
+// run reads the rings whenever one has a record, until Close.
+func (f *Follower) run() {
+	defer close(f.done)
+	events := make([]unix.EpollEvent, len(f.rings)+1)
+	for {
+		timeout := -1
+		if len(f.held) > 0 {
+			timeout = int(hold / time.Millisecond)
+		}
+		n, err := unix.EpollWait(f.epfd, events, timeout)
+		if err != nil && err != unix.EINTR {
+			return // cannot happen with valid fds
+		}
+		for _, ev := range events[:max(n, 0)] {
+			if int(ev.Fd) == f.wake {
+				return
+			}
+		}
+		for _, r := range f.rings {
+			r.read(f.take)
+		}
+		f.deliver()
+	}
+}
+
+// take keeps a record read from a ring until deliver; a loss it counts
+// at once.
+func (f *Follower) take(r record) {
+	if r.typ == unix.PERF_RECORD_LOST {
+		f.lost.Add(r.lost)
+		return
+	}
+	f.held = append(f.held, r)
+}
+
+// deliver acts on held records in time order, those older than hold.
+func (f *Follower) deliver() {
+	slices.SortStableFunc(f.held, func(a, b record) int {
+		return cmp.Compare(a.time, b.time)
+	})
+	cutoff := monoNow() - uint64(hold)
+	n := 0
+	for n < len(f.held) && f.held[n].time <= cutoff {
+		f.act(&f.held[n])
+		n++
+	}
+	f.held = append(f.held[:0], f.held[n:]...)
+}
+
+func (f *Follower) act(r *record) {
+	switch {
+	case r.progKsym():
+		if len(f.ksyms) >= maxKsymTasks {
+			clear(f.ksyms) // left behind by lost load records
+		}
+		if k := f.ksyms[r.tid]; len(k) < maxKsyms {
+			f.ksyms[r.tid] = append(k, *r)
+		}
+	case r.typ == unix.PERF_RECORD_BPF_EVENT && r.event == unix.PERF_BPF_EVENT_PROG_LOAD:
+		l := Load{
+			ProgID: r.progID,
+			Tag:    hex.EncodeToString(r.tag[:]),
+			Time:   f.wallOf(r.time),
+			PID:    int(r.pid),
+			TID:    int(r.tid),
+		}
+		l.Ksyms = f.claimKsyms(r.tid, l.Tag)
+		f.join.join(&l)
+		if f.cfg.OnLoad != nil {
+			f.cfg.OnLoad(l)
+		}
+	case r.typ == unix.PERF_RECORD_BPF_EVENT && r.event == unix.PERF_BPF_EVENT_PROG_UNLOAD:
+		if f.cfg.OnUnload != nil {
+			f.cfg.OnUnload(Unload{ProgID: r.progID, Tag: hex.EncodeToString(r.tag[:]), Time: f.wallOf(r.time)})
+		}
+	}
+}
+
+// claimKsyms takes the ksymbols thread tid registered for the program
+// with tag: the kernel makes them right before the load record, the
+// main function's first ("bpf_prog_<the program's tag>_..."; subprograms
+// have tags of their own). Those before it were left by a load whose
+// record was lost.
+func (f *Follower) claimKsyms(tid uint32, tag string) []Ksym {
+	pending := f.ksyms[tid]
+	delete(f.ksyms, tid)
+	prefix := "bpf_prog_" + tag + "_"
+	for i := len(pending) - 1; i >= 0; i-- {
+		if strings.HasPrefix(pending[i].ksym.Name, prefix) {
+			out := make([]Ksym, 0, len(pending)-i)
+			for _, p := range pending[i:] {
+				out = append(out, p.ksym)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func (f *Follower) wallOf(mono uint64) time.Time {
+	return f.wall.Add(time.Duration(int64(mono - f.mono)))
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

@@ -1,0 +1,246 @@
+package loadrec
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// TestMain fails the package when a test leaks a perf event or a BPF
+// object's file descriptor.
+func TestMain(m *testing.M) {
+	os.Exit(privtest.RunCheckingLeaks(m))
+}
+
+// seen is what a follower reported, safe to read while it runs.
+type seen struct {
+	mu      sync.Mutex
+	loads   []Load
+	unloads []Unload
+}
+
+func (s *seen) config() Config {
+	return Config{
+		OnLoad:   func(l Load) { s.mu.Lock(); s.loads = append(s.loads, l); s.mu.Unlock() },
+		OnUnload: func(u Unload) { s.mu.Lock(); s.unloads = append(s.unloads, u); s.mu.Unlock() },
+	}
+}
+
+func (s *seen) load(id uint32) (Load, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.loads {
+		if l.ProgID == id {
+			return l, true
+		}
+	}
+	return Load{}, false
+}
+
+func (s *seen) unloaded(id uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.unloads {
+		if u.ProgID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func open(t *testing.T, cfg Config) *Follower {
+	t.Helper()
+	f, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// ownCgroup is the cgroup v2 id of the test process, by a way of its own:
+// the inode of its directory named in /proc/self/cgroup.
+func ownCgroup(t *testing.T) uint64 {
+	t.Helper()
+	root, err := cgroupid.Mount("/proc/self/mountinfo")
+	if err != nil {
+		privtest.Skip(t, err.Error())
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			var st unix.Stat_t
+			if err := unix.Stat(filepath.Join(root, path), &st); err != nil {
+				t.Fatal(err)
+			}
+			return st.Ino
+		}
+	}
+	t.Fatal("no cgroup v2 line in /proc/self/cgroup")
+	return 0
+}
+
+// A program that `bpftool prog load` loads and pins, bpftool long gone by
+// the time anyone looks: the follower names bpftool's pid, command and
+// cgroup (a cgroup made for it, so that it is not the test's) from the
+// map, and reports the unload once the pin is removed.
+func TestBpftoolLoad(t *testing.T) {
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	if _, err := exec.LookPath("bpftool"); err != nil {
+		privtest.Skip(t, "bpftool not installed (apt-get install bpftool)")
+	}
+	cg := privtest.MakeCgroup(t, "loadrec.service")
+	var s seen
+	f := open(t, s.config())
+	if err := f.JoinErr(); err != nil {
+		t.Fatalf("tracepoint not attached: %v", err)
+	}
+
+	pin := fmt.Sprintf("/sys/fs/bpf/loadrec_test_%d", os.Getpid())
+	t.Cleanup(func() { os.Remove(pin) })
+	cmd := exec.Command("bpftool", "prog", "load", "testprog_bpfel_test.o", pin)
+	cg.Start(t, cmd)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bpftool prog load: %v", err)
+	}
+	out, stderr, code := privtest.Exec("bpftool", "prog", "show", "pinned", pin, "-j")
+	if code != 0 {
+		t.Fatalf("bpftool prog show: %s", stderr)
+	}
+	var shown struct {
+		ID  uint32 `json:"id"`
+		Tag string `json:"tag"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+
+	var l Load
+	privtest.WaitFor(t, fmt.Sprintf("the load of program %d", shown.ID), func() (ok bool) {
+		l, ok = s.load(shown.ID)
+		return ok
+	})
+	pid := cmd.Process.Pid
+	if l.PID != pid || l.TID != pid || l.Comm != "bpftool" || l.CgroupID != cg.ID || l.Source != SourceMap || l.Tag != shown.Tag {
+		t.Errorf("load %+v, want pid and tid %d, comm bpftool, cgroup %d (%s), tag %s, from the map",
+			l, pid, cg.ID, cg.Path, shown.Tag)
+	}
+	if len(l.Ksyms) != 1 || l.Ksyms[0].Name != "bpf_prog_"+shown.Tag+"_loadrec_test" || l.Ksyms[0].Addr == 0 || l.Ksyms[0].Len == 0 {
+		t.Errorf("ksyms %+v, want the one image bpf_prog_%s_loadrec_test", l.Ksyms, shown.Tag)
+	}
+	if d := time.Since(l.Time); d < 0 || d > 10*time.Second {
+		t.Errorf("load time %v, %v ago", l.Time, d)
+	}
+
+	if err := os.Remove(pin); err != nil {
+		t.Fatal(err)
+	}
+	privtest.WaitFor(t, fmt.Sprintf("the unload of program %d", shown.ID), func() bool { return s.unloaded(shown.ID) })
+}
+
+// Without the tracepoint, a loader still alive is found through /proc:
+// the test's own loads carry its pid, command and cgroup.
+func TestProcFallback(t *testing.T) {
+	privtest.Root(t)
+	var s seen
+	cfg := s.config()
+	cfg.noTracepoint = true
+	f := open(t, cfg)
+	if f.JoinErr() == nil {
+		t.Fatal("JoinErr nil without the tracepoint")
+	}
+	p, err := privtest.LoadSocketFilter("loadrec_proc")
+	id := privtest.Keep(t, p, err)
+	var l Load
+	privtest.WaitFor(t, fmt.Sprintf("the load of program %d", id), func() (ok bool) {
+		l, ok = s.load(id)
+		return ok
+	})
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Load{PID: os.Getpid(), Comm: strings.TrimSpace(string(comm)), CgroupID: ownCgroup(t), Source: SourceProc}
+	if l.PID != want.PID || l.TID == 0 || l.Comm != want.Comm || l.CgroupID != want.CgroupID || l.Source != want.Source {
+		t.Errorf("load %+v, want %+v", l, want)
+	}
+}
+
+// Loads faster than a tiny ring is read: Lost counts what the kernel
+// dropped, and every load is either reported or among the lost.
+func TestLost(t *testing.T) {
+	privtest.Root(t)
+	const n = 300
+	var s seen
+	cfg := s.config()
+	gate := make(chan struct{})
+	onLoad := cfg.OnLoad
+	cfg.OnLoad = func(l Load) { <-gate; onLoad(l) } // the reader stalls until the loads are done
+	cfg.RingPages = 1
+	f := open(t, cfg)
+
+	// All on one CPU, so that the load after the gate opens writes to the
+	// ring that lost records and makes the kernel report the loss.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var one, all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+
+	mine := map[uint32]bool{}
+	for i := range n {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("loadrec_lost%d", i))
+		mine[privtest.Keep(t, p, err)] = true
+	}
+	close(gate)
+	time.Sleep(2 * hold) // the reader drains the ring
+	p, err := privtest.LoadSocketFilter("loadrec_last")
+	last := privtest.Keep(t, p, err)
+	privtest.WaitFor(t, "the last load", func() bool { _, ok := s.load(last); return ok })
+
+	s.mu.Lock()
+	got, others := 0, 0
+	for _, l := range s.loads {
+		switch {
+		case mine[l.ProgID]:
+			got++
+		case l.ProgID != last:
+			others++
+		}
+	}
+	s.mu.Unlock()
+	lost := f.Lost()
+	t.Logf("%d loads: %d reported, %d records lost; %d loads by others", n, got, lost, others)
+	if lost == 0 || got == n {
+		t.Fatalf("nothing lost: a %d-page ring held %d loads", cfg.RingPages, got)
+	}
+	// Each load is two records (its ksymbol, then the load record): each
+	// one not reported lost one or both.
+	if missed := uint64(n - got); lost < missed {
+		t.Errorf("%d loads not reported but only %d records lost", missed, lost)
+	} else if others == 0 && lost > 2*missed+2 {
+		t.Errorf("%d records lost for %d loads not reported: more than two records a load", lost, missed)
+	}
+}

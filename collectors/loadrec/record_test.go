@@ -1,0 +1,144 @@
+package loadrec
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// sampleID is what sample_id_all appends: pid, tid, time.
+func sampleID(pid, tid uint32, time uint64) []byte {
+	b := make([]byte, sampleIDSize)
+	binary.NativeEndian.PutUint32(b, pid)
+	binary.NativeEndian.PutUint32(b[4:], tid)
+	binary.NativeEndian.PutUint64(b[8:], time)
+	return b
+}
+
+func bpfEvent(event uint16, id uint32, tag [8]byte, pid, tid uint32, time uint64) []byte {
+	b := make([]byte, 16)
+	binary.NativeEndian.PutUint16(b, event)
+	binary.NativeEndian.PutUint32(b[4:], id)
+	copy(b[8:], tag[:])
+	return append(b, sampleID(pid, tid, time)...)
+}
+
+func ksymbol(addr uint64, n uint32, typ, flags uint16, name string, pid, tid uint32, time uint64) []byte {
+	b := make([]byte, 16)
+	binary.NativeEndian.PutUint64(b, addr)
+	binary.NativeEndian.PutUint32(b[8:], n)
+	binary.NativeEndian.PutUint16(b[12:], typ)
+	binary.NativeEndian.PutUint16(b[14:], flags)
+	b = append(b, name...)
+	b = append(b, make([]byte, 8-len(name)%8)...) // NUL, padded to 8
+	return append(b, sampleID(pid, tid, time)...)
+}
+
+func TestParse(t *testing.T) {
+	tag := [8]byte{0x59, 0xf4, 0xa9, 0x31, 0x74, 0x4d, 0xcd, 0xc6}
+	r, ok := parse(unix.PERF_RECORD_BPF_EVENT, bpfEvent(unix.PERF_BPF_EVENT_PROG_LOAD, 137, tag, 10, 11, 12345))
+	if !ok || r.event != unix.PERF_BPF_EVENT_PROG_LOAD || r.progID != 137 || r.tag != tag ||
+		r.pid != 10 || r.tid != 11 || r.time != 12345 {
+		t.Errorf("bpf event: %+v, %v", r, ok)
+	}
+
+	for _, name := range []string{"bpf_prog_59f4a931744dcdc6_x", "bpf_prog_59f4a931744dcdc6_loadrec_t"} { // 8n+3 and 8n chars
+		r, ok = parse(unix.PERF_RECORD_KSYMBOL, ksymbol(0xffffffffc0025508, 43, unix.PERF_RECORD_KSYMBOL_TYPE_BPF, 0, name, 10, 11, 99))
+		if !ok || r.ksym != (Ksym{Addr: 0xffffffffc0025508, Len: 43, Name: name}) || r.unregister || !r.progKsym() ||
+			r.tid != 11 || r.time != 99 {
+			t.Errorf("ksymbol %s: %+v, %v", name, r, ok)
+		}
+	}
+	r, _ = parse(unix.PERF_RECORD_KSYMBOL, ksymbol(1, 2, unix.PERF_RECORD_KSYMBOL_TYPE_BPF, unix.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER, "bpf_prog_0_a", 1, 1, 1))
+	if !r.unregister || r.progKsym() {
+		t.Errorf("unregistering ksymbol: %+v", r)
+	}
+	r, _ = parse(unix.PERF_RECORD_KSYMBOL, ksymbol(1, 2, unix.PERF_RECORD_KSYMBOL_TYPE_BPF, 0, "bpf_trampoline_6442", 1, 1, 1))
+	if r.progKsym() {
+		t.Errorf("a trampoline taken for a program's image: %+v", r)
+	}
+
+	lost := make([]byte, 16)
+	binary.NativeEndian.PutUint64(lost[8:], 7)
+	r, ok = parse(unix.PERF_RECORD_LOST, append(lost, sampleID(0, 0, 5)...))
+	if !ok || r.lost != 7 {
+		t.Errorf("lost: %+v, %v", r, ok)
+	}
+
+	// Too short for what the type says, or a type not read: skipped.
+	for _, c := range []struct {
+		typ  uint32
+		data []byte
+	}{
+		{unix.PERF_RECORD_BPF_EVENT, make([]byte, 31)},
+		{unix.PERF_RECORD_KSYMBOL, make([]byte, 31)},
+		{unix.PERF_RECORD_LOST, make([]byte, 31)},
+		{unix.PERF_RECORD_BPF_EVENT, nil},
+		{unix.PERF_RECORD_COMM, make([]byte, 64)},
+	} {
+		if _, ok := parse(c.typ, c.data); ok {
+			t.Errorf("type %d, %d bytes: parsed", c.typ, len(c.data))
+		}
+	}
+}
+
+// A load takes its thread's ksymbols from its main function's on (its
+// subprograms have tags of their own); those before were left by a load
+// whose record was lost, and another thread's are not its.
+func TestClaimKsyms(t *testing.T) {
+	f := &Follower{ksyms: map[uint32][]record{}}
+	ks := func(tid uint32, name string) {
+		r, _ := parse(unix.PERF_RECORD_KSYMBOL, ksymbol(0, 1, unix.PERF_RECORD_KSYMBOL_TYPE_BPF, 0, name, 1, tid, 1))
+		f.act(&r)
+	}
+	ks(5, "bpf_prog_1111111111111111_stale")
+	ks(6, "bpf_prog_aaaaaaaaaaaaaaaa_other")
+	ks(5, "bpf_prog_e940a2757a1ee80a_with_sub")
+	ks(5, "bpf_prog_e2fcf263a932412b_helper")
+	var names []string
+	for _, k := range f.claimKsyms(5, "e940a2757a1ee80a") {
+		names = append(names, k.Name)
+	}
+	if want := []string{"bpf_prog_e940a2757a1ee80a_with_sub", "bpf_prog_e2fcf263a932412b_helper"}; !slices.Equal(names, want) {
+		t.Errorf("claimed %q, want %q", names, want)
+	}
+	if _, ok := f.ksyms[5]; ok {
+		t.Error("thread 5's ksymbols left after its load")
+	}
+	if len(f.ksyms[6]) != 1 {
+		t.Error("thread 6's ksymbol taken by thread 5's load")
+	}
+	if k := f.claimKsyms(6, "bbbbbbbbbbbbbbbb"); k != nil {
+		t.Errorf("ksymbols of another program claimed: %v", k)
+	}
+}
+
+// Held records go out in time order, and only once older than hold: an
+// unload read from one CPU's ring before its load from another's still
+// follows it.
+func TestDeliverInTimeOrder(t *testing.T) {
+	var got []string
+	f := &Follower{ksyms: map[uint32][]record{}, cfg: Config{
+		OnLoad:   func(l Load) { got = append(got, "load "+l.Tag) },
+		OnUnload: func(u Unload) { got = append(got, "unload "+u.Tag) },
+	}, join: joiner{procRoot: t.TempDir()}}
+	now := monoNow()
+	tag := func(b byte) [8]byte { return [8]byte{b} }
+	for _, data := range [][]byte{
+		bpfEvent(unix.PERF_BPF_EVENT_PROG_UNLOAD, 1, tag(1), 0, 0, now-2*uint64(hold)),
+		bpfEvent(unix.PERF_BPF_EVENT_PROG_LOAD, 2, tag(2), 0, 0, now+uint64(hold)), // too fresh
+		bpfEvent(unix.PERF_BPF_EVENT_PROG_LOAD, 1, tag(1), 0, 0, now-3*uint64(hold)),
+	} {
+		r, _ := parse(unix.PERF_RECORD_BPF_EVENT, data)
+		f.take(r)
+	}
+	f.deliver()
+	if want := []string{"load 0100000000000000", "unload 0100000000000000"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+	if len(f.held) != 1 || f.held[0].progID != 2 {
+		t.Errorf("held %+v, want program 2's load", f.held)
+	}
+}

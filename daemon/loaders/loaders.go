@@ -1,0 +1,166 @@
+// Package loaders knows who loaded each program: it follows the kernel's
+// load records (collectors/loadrec) while the daemon runs and keeps, for
+// each program loaded meanwhile, the process that made the BPF_PROG_LOAD:
+// its pid, command and cgroup, hence its systemd unit or container. Those
+// are facts of the moment of loading, unlike whoever holds the program
+// later (a passer-by that opened it, a loader that exited and left it
+// pinned), and they are what the sampler's identities are made of first.
+//
+// Programs loaded before the daemon started, or whose record the kernel
+// dropped, have no loader here: the sampler falls back to what holds them
+// (internal/identity says the rule). Lost says how many records were
+// dropped, so status can tell a host where loaders are partly unknown.
+package loaders
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/collectors/loadrec"
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
+)
+
+// maxPending bounds the loaders kept for programs the sampler has not
+// taken yet: a burst of loads between two sweeps, most of them taken at
+// the next. Past it the oldest are dropped (those programs get a runner
+// from their holders, as on a host without load records).
+const maxPending = 16384
+
+// Loaders follows program loads. The zero value knows no loader; Close it.
+type Loaders struct {
+	follower *loadrec.Follower
+	cgroups  *cgroupid.Resolver
+	procRoot string
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	pending map[uint32]collectors.Loader // by program id, until taken or unloaded
+	seen    uint64                       // loads recorded since Start
+}
+
+// Start follows loads from now on. A kernel that refuses the records
+// (before 5.1, no perf_event_open) leaves loaders unknown: the error says
+// why, and the daemon runs on without them.
+func Start(procRoot string, log *slog.Logger) (*Loaders, error) {
+	l := &Loaders{procRoot: procRoot, log: log, pending: map[uint32]collectors.Loader{}}
+	if r, err := cgroupid.New(filepath.Join(procRoot, "self/mountinfo")); err == nil {
+		l.cgroups = r
+	}
+	f, err := loadrec.Open(loadrec.Config{ProcRoot: procRoot, OnLoad: l.loaded, OnUnload: l.unloaded})
+	if err != nil {
+		return nil, err
+	}
+	if jerr := f.JoinErr(); jerr != nil {
+		log.Warn("loaders: commands and cgroups read from /proc only, so a loader that exits at once stays unknown", "why", jerr)
+	}
+	l.follower = f
+	return l, nil
+}
+
+// loaded keeps a load's loader until the sampler takes it. It runs on the
+// follower's goroutine, as the record arrives: the loader's cgroup is
+// named now, while it likely still exists.
+func (l *Loaders) loaded(ld loadrec.Load) {
+	lo := collectors.Loader{PID: ld.PID, TID: ld.TID, Comm: ld.Comm, CgroupID: ld.CgroupID, At: ld.Time, Source: "load record, " + ld.Source.String()}
+	lo.Cgroup = l.cgroupOf(ld)
+	lo.Unit, lo.Container = collectors.UnitAndContainer(lo.Cgroup)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen++
+	if len(l.pending) >= maxPending {
+		l.dropOldest()
+	}
+	l.pending[ld.ProgID] = lo
+}
+
+// dropOldest makes room: the loader recorded first goes. Called with mu
+// held, only when the bound is reached.
+func (l *Loaders) dropOldest() {
+	var oldest uint32
+	var at time.Time
+	for id, lo := range l.pending {
+		if at.IsZero() || lo.At.Before(at) {
+			oldest, at = id, lo.At
+		}
+	}
+	delete(l.pending, oldest)
+}
+
+// cgroupOf names the loader's cgroup: from /proc while the loader lives
+// (exact), else its cgroup id through the cgroup2 mount.
+func (l *Loaders) cgroupOf(ld loadrec.Load) string {
+	if ld.PID > 0 {
+		if b, err := os.ReadFile(filepath.Join(l.procRoot, strconv.Itoa(ld.PID), "cgroup")); err == nil {
+			if p := collectors.CgroupPath(string(b)); p != "" {
+				return p
+			}
+		}
+	}
+	if l.cgroups != nil && ld.CgroupID != 0 {
+		if p, ok := l.cgroups.Path(ld.CgroupID); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// unloaded forgets a program that went before the sampler took it.
+func (l *Loaders) unloaded(u loadrec.Unload) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pending, u.ProgID)
+}
+
+// Take hands over the loader of program id, if its load was recorded;
+// the sampler keeps it from then on, in the program's metadata.
+func (l *Loaders) Take(id uint32) (collectors.Loader, bool) {
+	if l == nil {
+		return collectors.Loader{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lo, ok := l.pending[id]
+	delete(l.pending, id)
+	if ok && lo.Cgroup == "" && lo.CgroupID != 0 && l.cgroups != nil {
+		// Not named when the record came: a cgroup made less than a
+		// walk's rate limit before (cgroupid.MinRewalk), which a tick
+		// later can be walked again.
+		if p, found := l.cgroups.Path(lo.CgroupID); found {
+			lo.Cgroup = p
+			lo.Unit, lo.Container = collectors.UnitAndContainer(p)
+		}
+	}
+	return lo, ok
+}
+
+// Status says whether loads are followed and what was lost, for status.
+func (l *Loaders) Status() string {
+	if l == nil || l.follower == nil {
+		return "off"
+	}
+	l.mu.Lock()
+	seen := l.seen
+	l.mu.Unlock()
+	s := "following the kernel's load records: " + strconv.FormatUint(seen, 10) + " loads"
+	if lost := l.follower.Lost(); lost > 0 {
+		s += ", " + strconv.FormatUint(lost, 10) + " records lost (their programs' runners come from their holders)"
+	}
+	if err := l.follower.JoinErr(); err != nil {
+		s += "; commands from /proc only: " + strings.TrimSpace(err.Error())
+	}
+	return s
+}
+
+// Close stops following.
+func (l *Loaders) Close() error {
+	if l == nil || l.follower == nil {
+		return nil
+	}
+	return l.follower.Close()
+}

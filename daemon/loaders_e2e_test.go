@@ -1,0 +1,187 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/privtest"
+)
+
+// pinnedLinkProg is the id of the program a pinned link holds (bpftool).
+func pinnedLinkProg(t *testing.T, pin string) uint32 {
+	t.Helper()
+	out, errOut, code := run("bpftool", "link", "show", "pinned", pin, "-j")
+	var l struct {
+		ProgID uint32 `json:"prog_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || l.ProgID == 0 {
+		t.Fatalf("bpftool link show pinned %s: %s %s", pin, out, errOut)
+	}
+	return l.ProgID
+}
+
+// settledIdentity waits for program id's identity and returns its detail.
+func settledIdentity(t *testing.T, d *daemonProc, id uint32) api.ProgDetail {
+	t.Helper()
+	var p api.ProgDetail
+	eventuallyFor(t, 20*time.Second, "program "+strconv.Itoa(int(id))+"'s identity", func() bool {
+		return d.query(&p, "show", strconv.Itoa(int(id))) == nil && p.Identity != ""
+	})
+	return p
+}
+
+// TestUnitLoaderAttachesLate (issue 41): a loader in a
+// system.slice/NAME.service cgroup loads a tracepoint program, attaches
+// it 3 s later, pins the link and exits; the unit is restarted with a
+// changed program. Both versions are `tracepoint/NAME at perf_event
+// tracepoint sys_enter_getppid by unit NAME.service` (the identity waited
+// for the attach point; the loader's unit, not the pin, is the runner),
+// with exactly one new_version; show names the loader and its pid after
+// it exited, as the kernel's load record and the test's own exec saw it.
+func TestUnitLoaderAttachesLate(t *testing.T) {
+	privtest.Root(t)
+	needBpftool(t)
+	privtest.Tracefs(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
+	unit := "bpfperf-late" + strconv.Itoa(os.Getpid()) + ".service"
+	cg := privtest.MakeCgroup(t, "system.slice/"+unit)
+	name := uniqueName("late")
+	pin := filepath.Join("/sys/fs/bpf", name)
+	want := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by unit " + unit
+
+	var ids []uint32
+	for i, turns := range []int32{100, 200} {
+		if i > 0 {
+			os.Remove(pin) // the unit stops: its program goes with the link
+		}
+		pid := cg.AttachLate(t, name, turns, pin, 3*time.Second)
+		id := pinnedLinkProg(t, pin)
+		ids = append(ids, id)
+		p := settledIdentity(t, d, id)
+		t.Logf("version %d (program %d): %s; loader %+v", i+1, id, p.Identity, p.Meta.Loader)
+		if p.Identity != want {
+			t.Errorf("version %d: identity %q, want %q", i+1, p.Identity, want)
+		}
+		if lo := p.Meta.Loader; lo == nil || lo.PID != pid || lo.Unit != unit || lo.Cgroup != cg.Path+"" {
+			t.Errorf("version %d: loader %+v, want pid %d in %s (unit %s)", i+1, lo, pid, cg.Path, unit)
+		}
+		if out := d.cli(t, "show", strconv.Itoa(int(id))); !strings.Contains(out, "("+strconv.Itoa(pid)+") at ") || !strings.Contains(out, "unit "+unit) {
+			t.Errorf("show does not name the loader, pid %d in %s:\n%s", pid, unit, out)
+		}
+	}
+	var evs []api.Event
+	d.json(t, &evs, "events", "--since", "1h", "--prog", name)
+	var versions []api.Event
+	for _, e := range evs {
+		if e.Kind == "new_version" {
+			versions = append(versions, e)
+		}
+	}
+	if len(versions) != 1 || versions[0].ID != ids[1] {
+		t.Errorf("new_version events %+v, want one, of program %d", versions, ids[1])
+	}
+}
+
+// TestIdentitiesSurviveRestart (issue 41): bpfperfd restarted while
+// libbpf-tools' execsnoop runs, a program bpftool pinned and left, and one
+// a unit's loader attached, pinned and left: every identity is the same
+// before and after, although the second daemon saw none of their loads
+// (the unit's program would be "by pin" from what holds it now), and each
+// identity's history holds points from both daemons.
+func TestIdentitiesSurviveRestart(t *testing.T) {
+	privtest.Root(t)
+	needBpftool(t)
+	privtest.Tracefs(t)
+	state := t.TempDir()
+	d := startDaemon(t, state, "--profile.every", "0")
+	snoop := startTool(t, "execsnoop")
+	ids := slices.Collect(maps.Values(toolProgs(t, snoop.pid, 2)))
+	pinned := loadPinned(t, "pinned_v1_bpfel_test.o", filepath.Join("/sys/fs/bpf", uniqueName("restart")))
+	unit := "bpfperf-restart" + strconv.Itoa(os.Getpid()) + ".service"
+	name := uniqueName("rst")
+	linkPin := filepath.Join("/sys/fs/bpf", name)
+	privtest.MakeCgroup(t, "system.slice/"+unit).AttachLate(t, name, 100, linkPin, 0)
+	ids = append(ids, pinned.id, pinnedLinkProg(t, linkPin))
+	stopExecs := paceWith(t, 20*time.Millisecond, func() error { return exec.Command("/bin/true").Run() })
+	defer stopExecs()
+	stopGetppid := paceWith(t, 20*time.Millisecond, func() error { syscall.Getppid(); return nil })
+	defer stopGetppid()
+
+	before := settledRows(t, d, ids...)
+	time.Sleep(time.Second) // points of the first daemon
+	if err := d.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, d.stderr)
+	}
+	stoppedAt := time.Now()
+	d = startDaemon(t, state, "--profile.every", "0")
+	after := settledRows(t, d, ids...)
+	time.Sleep(time.Second) // points of the second
+	for _, id := range ids {
+		b, a := before[id], after[id]
+		t.Logf("program %d: %s / %s", id, b.Identity, a.Identity)
+		if a.Identity != b.Identity || a.IdentityID != b.IdentityID {
+			t.Errorf("program %d: identity %q before the restart, %q after", id, b.Identity, a.Identity)
+		}
+		var pts []api.HistoryPoint
+		d.json(t, &pts, "history", b.IdentityID, "--since", "5m")
+		first, last := time.Time{}, time.Time{}
+		if len(pts) > 0 {
+			first, last = pts[0].Time, pts[len(pts)-1].Time
+		}
+		if len(pts) == 0 || !first.Before(stoppedAt) || !last.After(stoppedAt) {
+			t.Errorf("history of %s: %d points, %v to %v; want points before and after the restart at %v", b.IdentityID, len(pts), first, last, stoppedAt)
+		}
+	}
+	if want := "by unit " + unit; !strings.HasSuffix(after[ids[len(ids)-1]].Identity, want) {
+		t.Errorf("the unit's program after the restart: %q, want it %s", after[ids[len(ids)-1]].Identity, want)
+	}
+}
+
+// TestIdentityWaitsForFailedLinks (issue 41): while the readings of BPF
+// links fail (injected: the first 3, as a link being set up answers
+// EAGAIN), a program attached and running is not given an identity
+// without the attach point they missed; once a reading succeeds it is. A
+// raw tracepoint's link is the only record of where it is attached (no
+// perf event, no netlink attachment says it).
+func TestIdentityWaitsForFailedLinks(t *testing.T) {
+	privtest.Root(t)
+	name := uniqueName("lnkf")
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: name, Type: ebpf.RawTracepoint, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_enter", Program: prog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--debug.links-fail-reads", "3")
+	p := settledIdentity(t, d, uint32(id))
+	want := "raw_tracepoint/" + name + " at raw_tracepoint sys_enter"
+	if !strings.HasPrefix(p.Identity, want) {
+		t.Errorf("identity %q after failed link readings, want it %q...", p.Identity, want)
+	}
+}
