@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,17 +80,22 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 	l.pending[ld.ProgID] = lo
 }
 
-// dropOldest makes room: the loader recorded first goes. Called with mu
-// held, only when the bound is reached.
+// dropOldest makes room: the quarter recorded first goes, so that a burst
+// past the bound pays one sort for many loads. Called with mu held, only
+// when the bound is reached.
 func (l *Loaders) dropOldest() {
-	var oldest uint32
-	var at time.Time
-	for id, lo := range l.pending {
-		if at.IsZero() || lo.At.Before(at) {
-			oldest, at = id, lo.At
-		}
+	type entry struct {
+		id uint32
+		at time.Time
 	}
-	delete(l.pending, oldest)
+	all := make([]entry, 0, len(l.pending))
+	for id, lo := range l.pending {
+		all = append(all, entry{id, lo.At})
+	}
+	slices.SortFunc(all, func(a, b entry) int { return a.at.Compare(b.at) })
+	for _, e := range all[:max(1, len(all)/4)] {
+		delete(l.pending, e.id)
+	}
 }
 
 // cgroupOf names the loader's cgroup: from /proc while the loader lives
