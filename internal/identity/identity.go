@@ -170,16 +170,19 @@ func (i Identity) Base() Identity { i.Slot = 0; return i }
 
 // Continues reports whether a program of identity cur carries on the
 // history of old, an identity stored before full names and identities
-// were kept (old is derived from that record's metadata): the same type,
-// a name equal to cur's or cur's cut to the kernel's 15 characters, and
-// attach point and runner equal where old knew them.
+// were kept (old is derived from that record's metadata): the same type
+// and slot, a name equal to cur's or cur's cut to the kernel's 15
+// characters, and the same attach point and runner. A record that did
+// not know them continues nothing: a cut name such as tracepoint__sys
+// names every libbpf-tools syscall program, and each would have been a
+// false new version of it.
 func Continues(old, cur Identity) bool {
 	if old.Type != cur.Type || old.Slot != cur.Slot {
 		return false
 	}
 	nameOK := old.Name == cur.Name ||
 		(len(old.Name) == collectors.KernelNameLen && strings.HasPrefix(cur.Name, old.Name))
-	return nameOK && (old.Attach == "" || old.Attach == cur.Attach) && (old.Runner == "" || old.Runner == cur.Runner)
+	return nameOK && old.Attach == cur.Attach && old.Runner == cur.Runner
 }
 
 // Slots hands out slots among programs loaded at the same time whose
