@@ -144,6 +144,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer d.maps.Close()
+	lds.OnLoad(d.prof.Learn)
 
 	stopServing, err := d.serve()
 	if err != nil {

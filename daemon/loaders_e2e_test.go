@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/profile"
 )
 
 // pinnedLinkProg is the id of the program a pinned link holds (bpftool).
@@ -183,5 +185,102 @@ func TestIdentityWaitsForFailedLinks(t *testing.T) {
 	want := "raw_tracepoint/" + name + " at raw_tracepoint sys_enter"
 	if !strings.HasPrefix(p.Identity, want) {
 		t.Errorf("identity %q after failed link readings, want it %q...", p.Identity, want)
+	}
+}
+
+// TestShortLivedProgramInProfile (issue 41): a program that runs for
+// 150 ms and unloads between two of the daemon's sweeps (a 10 s interval)
+// and, most times, between two drains of the profile capture, is named in
+// the continuous profile: the daemon learned it from its load record, as
+// it was loaded.
+func TestShortLivedProgramInProfile(t *testing.T) {
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	d := startDaemon(t, t.TempDir(), "--interval", "10s", "--profile.every", "1s", "--profile.duration", "1s")
+	eventually(t, "continuous profiling to run", func() bool {
+		var st api.Status
+		return d.query(&st, "status") == nil && st.Profiling != nil && st.Profiling.StoredProfiles > 0
+	})
+	since := time.Now()
+	name := uniqueName("brief")
+	prog, err := privtest.LoadLoop(name, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	stop := spinUntil(t, prog)
+	time.Sleep(150 * time.Millisecond)
+	stop()
+	prog.Close()
+	time.Sleep(3 * time.Second) // the windows that saw it, stored
+	system := fmt.Sprintf("bpf_prog_%s_%s", info.Tag, name)
+	var named, windows int
+	for _, w := range listProfiles(t, d, "--since", since.Add(-time.Second).Format(time.RFC3339Nano)) {
+		if w.Kind != api.ProfileContinuous {
+			continue
+		}
+		windows++
+		path := filepath.Join(t.TempDir(), w.ID+".pb.gz")
+		d.cli(t, "profile", "get", w.ID, "-o", path)
+		p := readProfile(t, path)
+		shares, err := profile.ProgramShares(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range p.Function {
+			if f.SystemName == system && shares[uint32(id)] > 0 {
+				named++
+			}
+		}
+	}
+	if named == 0 {
+		t.Errorf("none of %d windows names %s (program %d), which ran 150 ms between two sweeps", windows, system, id)
+	}
+}
+
+// TestCopiesKeepTheirSlots (issue 41): two copies of a program loaded at
+// once that differ in their code (a tool run twice with other options)
+// are one identity in two slots; loaded again in the other order, each
+// takes back its own slot, so neither history gets the other's code as a
+// new version.
+func TestCopiesKeepTheirSlots(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
+	name := uniqueName("copy")
+	load := func(turns int32) (*ebpf.Program, uint32) {
+		p, err := privtest.LoadLoop(name, turns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		if err := privtest.Run(p, 10); err != nil {
+			t.Fatal(err)
+		}
+		info, _ := p.Info()
+		id, _ := info.ID()
+		return p, uint32(id)
+	}
+	a, idA := load(100)
+	b, idB := load(200)
+	first := settledRows(t, d, idA, idB)
+	a.Close()
+	b.Close()
+	eventually(t, "both copies to go", func() bool {
+		var rows []api.ProgRow
+		return d.query(&rows, "progs") == nil && !hasProg(rows, idA, true) && !hasProg(rows, idB, true)
+	})
+	_, idB2 := load(200) // b's code first this time
+	_, idA2 := load(100)
+	again := settledRows(t, d, idA2, idB2)
+	t.Logf("a: %s then %s; b: %s then %s", first[idA].Identity, again[idA2].Identity, first[idB].Identity, again[idB2].Identity)
+	if again[idA2].Identity != first[idA].Identity || again[idB2].Identity != first[idB].Identity || first[idA].Identity == first[idB].Identity {
+		t.Errorf("a %q then %q, b %q then %q: want each copy's slot back", first[idA].Identity, again[idA2].Identity, first[idB].Identity, again[idB2].Identity)
+	}
+	if evs := eventsOf(t, d, "new_version"); slices.ContainsFunc(evs, func(e api.Event) bool { return e.Name == name }) {
+		t.Errorf("new_version events %+v, want none of %s", evs, name)
 	}
 }

@@ -82,19 +82,67 @@ func replacePinned(t *testing.T, old pinnedProg, obj string) pinnedProg {
 // new_version and a regression of about 1.5x that check fails on; show
 // names the loader, bpftool, with the pid it had. A third load of the same
 // code raises nothing. The daemon runs at its defaults (a stats budget,
-// under which this load runs at a share).
+// under which this load runs at a share). As TestRegressionEndToEnd does,
+// a ratio outside 1.35-1.65, or no finding, is tried again at another pin,
+// up to three times (ratios of 1.36 to 1.92 were read here, 2 in 13
+// outside): the machine is shared; a daemon whose ratio is wrong fails
+// all three.
 func TestPinnedReloadRegression(t *testing.T) {
 	privtest.Root(t)
 	needBpftool(t)
 	privtest.Tracefs(t) // the loaders' sys_enter_bpf tracepoint
 	const window = 5 * time.Second
 	d := startDaemon(t, t.TempDir(), "--regressions.window", window.String(), "--profile.every", "0")
-	pin := filepath.Join("/sys/fs/bpf", uniqueName("pinrel"))
 	stopControl := pace(t, loop(t, uniqueName("pin_ctl"), 10000), 50)
 	defer stopControl()
 	passerBy := privtest.MakeCgroup(t, "system.slice/bpfperf-passerby.service")
-	passerBy.Start(t, exec.Command("sh", "-c", "while :; do bpftool prog show pinned "+pin+" >/dev/null 2>&1; sleep 0.02; done"))
 
+	var pin, want string
+	var v2 pinnedProg
+	var r api.Regression
+	for attempt := 1; ; attempt++ {
+		pin = filepath.Join("/sys/fs/bpf", uniqueName("pinrel"))
+		want = "socket_filter/reg_prog by pin " + pin
+		passer := passerBy.Start(t, exec.Command("sh", "-c", "while :; do bpftool prog show pinned "+pin+" >/dev/null 2>&1; sleep 0.02; done"))
+		r, v2 = pinnedReload(t, d, pin, want, window)
+		passer.Process.Kill()
+		var st api.Status
+		d.json(t, &st, "status")
+		t.Logf("attempt %d: ratio %.3f [%.3f, %.3f], p=%.2g, %d+%d intervals, %d controls; stats duty %d%%; loaders: %s",
+			attempt, r.Ratio, r.RatioLo, r.RatioHi, r.P, r.NBefore, r.NAfter, r.Controls, st.StatsCost.DutyPercent, st.Loaders)
+		if r.Ratio >= 1.35 && r.Ratio <= 1.65 {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("ratio %.3f (0: nothing found) in the last of 3 attempts, want a regression of 1.35-1.65 (600 loop turns against 400)", r.Ratio)
+		}
+	}
+	var show api.ProgDetail
+	d.json(t, &show, "show", strconv.FormatUint(uint64(v2.id), 10))
+	out, errOut, code := run(bin.cli, "--socket", d.socket, "check", show.IdentityID, "--max-regression", "10%")
+	if code != 1 || !strings.Contains(out+errOut, "slower") {
+		t.Errorf("check %s --max-regression 10%%: exit %d %q %q, want 1, slower", show.IdentityID, code, out, errOut)
+	}
+
+	// The same code again: no new version, nothing found.
+	v3 := replacePinned(t, v2, "pinned_v2_bpfel_test.o")
+	stop := drivePinned(t, pin)
+	time.Sleep(window + 3*time.Second)
+	stop()
+	var show3 api.ProgDetail
+	d.json(t, &show3, "show", strconv.FormatUint(uint64(v3.id), 10))
+	versions, found := versionsAndFindings(t, d, want)
+	if show3.Identity != want || versions != 1 || len(found) != 1 {
+		t.Errorf("identical reload: identity %q, %d new_version events, %d findings; want %q, 1 and 1", show3.Identity, versions, len(found), want)
+	}
+}
+
+// pinnedReload is one run of TestPinnedReloadRegression's scenario at pin:
+// v1 loaded and driven for two windows, replaced by v2, driven until the
+// regression is found. It checks the identities, the loader and that the
+// one finding is the identity's, and returns it and v2.
+func pinnedReload(t *testing.T, d *daemonProc, pin, want string, window time.Duration) (api.Regression, pinnedProg) {
+	t.Helper()
 	v1 := loadPinned(t, "pinned_v1_bpfel_test.o", pin)
 	stop := drivePinned(t, pin)
 	time.Sleep(2*window + time.Second)
@@ -102,15 +150,14 @@ func TestPinnedReloadRegression(t *testing.T) {
 	v2 := replacePinned(t, v1, "pinned_v2_bpfel_test.o")
 	stop = drivePinned(t, pin)
 	var found []api.Regression
-	eventuallyFor(t, 2*window+15*time.Second, "a regression of reg_prog", func() bool {
-		return d.query(&found, "regressions", "--since", "1h", "--prog", "reg_prog") == nil && len(found) > 0
-	})
+	for deadline := time.Now().Add(2*window + 15*time.Second); len(found) == 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		_, found = versionsAndFindings(t, d, want)
+	}
 	stop()
 
 	var show1, show2 api.ProgDetail
 	d.json(t, &show1, "show", strconv.FormatUint(uint64(v1.id), 10))
 	d.json(t, &show2, "show", strconv.FormatUint(uint64(v2.id), 10))
-	want := "socket_filter/reg_prog by pin " + pin
 	t.Logf("v1 %d: %s; v2 %d: %s; loader %+v", v1.id, show1.Identity, v2.id, show2.Identity, show2.Meta.Loader)
 	if show1.Identity != want || show2.Identity != want {
 		t.Errorf("identities %q and %q, want both %q", show1.Identity, show2.Identity, want)
@@ -121,39 +168,36 @@ func TestPinnedReloadRegression(t *testing.T) {
 	if out := d.cli(t, "show", strconv.FormatUint(uint64(v2.id), 10)); !strings.Contains(out, "bpftool("+strconv.Itoa(v2.loaderPID)+")") {
 		t.Errorf("show does not name the loader bpftool(%d):\n%s", v2.loaderPID, out)
 	}
-	if len(found) != 1 || found[0].Kind != "regression" || found[0].Identity != want {
-		t.Fatalf("findings %+v, want one regression of %s\n%s", found, want, d.stderr)
+	versions, found := versionsAndFindings(t, d, want)
+	if versions != 1 || len(found) > 1 || (len(found) == 1 && found[0].Kind != "regression") {
+		t.Fatalf("%d new_version events and findings %+v, want one new_version and at most one finding, a regression of %s\n%s", versions, found, want, d.stderr)
 	}
-	r := found[0]
-	var st api.Status
-	d.json(t, &st, "status")
-	t.Logf("ratio %.3f [%.3f, %.3f], p=%.2g, %d+%d intervals, %d controls; stats duty %d%%; loaders: %s",
-		r.Ratio, r.RatioLo, r.RatioHi, r.P, r.NBefore, r.NAfter, r.Controls, st.StatsCost.DutyPercent, st.Loaders)
-	if r.Ratio < 1.35 || r.Ratio > 1.65 {
-		t.Errorf("ratio %.3f, want 1.35-1.65 (600 loop turns against 400)", r.Ratio)
+	if len(found) == 0 {
+		var evs []api.Event
+		d.json(t, &evs, "events", "--since", "1h", "--prog", "reg_prog")
+		t.Logf("no regression of %s after %v; events of reg_prog: %+v", want, 2*window+15*time.Second, evs)
+		return api.Regression{}, v2
 	}
-	out, errOut, code := run(bin.cli, "--socket", d.socket, "check", "reg_prog", "--max-regression", "10%")
-	if code != 1 || !strings.Contains(out+errOut, "slower") {
-		t.Errorf("check reg_prog --max-regression 10%%: exit %d %q %q, want 1, slower", code, out, errOut)
-	}
+	return found[0], v2
+}
 
-	// The same code again: no new version, nothing found.
-	v3 := replacePinned(t, v2, "pinned_v2_bpfel_test.o")
-	stop = drivePinned(t, pin)
-	time.Sleep(window + 3*time.Second)
-	stop()
-	var show3 api.ProgDetail
-	d.json(t, &show3, "show", strconv.FormatUint(uint64(v3.id), 10))
+// versionsAndFindings counts the new_version events of identity key and
+// lists its findings.
+func versionsAndFindings(t *testing.T, d *daemonProc, key string) (versions int, found []api.Regression) {
+	t.Helper()
 	var evs []api.Event
 	d.json(t, &evs, "events", "--since", "1h", "--prog", "reg_prog")
-	versions := 0
 	for _, e := range evs {
-		if e.Kind == "new_version" {
+		if e.Kind == "new_version" && e.Identity == key {
 			versions++
 		}
 	}
-	d.json(t, &found, "regressions", "--since", "1h", "--prog", "reg_prog")
-	if show3.Identity != want || versions != 1 || len(found) != 1 {
-		t.Errorf("identical reload: identity %q, %d new_version events, %d findings; want %q, 1 and 1", show3.Identity, versions, len(found), want)
+	var all []api.Regression
+	d.json(t, &all, "regressions", "--since", "1h", "--prog", "reg_prog")
+	for _, r := range all {
+		if r.Identity == key {
+			found = append(found, r)
+		}
 	}
+	return versions, found
 }

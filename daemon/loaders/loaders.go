@@ -43,6 +43,21 @@ type Loaders struct {
 	mu      sync.Mutex
 	pending map[uint32]collectors.Loader // by program id, until taken or unloaded
 	seen    uint64                       // loads recorded since Start
+	// onLoad, once set, is told of each load as its record arrives.
+	onLoad func(id uint32)
+}
+
+// OnLoad has fn told of each program load as its record arrives, on the
+// follower's goroutine (fn must not block): the profiler learns a
+// program's JIT images and lines then, while it is surely loaded, where
+// the next sweep or capture drain may come after it went.
+func (l *Loaders) OnLoad(fn func(id uint32)) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onLoad = fn
 }
 
 // Start follows loads from now on. A kernel that refuses the records
@@ -72,12 +87,16 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 	lo.Cgroup = l.cgroupOf(ld)
 	lo.Unit, lo.Container = collectors.UnitAndContainer(lo.Cgroup)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.seen++
 	if len(l.pending) >= maxPending {
 		l.dropOldest()
 	}
 	l.pending[ld.ProgID] = lo
+	notify := l.onLoad
+	l.mu.Unlock()
+	if notify != nil {
+		notify(ld.ProgID)
+	}
 }
 
 // dropOldest makes room: the quarter recorded first goes, so that a burst

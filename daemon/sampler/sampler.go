@@ -290,7 +290,12 @@ func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
 	if id, ok := identity.Parse(p.resumed); ok && s.slots.Claim(id) {
 		p.ident = id
 	} else {
-		p.ident = s.slots.Take(identity.Of(p.meta, s.selfPID))
+		// The slot whose last version had this code, where there is one:
+		// copies that differ in their code keep their histories whatever
+		// order they are loaded in again.
+		p.ident = s.slots.TakePreferring(identity.Of(p.meta, s.selfPID), func(c identity.Identity) bool {
+			return s.lastTag[c.Key()] == p.meta.Tag
+		})
 	}
 	p.identKey = p.ident.Key()
 	s.unsettled--

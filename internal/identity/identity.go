@@ -194,13 +194,49 @@ type Slots struct {
 // Take gives id the lowest free slot (0, then 2, 3, ...) and marks it
 // taken until Free.
 func (s *Slots) Take(id Identity) Identity {
+	return s.TakePreferring(id, nil)
+}
+
+// preferReach is how many slots past those taken TakePreferring looks
+// for a preferred one: copies of a program loaded at once beyond that are
+// rare.
+const preferReach = 16
+
+// TakePreferring gives id the first free slot that prefer accepts, else
+// the lowest free one, and marks it taken until Free. The sampler prefers
+// the slot whose last version had the program's code: two copies that
+// differ in their code keep their histories whatever order they are
+// loaded in again. Copies alike in everything take slots by load order.
+func (s *Slots) TakePreferring(id Identity, prefer func(Identity) bool) Identity {
 	if s.used == nil {
 		s.used = map[string][]int{}
 	}
 	id.Slot = 0
 	k := id.Key()
-	for slices.Contains(s.used[k], id.Slot) {
-		id.Slot = max(id.Slot+1, 2)
+	taken := s.used[k]
+	lowest, preferred := -1, -1
+	// The slots a copy may have had: those taken now and a few more.
+	for slot := 0; slot <= len(taken)+preferReach; slot = max(slot+1, 2) {
+		if slices.Contains(taken, slot) {
+			continue
+		}
+		if lowest < 0 {
+			lowest = slot
+			if prefer == nil {
+				break
+			}
+		}
+		if c := id; prefer != nil {
+			c.Slot = slot
+			if prefer(c) {
+				preferred = slot
+				break
+			}
+		}
+	}
+	id.Slot = lowest
+	if preferred >= 0 {
+		id.Slot = preferred
 	}
 	s.used[k] = append(s.used[k], id.Slot)
 	return id

@@ -126,3 +126,25 @@ func TestRunnerOf(t *testing.T) {
 		}
 	}
 }
+
+// TestTakePreferring: a copy takes back the slot its code had, free or
+// not yet reached, wherever it comes in the load order; without a
+// preference, the lowest free one.
+func TestTakePreferring(t *testing.T) {
+	base := Identity{Type: "socket_filter", Name: "f", Runner: "tool"}
+	last := map[string]string{base.Key(): "aaaa", Identity{Type: "socket_filter", Name: "f", Runner: "tool", Slot: 3}.Key(): "bbbb"}
+	preferTag := func(tag string) func(Identity) bool {
+		return func(c Identity) bool { return last[c.Key()] == tag }
+	}
+	var s Slots
+	b := s.TakePreferring(base, preferTag("bbbb")) // b's code, loaded first this time
+	a := s.TakePreferring(base, preferTag("aaaa"))
+	c := s.TakePreferring(base, preferTag("cccc")) // new code: the lowest free
+	if b.Slot != 3 || a.Slot != 0 || c.Slot != 2 {
+		t.Errorf("slots %d, %d, %d; want 3 (b's), 0 (a's), then the lowest free, 2", b.Slot, a.Slot, c.Slot)
+	}
+	s.Free(b)
+	if again := s.Take(base); again.Slot != 3 {
+		t.Errorf("after freeing 3, took %d", again.Slot)
+	}
+}
