@@ -203,21 +203,13 @@ func TestShortLivedProgramInProfile(t *testing.T) {
 	})
 	since := time.Now()
 	name := uniqueName("brief")
-	prog, err := privtest.LoadLoop(name, 2000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := prog.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := info.ID()
+	prog, id, tag := loadHot(t, name)
 	stop := spinUntil(t, prog)
 	time.Sleep(150 * time.Millisecond)
 	stop()
 	prog.Close()
 	time.Sleep(3 * time.Second) // the windows that saw it, stored
-	system := fmt.Sprintf("bpf_prog_%s_%s", info.Tag, name)
+	system := fmt.Sprintf("bpf_prog_%s_%s", tag, name)
 	var named, windows int
 	for _, w := range listProfiles(t, d, "--since", since.Add(-time.Second).Format(time.RFC3339Nano)) {
 		if w.Kind != api.ProfileContinuous {
@@ -232,7 +224,7 @@ func TestShortLivedProgramInProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range p.Function {
-			if f.SystemName == system && shares[uint32(id)] > 0 {
+			if f.SystemName == system && shares[id] > 0 {
 				named++
 			}
 		}

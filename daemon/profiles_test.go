@@ -27,18 +27,26 @@ import (
 // locked OS thread until the test ends, so CPU samples land in it.
 func hotProgram(t testing.TB, name string) (id uint32, tag string) {
 	t.Helper()
+	prog, id, tag := loadHot(t, name)
+	spin(t, prog)
+	return id, tag
+}
+
+// loadHot loads the hot program's loop (2,000 turns a run), closed when
+// the test ends if not before, and says its id and tag.
+func loadHot(t testing.TB, name string) (prog *ebpf.Program, id uint32, tag string) {
+	t.Helper()
 	prog, err := privtest.LoadLoop(name, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { prog.Close() })
 	info, err := prog.Info()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid, _ := info.ID()
-	t.Cleanup(func() { prog.Close() })
-	spin(t, prog)
-	return uint32(pid), info.Tag
+	return prog, uint32(pid), info.Tag
 }
 
 // spin runs prog in a loop on a locked OS thread until the test ends, 50

@@ -153,9 +153,8 @@ func (l *Loaders) Take(id uint32) (collectors.Loader, bool) {
 	lo, ok := l.pending[id]
 	delete(l.pending, id)
 	if ok && lo.Cgroup == "" && lo.CgroupID != 0 && l.cgroups != nil {
-		// Not named when the record came: a cgroup made less than a
-		// walk's rate limit before (cgroupid.MinRewalk), which a tick
-		// later can be walked again.
+		// Not named when the record came (its file handle would not
+		// open, and a walk was not due): a tick later one may be.
 		if p, found := l.cgroups.Path(lo.CgroupID); found {
 			lo.Cgroup = p
 			lo.Unit, lo.Container = collectors.UnitAndContainer(p)

@@ -12,15 +12,19 @@ package cgroupid
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // MinRewalk is the least time between two walks of the mount: samples
@@ -126,12 +130,19 @@ func unescape(s string) string {
 
 // Path returns the path of cgroup id relative to the mount ("/" for the
 // root cgroup, "/system.slice/ssh.service" below it), and false when no
-// cgroup has that id now: it was removed, or made since the last walk
-// less than MinRewalk ago.
+// cgroup has that id now: it was removed, or (where file handles cannot be
+// opened) made since the last walk less than MinRewalk ago.
 func (r *Resolver) Path(id uint64) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p, ok := r.paths[id]; ok {
+		return p, true
+	}
+	if p, ok := r.byHandle(id); ok {
+		if r.paths == nil {
+			r.paths = map[uint64]string{}
+		}
+		r.paths[id] = p
 		return p, true
 	}
 	if r.paths != nil && r.now().Sub(r.lastWalk) < MinRewalk {
@@ -140,6 +151,38 @@ func (r *Resolver) Path(id uint64) (string, bool) {
 	r.walk()
 	p, ok := r.paths[id]
 	return p, ok
+}
+
+// fileIDKernfs is the file handle type of a kernfs node (a cgroup2
+// directory), whose handle is its 64-bit id.
+const fileIDKernfs = 0xfe
+
+// byHandle opens cgroup id by its file handle (the id is the handle on
+// cgroup2) and reads its path back: one lookup however the hierarchy
+// grew since the last walk, which a cgroup made a moment ago (a unit
+// that just started its loader) needs. It needs CAP_DAC_READ_SEARCH.
+func (r *Resolver) byHandle(id uint64) (string, bool) {
+	mount, err := unix.Open(r.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(mount)
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], id)
+	fd, err := unix.OpenByHandleAt(mount, unix.NewFileHandle(fileIDKernfs, b[:]), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(fd)
+	dir, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", false
+	}
+	rel, err := filepath.Rel(r.root, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return "/" + strings.TrimPrefix(filepath.ToSlash(rel), "."), true
 }
 
 // Err is the last walk's failure, nil when it read the whole mount.

@@ -82,7 +82,7 @@ func TestContinues(t *testing.T) {
 		want bool
 	}{
 		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Attach: cur.Attach, Runner: "execsnoop"}, true},
-		{Identity{Type: "tracepoint", Name: "tracepoint__sys"}, false}, // attach and owners not read then: it would continue any syscall program
+		{Identity{Type: "tracepoint", Name: "tracepoint__sys"}, false},                     // attach and owners not read then: it would continue any syscall program
 		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Attach: cur.Attach}, false}, // the runner not known
 		{Identity{Type: "tracepoint", Name: "tracepoint__sys", Attach: "perf_event tracepoint sys_exit_execve"}, false},
 		{Identity{Type: "tracepoint", Name: "tracepoint__sy"}, false}, // 14 characters: not cut
