@@ -213,6 +213,34 @@ func TestStatsDuty(t *testing.T) {
 	}
 	t.Logf("ns/run: daemon at 10%% duty %.1f (median of %d intervals; %.1f over all of them), the kernel with stats on all the time %.1f (%+.1f%%; %.1f before, %.1f after)",
 		dutyNs, len(pts)-1, overall, fullNs, (dutyNs/fullNs-1)*100, fullBefore, fullAfter)
+	// The two figures come from windows seconds apart, and this host's
+	// speed moves by more than 10% between some (the kernel's own
+	// full-time figure read 101 then 114 ns in one run; CI once read the
+	// duty +18% off beside a 6.6% move): both again, the duty window then
+	// a full-time one, up to twice. A daemon whose figure is wrong fails
+	// all three.
+	for attempt := 2; attempt <= 3 && math.Abs(dutyNs/fullNs-1) > 0.10; attempt++ {
+		fd.Close()
+		eventually(t, "the duty cycle to run again", func() bool {
+			return d.query(&st, "status") == nil && strings.HasPrefix(st.StatsDuty, "10%") && !strings.Contains(st.StatsDuty, "suspended")
+		})
+		time.Sleep(2 * time.Second)
+		load.rate(10 * time.Second)
+		_, again := historyRate(t, d, name, 10*time.Second)
+		dutyNs = medianIntervalNsPerRun(t, again)
+		if fd, err = ebpf.EnableStats(unix.BPF_STATS_RUN_TIME); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the duty cycle suspended again", func() bool {
+			return d.query(&st, "status") == nil && strings.Contains(st.StatsDuty, "suspended")
+		})
+		time.Sleep(2 * time.Second)
+		s0, _ := prog.Stats()
+		load.rate(6 * time.Second)
+		s1, _ := prog.Stats()
+		fullNs = float64(s1.Runtime-s0.Runtime) / float64(s1.RunCount-s0.RunCount)
+		t.Logf("attempt %d: ns/run at 10%% duty %.1f, the kernel with stats on all the time %.1f (%+.1f%%)", attempt, dutyNs, fullNs, (dutyNs/fullNs-1)*100)
+	}
 	if math.Abs(dutyNs/fullNs-1) > 0.10 {
 		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel at 100%% %.1f (off by %.0f%%)", dutyNs, fullNs, (dutyNs/fullNs-1)*100)
 	}
