@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/perfring"
 )
@@ -189,19 +190,10 @@ func (d *decoder) procCgroup(pid, tid uint32) uint64 {
 	if id, ok := d.tidCgroups[tid]; ok {
 		return id
 	}
-	id := uint64(rootCgroupID)
 	p, t := strconv.FormatUint(uint64(pid), 10), strconv.FormatUint(uint64(tid), 10)
-	if b, err := os.ReadFile(d.procRoot + "/" + p + "/task/" + t + "/cgroup"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			path, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::")
-			if !ok || path == "/" {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Stat(d.cgroupRoot+path, &st) == nil {
-				id = st.Ino
-			}
-		}
+	id, err := cgroupid.OfTask(d.cgroupRoot, d.procRoot+"/"+p+"/task/"+t+"/cgroup")
+	if err != nil {
+		id = rootCgroupID
 	}
 	if d.tidCgroups == nil {
 		d.tidCgroups = map[uint32]uint64{}

@@ -1,9 +1,6 @@
 package loadrec
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,30 +112,7 @@ func (j *joiner) join(l *Load) {
 	}
 	l.Comm = strings.TrimSuffix(string(comm), "\n")
 	l.Source = SourceProc
-	l.CgroupID, _ = j.procCgroup(l.PID)
-}
-
-// procCgroup is the cgroup v2 id of process pid: the inode number of its
-// directory under the cgroup2 mount, as bpf_get_current_cgroup_id gives.
-func (j *joiner) procCgroup(pid int) (uint64, error) {
-	if j.cgroupRoot == "" {
-		return 0, errors.New("no cgroup2 mount")
-	}
-	b, err := os.ReadFile(filepath.Join(j.procRoot, strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if path, ok := strings.CutPrefix(sc.Text(), "0::"); ok {
-			var st unix.Stat_t
-			if err := unix.Stat(filepath.Join(j.cgroupRoot, path), &st); err != nil {
-				return 0, err
-			}
-			return st.Ino, nil
-		}
-	}
-	return 0, fmt.Errorf("process %d: no cgroup v2 line", pid)
+	l.CgroupID, _ = cgroupid.OfTask(j.cgroupRoot, filepath.Join(j.procRoot, strconv.Itoa(l.PID), "cgroup"))
 }
 
 // commBytes turns a C char array as bpf2go types it into bytes.

@@ -117,19 +117,18 @@ func (l *Loaders) dropOldest() {
 	}
 }
 
-// cgroupOf names the loader's cgroup: from /proc while the loader lives
-// (exact), else its cgroup id through the cgroup2 mount.
+// cgroupOf names the loader's cgroup: its cgroup id through the cgroup2
+// mount (a cached path, else its file handle), else, where the record's
+// join found no id, /proc while the loader lives.
 func (l *Loaders) cgroupOf(ld loadrec.Load) string {
-	if ld.PID > 0 {
-		if b, err := os.ReadFile(filepath.Join(l.procRoot, strconv.Itoa(ld.PID), "cgroup")); err == nil {
-			if p := collectors.CgroupPath(string(b)); p != "" {
-				return p
-			}
-		}
-	}
 	if l.cgroups != nil && ld.CgroupID != 0 {
 		if p, ok := l.cgroups.Path(ld.CgroupID); ok {
 			return p
+		}
+	}
+	if ld.PID > 0 {
+		if b, err := os.ReadFile(filepath.Join(l.procRoot, strconv.Itoa(ld.PID), "cgroup")); err == nil {
+			return collectors.CgroupPath(string(b))
 		}
 	}
 	return ""

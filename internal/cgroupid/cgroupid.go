@@ -230,3 +230,27 @@ func (r *Resolver) walk() {
 	r.paths = paths
 	r.lastWalk = r.now()
 }
+
+// OfTask is the cgroup v2 id of the task whose /proc cgroup file is
+// procFile (/proc/PID/cgroup, or /proc/PID/task/TID/cgroup): the inode
+// number of its directory under root, the cgroup2 mount, as the kernel
+// gives it (bpf_get_current_cgroup_id, PERF_SAMPLE_CGROUP).
+func OfTask(root, procFile string) (uint64, error) {
+	if root == "" {
+		return 0, ErrNoCgroup2
+	}
+	b, err := os.ReadFile(procFile)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if path, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::"); ok {
+			var st unix.Stat_t
+			if err := unix.Stat(filepath.Join(root, path), &st); err != nil {
+				return 0, err
+			}
+			return st.Ino, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no cgroup v2 line", procFile)
+}
