@@ -81,9 +81,19 @@ func TestRealToolsTrampolineVfsstat(t *testing.T) {
 		t.Fatalf("dd: %v %s", err, out)
 	}
 	var row *api.HookRow
-	eventually(t, "a profile window with vfs_read's trampoline", func() bool {
-		var h api.Hooks
-		if d.query(&h, "hooks", ref, "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano)) != nil {
+	// Under emulation a slow CI host took 7 s longer over the steps above
+	// than this one, and no window had come 10 s after dd (2026-11-27);
+	// the last answer tells a late window from a wrong one.
+	var h api.Hooks
+	var lastErr error
+	defer func() {
+		if row == nil || row.NsPerRun == nil {
+			t.Logf("the last hooks answer: %+v, error %v\n%s", h, lastErr, d.stderr)
+		}
+	}()
+	eventuallyFor(t, 40*time.Second, "a profile window with vfs_read's trampoline", func() bool {
+		h = api.Hooks{}
+		if lastErr = d.query(&h, "hooks", ref, "--since", since.Add(-2*time.Second).Format(time.RFC3339Nano)); lastErr != nil {
 			return false
 		}
 		for i, r := range h.Rows {
