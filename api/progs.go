@@ -42,6 +42,9 @@ type ProgRow struct {
 	// (refreshed every 30 s and when programs appear).
 	Owners []Owner       `json:"pids,omitempty"`
 	Attach []AttachPoint `json:"attach,omitempty"`
+	// Loader is the process that loaded the program, where the daemon
+	// ran at the time and the kernel's load record reached it.
+	Loader *Loader `json:"loader,omitempty"`
 	// MapBytes is the memory of the maps the program uses (each map's
 	// memlock at the last map reading), absent before the first reading.
 	MapBytes *uint64 `json:"map_bytes,omitempty"`

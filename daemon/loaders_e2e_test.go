@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -274,5 +277,108 @@ func TestCopiesKeepTheirSlots(t *testing.T) {
 	}
 	if evs := eventsOf(t, d, "new_version"); slices.ContainsFunc(evs, func(e api.Event) bool { return e.Name == name }) {
 		t.Errorf("new_version events %+v, want none of %s", evs, name)
+	}
+}
+
+// TestLoadRecordsLostInBurst (issue 41): 2,000 programs loaded at once by
+// a unit's process while bpfperfd is stopped (SIGSTOP: a daemon
+// descheduled through a burst, which overflows its rings as a small ring
+// would) lose most of their load records. The daemon notices (status
+// counts the records lost) and its sweep mends the rest: every program is
+// listed and settles, those whose record arrived with the loader's pid
+// and unit, the others with the same unit as their runner from what holds
+// them; no more programs lack a loader than records were lost.
+func TestLoadRecordsLostInBurst(t *testing.T) {
+	privtest.Root(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
+	unit := "bpfperf-burst" + strconv.Itoa(os.Getpid()) + ".service"
+	cg := privtest.MakeCgroup(t, "system.slice/"+unit)
+	name := uniqueName("burst")
+	const n = 2000
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { d.cmd.Process.Signal(syscall.SIGCONT) }
+	defer cont()
+	b := cg.LoadBurst(t, name, n)
+	cont()
+	// The kernel tells a ring's reader of its losses in the next record
+	// it writes there: a load on each CPU after the burst.
+	time.Sleep(500 * time.Millisecond)
+	loadOnEachCPU(t)
+
+	var st api.Status
+	lostRe := regexp.MustCompile(`(\d+) records lost`)
+	eventually(t, "status to count lost load records", func() bool {
+		return d.query(&st, "status") == nil && lostRe.MatchString(st.Loaders)
+	})
+	lost, _ := strconv.Atoi(lostRe.FindStringSubmatch(st.Loaders)[1])
+
+	want := map[uint32]bool{}
+	for _, id := range b.IDs {
+		want[id] = true
+	}
+	var rows []api.ProgRow
+	var settled int
+	eventuallyFor(t, 40*time.Second, fmt.Sprintf("all %d programs listed and settled", n), func() bool {
+		if d.query(&rows, "progs") != nil {
+			return false
+		}
+		settled = 0
+		for _, r := range rows {
+			if want[r.ID] && r.Identity != "" {
+				settled++
+			}
+		}
+		return settled == n
+	})
+	var withLoader, fromHolders int
+	for _, r := range rows {
+		if !want[r.ID] {
+			continue
+		}
+		if by := " by unit " + unit; !strings.HasSuffix(r.Identity, by) && !strings.Contains(r.Identity, by+" #") {
+			t.Errorf("program %d: identity %q, want its runner unit %s", r.ID, r.Identity, unit)
+		}
+		switch lo := r.Loader; {
+		case lo == nil:
+			fromHolders++
+		case lo.PID == b.PID && lo.Unit == unit:
+			withLoader++
+		default:
+			t.Errorf("program %d: loader %+v, want pid %d in unit %s", r.ID, lo, b.PID, unit)
+		}
+	}
+	t.Logf("%d programs: %d with their loader from its record, %d without (runner from holders); status: %s", n, withLoader, fromHolders, st.Loaders)
+	if withLoader == 0 || fromHolders == 0 || fromHolders > lost {
+		t.Errorf("%d programs with a loader, %d without, %d records lost: want some of each, and no more without than records lost", withLoader, fromHolders, lost)
+	}
+}
+
+// loadOnEachCPU loads and unloads a program on every online CPU in turn.
+func loadOnEachCPU(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+	for cpu := range runtime.NumCPU() * 4 {
+		if !all.IsSet(cpu) {
+			continue
+		}
+		var one unix.CPUSet
+		one.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Fatal(err)
+		}
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog.Close()
 	}
 }

@@ -87,7 +87,7 @@ func (q *Query) liveRow(p *sampler.Program) api.ProgRow {
 		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach),
 		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: m.LoadedAt, BootID: q.BootID, LastSample: at,
-		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), // copied under the sampler's lock
+		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), Loader: m.Loader, // copied under the sampler's lock
 		SampledCPUPercent: q.Profiling.SampledCPU(m.ID),
 		MapBytes:          q.Maps.BytesOf(m.MapIDs),
 	}
@@ -112,7 +112,7 @@ func (q *Query) storedRow(rec store.Program) (api.ProgRow, error) {
 	row := api.ProgRow{
 		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
 		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Attach(meta.Attach),
-		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach,
+		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach, Loader: meta.Loader,
 	}
 	until := rec.UnloadedAt
 	if until.IsZero() {

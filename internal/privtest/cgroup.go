@@ -73,6 +73,9 @@ func HelperMain() {
 	if v := os.Getenv(lateAttachEnv); v != "" {
 		lateAttachMain(v)
 	}
+	if v := os.Getenv(burstEnv); v != "" {
+		burstMain(v)
+	}
 	v := os.Getenv(getppidEnv)
 	if v == "" {
 		return

@@ -1,7 +1,9 @@
 package privtest
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -73,5 +75,88 @@ func lateAttachMain(v string) {
 	if err := l.Pin(f[2]); err != nil {
 		fail(err)
 	}
+	os.Exit(0)
+}
+
+// burstEnv makes a test binary a loader of many programs at once
+// (burstMain): "NAME,N".
+const burstEnv = "BPFPERF_TEST_LOAD_BURST"
+
+// Burst is a process that loaded many programs and holds them.
+type Burst struct {
+	PID int
+	IDs []uint32
+	cmd *exec.Cmd
+}
+
+// LoadBurst starts a process in cgroup c, as a unit's loader would be,
+// that loads n socket filter programs named name as fast as it can (each
+// returns another constant, so each is another program) and holds them
+// until the test ends. It returns once all are loaded, with their ids.
+// The test binary must call HelperMain in its TestMain.
+func (c *Cgroup) LoadBurst(tb testing.TB, name string, n int) *Burst {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d", burstEnv, name, n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.Start(tb, cmd)
+	tb.Cleanup(func() { stdin.Close() })
+	b := &Burst{PID: cmd.Process.Pid, cmd: cmd}
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		id, err := strconv.ParseUint(lines.Text(), 10, 32)
+		if err != nil {
+			tb.Fatalf("burst loader: %q", lines.Text())
+		}
+		b.IDs = append(b.IDs, uint32(id))
+		if len(b.IDs) == n {
+			return b
+		}
+	}
+	tb.Fatalf("burst loader stopped after %d of %d loads", len(b.IDs), n)
+	return nil
+}
+
+// burstMain is LoadBurst's process: it prints each program's id once all
+// are loaded (printing between loads would slow the burst), then holds
+// them until its stdin closes.
+func burstMain(v string) {
+	name, count, _ := strings.Cut(v, ",")
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s=%q: want NAME,N\n", burstEnv, v)
+		os.Exit(2)
+	}
+	progs := make([]*ebpf.Program, 0, n)
+	for i := range n {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name: name, Type: ebpf.SocketFilter, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, int32(i)), asm.Return()},
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "burst loader: load %d of %d: %v\n", i+1, n, err)
+			os.Exit(2)
+		}
+		progs = append(progs, prog)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for _, p := range progs {
+		info, err := p.Info()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "burst loader:", err)
+			os.Exit(2)
+		}
+		id, _ := info.ID()
+		fmt.Fprintln(out, id)
+	}
+	out.Flush()
+	io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
 }
