@@ -295,13 +295,9 @@ func TestLoadRecordsLostInBurst(t *testing.T) {
 	cg := privtest.MakeCgroup(t, "system.slice/"+unit)
 	name := uniqueName("burst")
 	const n = 2000
-	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	cont := func() { d.cmd.Process.Signal(syscall.SIGCONT) }
-	defer cont()
+	resume := d.pause(t)
 	b := cg.LoadBurst(t, name, n)
-	cont()
+	resume()
 	// The kernel tells a ring's reader of its losses in the next record
 	// it writes there: a load on each CPU after the burst.
 	time.Sleep(500 * time.Millisecond)
@@ -381,4 +377,45 @@ func loadOnEachCPU(t *testing.T) {
 		}
 		prog.Close()
 	}
+}
+
+// TestOneshotUnitLoaderGone (issue 41): a oneshot unit's loader loads and
+// attaches a program, pins the link and exits, and its cgroup is removed
+// at once, as systemd removes a stopped unit's, all while bpfperfd is
+// stopped (SIGSTOP), so that neither the cgroup's id nor /proc names
+// anything when the load record is read. The names the sys_enter_bpf
+// program kept still give the unit: the runner is the unit, not the pin.
+func TestOneshotUnitLoaderGone(t *testing.T) {
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
+	unit := "bpfperf-oneshot" + strconv.Itoa(os.Getpid()) + ".service"
+	cg := privtest.MakeCgroup(t, "system.slice/"+unit)
+	name := uniqueName("once")
+	pin := filepath.Join("/sys/fs/bpf", name)
+	resume := d.pause(t)
+	pid := cg.AttachLate(t, name, 100, pin, 0)
+	cg.Remove(t)
+	resume()
+	id := pinnedLinkProg(t, pin)
+	p := settledIdentity(t, d, id)
+	t.Logf("program %d: %s; loader %+v", id, p.Identity, p.Meta.Loader)
+	if want := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by unit " + unit; p.Identity != want {
+		t.Errorf("identity %q, want %q", p.Identity, want)
+	}
+	if lo := p.Meta.Loader; lo == nil || lo.PID != pid || lo.Unit != unit {
+		t.Errorf("loader %+v, want pid %d in unit %s", lo, pid, unit)
+	}
+}
+
+// pause stops the daemon (SIGSTOP), as a host too busy to schedule it
+// would, until the returned func is called or the test ends.
+func (d *daemonProc) pause(t *testing.T) (resume func()) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume = func() { d.cmd.Process.Signal(syscall.SIGCONT) }
+	t.Cleanup(resume)
+	return resume
 }

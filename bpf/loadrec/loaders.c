@@ -35,24 +35,53 @@ struct sys_enter_bpf {
 	__u64 size;
 };
 
+struct kernfs_node {
+	const char *name;
+} __attribute__((preserve_access_index));
+
+// The parent pointer was renamed __parent in Linux 6.15 (it became RCU
+// protected); CO-RE picks whichever the running kernel has.
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+struct kernfs_node___new {
+	struct kernfs_node *__parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int tgid;
 	struct task_struct *group_leader;
 	char comm[16];
+	struct css_set *cgroups;
 } __attribute__((preserve_access_index));
 
-// What Go reads per thread: 40 bytes, little-endian.
+// What Go reads per thread: 216 bytes, little-endian.
 struct loader {
 	__u32 pid;        // the process (tgid)
 	__u32 pad;
 	__u64 cgroup_id;  // cgroup v2 id: the cgroup directory's inode number
 	__u64 time_ns;    // CLOCK_MONOTONIC, as the perf records' times
 	char comm[16];    // the process's command: its group leader's comm, as /proc/PID/comm
+	// The cgroup's own directory name and its parent's, kept because the
+	// id alone names nothing once the cgroup is gone: a oneshot unit's
+	// loader exits and systemd removes its cgroup within milliseconds.
+	// Sized for a containerd scope (cri-containerd-<64 hex>.scope) and a
+	// systemd pod slice (kubepods-besteffort-pod<uid>.slice).
+	char cgroup_leaf[96];
+	char cgroup_parent[80];
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096); // Go sets Config.Loaders
+	__uint(max_entries, 1024); // Go sets Config.Loaders
 	__type(key, __u32);        // tid
 	__type(value, struct loader);
 } loaders SEC(".maps");
@@ -61,6 +90,7 @@ SEC("tracepoint/syscalls/sys_enter_bpf")
 int bpfperf_loadrec(struct sys_enter_bpf *ctx)
 {
 	struct task_struct *task, *leader;
+	struct kernfs_node *kn, *parent = 0;
 	struct loader l = {};
 	__u64 id;
 	__u32 tid;
@@ -73,6 +103,16 @@ int bpfperf_loadrec(struct sys_enter_bpf *ctx)
 	l.cgroup_id = bpf_get_current_cgroup_id();
 	l.time_ns = bpf_ktime_get_ns();
 	task = (struct task_struct *)bpf_get_current_task();
+	kn = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn);
+	if (kn) {
+		bpf_probe_read_kernel_str(l.cgroup_leaf, sizeof(l.cgroup_leaf), BPF_CORE_READ(kn, name));
+		if (bpf_core_field_exists(struct kernfs_node___new, __parent))
+			parent = BPF_CORE_READ((struct kernfs_node___new *)kn, __parent);
+		else
+			parent = BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
+		if (parent)
+			bpf_probe_read_kernel_str(l.cgroup_parent, sizeof(l.cgroup_parent), BPF_CORE_READ(parent, name));
+	}
 	leader = BPF_CORE_READ(task, group_leader);
 	if (!leader || bpf_probe_read_kernel_str(l.comm, sizeof(l.comm), __builtin_preserve_access_index(&leader->comm)) < 0)
 		bpf_get_current_comm(l.comm, sizeof(l.comm)); // the thread's, which it inherited

@@ -102,6 +102,7 @@ func (j *joiner) join(l *Load) {
 		if err := j.objs.Loaders.Lookup(uint32(l.TID), &e); err == nil && int(e.Pid) == l.PID {
 			l.Comm = unix.ByteSliceToString(commBytes(e.Comm[:]))
 			l.CgroupID = e.CgroupId
+			l.CgroupTail = cgroupTail(commBytes(e.CgroupParent[:]), commBytes(e.CgroupLeaf[:]))
 			l.Source = SourceMap
 			return
 		}
@@ -122,4 +123,18 @@ func commBytes(c []int8) []byte {
 		b[i] = byte(v)
 	}
 	return b
+}
+
+// cgroupTail joins the names of a cgroup and its parent into a path's
+// tail: "" for the root (whose name is "/" and parent none), the leaf
+// alone under the root.
+func cgroupTail(parent, leaf []byte) string {
+	p, l := unix.ByteSliceToString(parent), unix.ByteSliceToString(leaf)
+	if l == "" || l == "/" {
+		return ""
+	}
+	if p == "" || p == "/" {
+		return l
+	}
+	return p + "/" + l
 }

@@ -14,12 +14,14 @@ import (
 )
 
 type loadersLoader struct {
-	_        structs.HostLayout
-	Pid      uint32
-	Pad      uint32
-	CgroupId uint64
-	TimeNs   uint64
-	Comm     [16]int8
+	_            structs.HostLayout
+	Pid          uint32
+	Pad          uint32
+	CgroupId     uint64
+	TimeNs       uint64
+	Comm         [16]int8
+	CgroupLeaf   [96]int8
+	CgroupParent [80]int8
 }
 
 // Names of all BPF objects in the ELF.

@@ -56,6 +56,11 @@ type Load struct {
 	Comm     string
 	CgroupID uint64
 	Source   Source
+	// CgroupTail is the loader's cgroup v2 directory name and its
+	// parent's ("system.slice/NAME.service"), as the sys_enter_bpf program
+	// read them during the load (SourceMap only): what still names a unit
+	// or container once the cgroup is gone and its id resolves to nothing.
+	CgroupTail string
 	// Ksyms are the program's JIT images (its main function first, then
 	// its subprograms), from the PERF_RECORD_KSYMBOLs the kernel makes
 	// just before the load record; empty where they were lost.
@@ -88,8 +93,9 @@ type Config struct {
 	// (default 8: 32 KiB, about 250 loads, each a load record and a
 	// ksymbol, between two reads).
 	RingPages int
-	// Loaders bounds the map of loading threads (default 4096 entries of
-	// 40 bytes). An entry is overwritten by its thread's next load and
+	// Loaders bounds the map of loading threads (default 1024 entries of
+	// 216 bytes: threads that load between two reads of the rings, which
+	// run continuously). An entry is overwritten by its thread's next load and
 	// otherwise evicted, least recently used first, once the map is full.
 	Loaders int
 	// ProcRoot is where /proc is (default "/proc"); CgroupRoot the cgroup2
@@ -153,7 +159,7 @@ func Open(cfg Config) (*Follower, error) {
 		return nil, fmt.Errorf("ring pages %d: not a power of two", cfg.RingPages)
 	}
 	if cfg.Loaders == 0 {
-		cfg.Loaders = 4096
+		cfg.Loaders = 1024
 	}
 	if cfg.Loaders < 1 {
 		return nil, fmt.Errorf("loaders %d: want at least 1", cfg.Loaders)

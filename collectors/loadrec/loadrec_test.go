@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,12 +17,34 @@ import (
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
 // TestMain fails the package when a test leaks a perf event or a BPF
 // object's file descriptor.
 func TestMain(m *testing.M) {
 	os.Exit(privtest.RunCheckingLeaks(m))
+}
+
+// TestLoadRecordsInVM runs TestBpftoolLoad on Debian's 6.1 kernel, whose
+// kernfs_node calls its parent pointer `parent` (6.15 renamed it
+// `__parent`, which this host's kernel has): the sys_enter_bpf program
+// reads the loader's cgroup names on both through CO-RE.
+func TestLoadRecordsInVM(t *testing.T) {
+	bpftool, err := exec.LookPath("bpftool")
+	if err != nil {
+		privtest.Skip(t, "bpftool not installed (apt-get install bpftool)")
+	}
+	files, err := vmtest.HostBinary(bpftool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := os.ReadFile("testprog_bpfel_test.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, vmtest.File{Name: "pkg/testprog_bpfel_test.o", Mode: 0o644, Data: obj})
+	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad"})
 }
 
 // seen is what a follower reported, safe to read while it runs.
@@ -140,6 +163,11 @@ func TestBpftoolLoad(t *testing.T) {
 	if l.PID != pid || l.TID != pid || l.Comm != "bpftool" || l.CgroupID != cg.ID || l.Source != SourceMap || l.Tag != shown.Tag {
 		t.Errorf("load %+v, want pid and tid %d, comm bpftool, cgroup %d (%s), tag %s, from the map",
 			l, pid, cg.ID, cg.Path, shown.Tag)
+	}
+	// The cgroup's own name and its parent's, from the map: what names
+	// the unit once the cgroup is gone.
+	if tail := path.Base(path.Dir(cg.Path)) + "/" + path.Base(cg.Path); l.CgroupTail != tail {
+		t.Errorf("cgroup tail %q, want %q (the cgroup the loader ran in)", l.CgroupTail, tail)
 	}
 	if len(l.Ksyms) != 1 || l.Ksyms[0].Name != "bpf_prog_"+shown.Tag+"_loadrec_test" || l.Ksyms[0].Addr == 0 || l.Ksyms[0].Len == 0 {
 		t.Errorf("ksyms %+v, want the one image bpf_prog_%s_loadrec_test", l.Ksyms, shown.Tag)

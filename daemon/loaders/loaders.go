@@ -85,7 +85,14 @@ func Start(procRoot string, log *slog.Logger) (*Loaders, error) {
 func (l *Loaders) loaded(ld loadrec.Load) {
 	lo := collectors.Loader{PID: ld.PID, TID: ld.TID, Comm: ld.Comm, CgroupID: ld.CgroupID, At: ld.Time, Source: "load record, " + ld.Source.String()}
 	lo.Cgroup = l.cgroupOf(ld)
-	lo.Unit, lo.Container = collectors.UnitAndContainer(lo.Cgroup)
+	named := lo.Cgroup
+	if named == "" {
+		// The cgroup is gone (a oneshot unit's, removed as its loader
+		// exited): its last two names, which the record's join kept,
+		// still name the unit or container.
+		named = ld.CgroupTail
+	}
+	lo.Unit, lo.Container = collectors.UnitAndContainer(named)
 	l.mu.Lock()
 	l.seen++
 	if len(l.pending) >= maxPending {

@@ -64,6 +64,15 @@ func MakeCgroup(tb testing.TB, rel string) *Cgroup {
 	return &Cgroup{Path: "/" + top + "/" + strings.Trim(rel, "/"), Dir: dir, ID: st.Ino, fd: fd}
 }
 
+// Remove removes the cgroup now, as systemd removes a stopped unit's
+// (its processes must be gone).
+func (c *Cgroup) Remove(tb testing.TB) {
+	tb.Helper()
+	if err := os.Remove(c.Dir); err != nil {
+		tb.Fatalf("remove cgroup %s: %v", c.Path, err)
+	}
+}
+
 // getppidEnv makes a test binary a getppid driver (HelperMain).
 const getppidEnv = "BPFPERF_TEST_GETPPID"
 
