@@ -65,7 +65,8 @@ func Note(rs []Result) string {
 	if rounds == 0 {
 		return ""
 	}
-	return fmt.Sprintf("ns per event, medians over %d rounds (± the interquartile range) of %s each; "+
+	return fmt.Sprintf("ns per event, medians over %d rounds (± the interquartile range) of %s each, "+
+		"a round's time per event that of its quickest 1,000; "+
 		"cost is the time per event with the program attached less the time without it", rounds, per)
 }
 
