@@ -1,7 +1,8 @@
 // Package loadrec follows BPF program loads and unloads as they happen,
 // from the kernel's own records, and says who loaded each program.
 //
-// A dummy perf event on every online CPU asks for PERF_RECORD_BPF_EVENT
+// A dummy perf event on every online CPU (a CPU that comes online later
+// gets one within cpuEvery) asks for PERF_RECORD_BPF_EVENT
 // (a program loaded or unloaded: its id and tag) and PERF_RECORD_KSYMBOL
 // (its JIT images), each with the pid, tid and time of the task that
 // caused it. The record names no command or cgroup, and a loader such as
@@ -106,8 +107,14 @@ type Config struct {
 	// time.Now).
 	Now func() time.Time
 
-	noTracepoint bool // tests: join through /proc only
+	noTracepoint bool          // tests: join through /proc only
+	cpuEvery     time.Duration // tests: how often online CPUs are read (default cpuEvery)
 }
+
+// cpuEvery is how often the follower reads which CPUs are online, to
+// give a CPU that came online a ring: records made there before it has
+// one are missed, and the sweep finds their programs.
+const cpuEvery = 5 * time.Second
 
 // Follower follows program loads and unloads. Close it.
 type Follower struct {
@@ -128,6 +135,10 @@ type Follower struct {
 	// Read by the loop only.
 	held  []record            // records read but not yet delivered, see deliver
 	ksyms map[uint32][]record // per tid, ksymbols not yet claimed by a load
+	// Each CPU's ring, and the CPUs online at the last look: the rings
+	// change on the loop only (syncCPUs), and are released after it.
+	byCPU  map[int]*ring
+	online map[int]bool
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -173,13 +184,18 @@ func Open(cfg Config) (*Follower, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.cpuEvery == 0 {
+		cfg.cpuEvery = cpuEvery
+	}
 	f := &Follower{
-		cfg:   cfg,
-		epfd:  -1,
-		wake:  -1,
-		join:  joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
-		ksyms: map[uint32][]record{},
-		done:  make(chan struct{}),
+		cfg:    cfg,
+		epfd:   -1,
+		wake:   -1,
+		join:   joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
+		ksyms:  map[uint32][]record{},
+		byCPU:  map[int]*ring{},
+		online: map[int]bool{},
+		done:   make(chan struct{}),
 	}
 	// The tracepoint first, so that every load the rings report had its
 	// entry written.
@@ -198,8 +214,6 @@ func Open(cfg Config) (*Follower, error) {
 }
 
 func (f *Follower) open() error {
-	// A CPU that comes online later gets no ring: its records are missed
-	// (the sweep mends them).
 	cpus, err := perfring.OnlineCPUs("/sys")
 	if err != nil {
 		return err
@@ -214,16 +228,50 @@ func (f *Follower) open() error {
 		return fmt.Errorf("epoll add eventfd: %w", err)
 	}
 	for _, cpu := range cpus {
-		r, err := openRing(cpu, f.cfg.RingPages)
-		if err != nil {
+		if err := f.addRing(cpu); err != nil {
 			return err
-		}
-		f.rings = append(f.rings, r)
-		if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
-			return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
 		}
 	}
 	return nil
+}
+
+// addRing opens cpu's ring, in place of any it had.
+func (f *Follower) addRing(cpu int) error {
+	r, err := openRing(cpu, f.cfg.RingPages)
+	if err != nil {
+		return err
+	}
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
+		r.Close()
+		return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
+	}
+	if old := f.byCPU[cpu]; old != nil {
+		old.read(f.take) // what it still holds
+		unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, old.FD, nil)
+		old.Close()
+		f.rings = slices.DeleteFunc(f.rings, func(r *ring) bool { return r == old })
+	}
+	f.rings, f.byCPU[cpu], f.online[cpu] = append(f.rings, r), r, true
+	return nil
+}
+
+// syncCPUs gives each CPU that came online since the last look a ring:
+// a new one, or a new one in place of the one it had before it went
+// offline, whose event the kernel took off that CPU. A ring that cannot
+// be opened is tried again at the next look.
+func (f *Follower) syncCPUs() {
+	cpus, err := perfring.OnlineCPUs("/sys")
+	if err != nil {
+		return
+	}
+	now := map[int]bool{}
+	for _, cpu := range cpus {
+		now[cpu] = true
+		if !f.online[cpu] && f.addRing(cpu) != nil {
+			now[cpu] = false
+		}
+	}
+	f.online = now
 }
 
 // Lost is how many records the kernel dropped since Open because a ring
@@ -252,7 +300,7 @@ func (f *Follower) release() {
 	for _, r := range f.rings {
 		r.Close()
 	}
-	f.rings = nil
+	f.rings, f.byCPU = nil, nil
 	for _, fd := range []int{f.epfd, f.wake} {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -264,11 +312,18 @@ func (f *Follower) release() {
 // run reads the rings whenever one has a record, until Close.
 func (f *Follower) run() {
 	defer close(f.done)
-	events := make([]unix.EpollEvent, len(f.rings)+1)
+	// Every ring is read at each wake-up, so the events need not hold
+	// one per ring: the wake-up eventfd, if not among them, comes again.
+	events := make([]unix.EpollEvent, 16)
+	nextCPUs := time.Now().Add(f.cfg.cpuEvery)
 	for {
-		timeout := -1
+		if !time.Now().Before(nextCPUs) {
+			f.syncCPUs()
+			nextCPUs = time.Now().Add(f.cfg.cpuEvery)
+		}
+		timeout := int(max(time.Until(nextCPUs), 0) / time.Millisecond)
 		if len(f.held) > 0 {
-			timeout = int(hold / time.Millisecond)
+			timeout = min(timeout, int(hold/time.Millisecond))
 		}
 		n, err := unix.EpollWait(f.epfd, events, timeout)
 		if err != nil && err != unix.EINTR {

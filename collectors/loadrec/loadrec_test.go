@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
@@ -29,7 +31,8 @@ func TestMain(m *testing.M) {
 // TestLoadRecordsInVM runs TestBpftoolLoad on Debian's 6.1 kernel, whose
 // kernfs_node calls its parent pointer `parent` (6.15 renamed it
 // `__parent`, which this host's kernel has): the sys_enter_bpf program
-// reads the loader's cgroup names on both through CO-RE.
+// reads the loader's cgroup names on both through CO-RE. And
+// TestRingForCPUOnlinedLater, which takes a CPU offline.
 func TestLoadRecordsInVM(t *testing.T) {
 	bpftool, err := exec.LookPath("bpftool")
 	if err != nil {
@@ -44,7 +47,7 @@ func TestLoadRecordsInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, vmtest.File{Name: "pkg/testprog_bpfel_test.o", Mode: 0o644, Data: obj})
-	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad"})
+	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad", "TestRingForCPUOnlinedLater"})
 }
 
 // seen is what a follower reported, safe to read while it runs.
@@ -271,4 +274,77 @@ func TestLost(t *testing.T) {
 	} else if others == 0 && lost > 2*missed+2 {
 		t.Errorf("%d records lost for %d loads not reported: more than two records a load", lost, missed)
 	}
+}
+
+// TestRingForCPUOnlinedLater (in the VM: CPU hotplug is not for the
+// host's CPUs): a CPU offline when the follower opens, brought online
+// after, gets a ring, so a program loaded there has its load record; and
+// again after it went offline and came back, when the kernel had taken
+// the first ring's event off it.
+func TestRingForCPUOnlinedLater(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("takes a CPU offline: runs in the VM (TestLoadRecordsInVM)")
+	}
+	privtest.Root(t)
+	const cpu = 1
+	online := fmt.Sprintf("/sys/devices/system/cpu/cpu%d/online", cpu)
+	setOnline := func(on bool) {
+		t.Helper()
+		v := "0"
+		if on {
+			v = "1"
+		}
+		if err := os.WriteFile(online, []byte(v), 0); err != nil {
+			t.Fatalf("cpu %d online=%s: %v", cpu, v, err)
+		}
+	}
+	setOnline(false)
+	t.Cleanup(func() { os.WriteFile(online, []byte("1"), 0) })
+	var s seen
+	cfg := s.config()
+	cfg.cpuEvery = 100 * time.Millisecond
+	f := open(t, cfg)
+	for round := range 2 {
+		setOnline(true)
+		time.Sleep(500 * time.Millisecond) // a few looks at the online CPUs
+		id := loadOnCPU(t, cpu)
+		privtest.WaitFor(t, fmt.Sprintf("round %d: the load of program %d on cpu %d", round+1, id, cpu), func() bool {
+			_, ok := s.load(id)
+			return ok
+		})
+		setOnline(false)
+		time.Sleep(500 * time.Millisecond)
+	}
+	if lost := f.Lost(); lost != 0 {
+		t.Errorf("%d records lost", lost)
+	}
+}
+
+// loadOnCPU loads and unloads a socket filter from a thread bound to cpu
+// and returns its id.
+func loadOnCPU(t *testing.T, cpu int) uint32 {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatalf("bind to cpu %d: %v", cpu, err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	return uint32(id)
 }
