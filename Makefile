@@ -12,6 +12,8 @@
 #   make docs          regenerate docs/flags.md from the flag definitions
 #   make install       install the binaries, the unit and sysusers.d (DESTDIR, PREFIX)
 #   make deb           build dist/bpfperf_<version>_<arch>.deb (nfpm)
+#   make image         build dist/bpfperf-image.tar, the OCI image for amd64 and
+#                      arm64 (no container engine needed; internal/image)
 
 GO      ?= go
 PREFIX  ?= /usr/local
@@ -24,7 +26,7 @@ COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --qui
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
 
-.PHONY: all build deb deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
+.PHONY: all build deb image deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
 
 all: build
 
@@ -37,6 +39,11 @@ build:
 # dependencies stay out of the daemon's).
 deb: build
 	$(GO) -C internal/deb run ./cmd/mkdeb -root $(CURDIR) -bin $(CURDIR)/bin -version $(VERSION)
+
+# The container image: static bpfperfd and bpfperf for each platform, one
+# OCI index, as an archive (ctr images import, podman load) and a layout.
+image:
+	$(GO) run ./internal/image/cmd/mkimage -version $(VERSION) -commit $(COMMIT) -o dist/bpfperf-image.tar -layout dist/oci
 
 deps:
 	./.ci/deps
