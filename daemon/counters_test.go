@@ -195,10 +195,11 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 
 // TestCountersInVM boots the test VM (Debian's 6.1 kernel allows
 // fentry/fexit) with bpfperfd and bpfperf built for it, and runs the
-// end-to-end counter test there.
+// end-to-end counter test there, and the JSON parity of the views that
+// need fentry.
 func TestCountersInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestCountersExactEndToEnd"})
+		[]string{"TestCountersExactEndToEnd", "TestJSONParityFentry"})
 }
 
 // TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it,

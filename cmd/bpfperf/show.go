@@ -37,15 +37,18 @@ func showCommand(dial clientFactory) *cli.Command {
 				return err
 			}
 			kv := showFields(d)
+			doc := showDoc{ProgDetail: d}
 			if d.Loaded {
 				// Profiles name programs by this boot's ids.
 				t, err := client.Triggers(strconv.FormatUint(uint64(d.ID), 10), "", time.Time{}, time.Time{})
 				kv = append(kv, [2]string{"triggered by", triggeredLine(t, err)})
+				doc.TriggeredBy, doc.TriggeredByUnavailable = orWhy(t, err)
 				h, err := client.Hooks(strconv.FormatUint(uint64(d.ID), 10), time.Time{}, time.Time{})
 				kv = append(kv, [2]string{"hook overhead", hookLine(h, err)})
+				doc.HookOverhead, doc.HookOverheadUnavailable = orWhy(h, err)
 			}
 			kv = append(kv, [2]string{"latency", latencyLine(d.Latency)})
-			return renderShow(c, d, kv)
+			return renderShow(c, doc, kv)
 		},
 	}
 }
@@ -126,9 +129,34 @@ func attachLine(points []api.AttachPoint) string {
 	return strings.Join(attach, "; ")
 }
 
-// renderShow prints kv one field a line for people; JSON is d itself, CSV
-// the fields.
-func renderShow(c *cli.Context, d api.ProgDetail, kv [][2]string) error {
+// showDoc is show's JSON: the program as the API gives it, and what the
+// table adds from other endpoints, so that a script reads what a person
+// does. The added parts are absent for an unloaded program (profiles name
+// programs by this boot's ids); where a part could not be read, its
+// *_unavailable says why, as the table's line does.
+type showDoc struct {
+	api.ProgDetail
+	// TriggeredBy is `bpfperf triggers PROG` over the last hour: the
+	// table's "triggered by" line is its costliest rows.
+	TriggeredBy            *api.Triggers `json:"triggered_by,omitempty"`
+	TriggeredByUnavailable string        `json:"triggered_by_unavailable,omitempty"`
+	// HookOverhead is `bpfperf hooks PROG` over the last hour: the
+	// table's "hook overhead" line.
+	HookOverhead            *api.Hooks `json:"hook_overhead,omitempty"`
+	HookOverheadUnavailable string     `json:"hook_overhead_unavailable,omitempty"`
+}
+
+// orWhy is v for the JSON, or the reason it is missing.
+func orWhy[T any](v T, err error) (*T, string) {
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &v, ""
+}
+
+// renderShow prints kv one field a line for people; JSON is d, CSV the
+// fields.
+func renderShow(c *cli.Context, d showDoc, kv [][2]string) error {
 	if c.String("output") == "table" {
 		for _, p := range kv {
 			fmt.Printf("%-19s %s\n", p[0]+":", p[1])

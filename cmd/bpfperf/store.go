@@ -34,7 +34,7 @@ func storeCommand(dial clientFactory) *cli.Command {
 					if err != nil {
 						return err
 					}
-					return render(c, os.Stdout, st, storeStatsTable(st))
+					return render(c, os.Stdout, storeStatsJSON(st), storeStatsTable(st))
 				},
 			},
 			{
@@ -64,17 +64,51 @@ func storeStatsTable(st api.StoreStats) table {
 		header: []string{"RESOLUTION", "SERIES", "CHUNKS", "SAMPLES", "BYTES", "BYTES/SAMPLE"},
 		fields: []string{"resolution", "series", "chunks", "samples", "bytes", "bytes_per_sample"},
 	}
-	for _, name := range []string{"raw", "1m0s", "1h0m0s"} {
+	for _, name := range shownResolutions {
 		g := st.Groups[name]
-		// A raw sample has three counters; a rollup point twice that
-		// (first and last of its bucket) plus two offsets.
-		cols := 3
-		if name != "raw" {
-			cols = 8
-		}
-		t.rows = append(t.rows, []string{name, strconv.Itoa(g.Series), strconv.Itoa(g.Chunks), strconv.FormatInt(g.Samples, 10), strconv.FormatInt(g.Bytes, 10), strconv.FormatFloat(g.BytesPerSample(cols), 'f', 2, 64)})
+		t.rows = append(t.rows, []string{name, strconv.Itoa(g.Series), strconv.Itoa(g.Chunks), strconv.FormatInt(g.Samples, 10), strconv.FormatInt(g.Bytes, 10), strconv.FormatFloat(g.BytesPerSample(sampleColumns(name)), 'f', 2, 64)})
 	}
 	return t
+}
+
+// shownResolutions are the store stats table's rows.
+var shownResolutions = []string{"raw", "1m0s", "1h0m0s"}
+
+// sampleColumns is how many counters one sample of a resolution holds: a
+// raw sample has three; a rollup point twice that (first and last of its
+// bucket) plus two offsets.
+func sampleColumns(resolution string) int {
+	if resolution == "raw" {
+		return 3
+	}
+	return 8
+}
+
+// storeStatsDoc is store stats' JSON: the daemon's answer, with the
+// bytes per sample the table works out for each resolution it shows.
+type storeStatsDoc struct {
+	api.StoreStats
+	// Groups shadows StoreStats' "resolutions" (the shallower field wins
+	// in encoding/json), with the same keys.
+	Groups map[string]storeGroupDoc `json:"resolutions"`
+}
+
+type storeGroupDoc struct {
+	api.GroupStats
+	BytesPerSample *float64 `json:"bytes_per_sample,omitempty"` // raw, 1m0s and 1h0m0s
+}
+
+func storeStatsJSON(st api.StoreStats) storeStatsDoc {
+	doc := storeStatsDoc{StoreStats: st, Groups: map[string]storeGroupDoc{}}
+	for name, g := range st.Groups {
+		doc.Groups[name] = storeGroupDoc{GroupStats: g}
+	}
+	for _, name := range shownResolutions {
+		g := st.Groups[name]
+		bps := g.BytesPerSample(sampleColumns(name))
+		doc.Groups[name] = storeGroupDoc{GroupStats: g, BytesPerSample: &bps}
+	}
+	return doc
 }
 
 func storeCheck(dial clientFactory) cli.ActionFunc {
