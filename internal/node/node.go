@@ -287,14 +287,23 @@ func stopContainerd() error {
 	if strings.Contains(string(cmdline), filepath.Join(Dir, "config.toml")) {
 		unix.Kill(pid, unix.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
-		for unix.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		for alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if unix.Kill(pid, 0) == nil {
+		if alive(pid) {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	}
 	return os.Remove(pidFile)
+}
+
+// alive tells whether pid runs. It reaps pid when it is this process's
+// child (the process that started containerd stops it too): a zombie
+// still answers kill(pid, 0).
+func alive(pid int) bool {
+	var ws unix.WaitStatus
+	unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	return unix.Kill(pid, 0) == nil
 }
 
 func deleteBridge() error {

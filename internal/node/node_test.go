@@ -59,8 +59,8 @@ func TestPod(t *testing.T) {
 
 	// The kernel's view of the container's process.
 	want := p.CgroupParent + "/" + c.ID
-	if got := cgroup2Of(t, c.PID); got != want {
-		t.Errorf("container cgroup %q, want %q", got, want)
+	if got, err := c.Cgroup(); err != nil || got != want {
+		t.Errorf("container cgroup %q (%v), want %q", got, err, want)
 	}
 	eff := capEff(t, c.PID)
 	for _, b := range []uint{capBPF, capPerfmon, capNetAdmin, capSysAdmin} {
@@ -118,21 +118,6 @@ func TestStartIsIdempotent(t *testing.T) {
 	if node.Start(t) != node.Start(t) {
 		t.Error("two nodes in one process")
 	}
-}
-
-func cgroup2Of(t *testing.T, pid int) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if path, ok := strings.CutPrefix(line, "0::"); ok {
-			return path
-		}
-	}
-	t.Fatalf("no cgroup2 line in /proc/%d/cgroup", pid)
-	return ""
 }
 
 func capEff(t *testing.T, pid int) uint64 {

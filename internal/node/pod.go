@@ -261,3 +261,18 @@ func newUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
+
+// Cgroup is the container's cgroup v2 path, as the kernel tells it (the
+// 0:: line of its process's /proc cgroup file).
+func (c Container) Cgroup() (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", c.PID))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup2 line in /proc/%d/cgroup", c.PID)
+}
