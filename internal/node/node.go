@@ -266,6 +266,11 @@ func release() error {
 	errs := []error{shared.removeAll(ctx, func(*runtimeapi.PodSandbox) bool { return true })}
 	shared.conn.Close()
 	errs = append(errs, stopContainerd(), deleteBridge())
+	// The lock stays (a process may wait on it), and containerd's log
+	// for a look after a failure; Root keeps the images.
+	for _, name := range []string{"state", "ipam", "cni", "logs", "config.toml", "containerd.sock.ttrpc"} {
+		errs = append(errs, os.RemoveAll(filepath.Join(Dir, name)))
+	}
 	return errors.Join(errs...)
 }
 
