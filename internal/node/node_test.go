@@ -113,6 +113,51 @@ func TestPod(t *testing.T) {
 	}
 }
 
+// TestRestartContainer: a restarted container is a new container (id,
+// process, cgroup) of the same pod, its attempt counted; a bind mount is
+// there, read-only.
+func TestRestartContainer(t *testing.T) {
+	n := node.Start(t)
+	ctx := context.Background()
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "marker"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := n.RunPod(t, node.PodSpec{Namespace: "ns-a", Name: "restart", Containers: []node.ContainerSpec{
+		{Name: "c", Mounts: []node.Mount{{Host: host, Container: "/host"}}}}})
+	old := p.Containers[0]
+	inContainer := fmt.Sprintf("/proc/%d/root/host/", old.PID)
+	if b, err := os.ReadFile(inContainer + "marker"); string(b) != "from the host" {
+		t.Errorf("bind mount: %q, %v", b, err)
+	}
+	if err := os.WriteFile(inContainer+"new", nil, 0o644); err == nil {
+		t.Error("bind mount is writable")
+	}
+
+	if err := n.RestartContainer(ctx, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := p.Containers[0]
+	if c.ID == old.ID || c.PID == old.PID || c.Attempt != 1 {
+		t.Errorf("restarted: %+v, was %+v", c, old)
+	}
+	if got, err := c.Cgroup(); err != nil || got != p.CgroupParent+"/"+c.ID {
+		t.Errorf("restarted container's cgroup %q (%v), want %s/%s", got, err, p.CgroupParent, c.ID)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", old.PID)); err == nil {
+		t.Errorf("old container process %d still runs", old.PID)
+	}
+	for _, dir := range cgroupDirs(t, p.CgroupParent+"/"+old.ID) {
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("old container's cgroup %s stays", dir)
+		}
+	}
+	list, err := n.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{PodSandboxId: p.ID}})
+	if err != nil || len(list.Containers) != 1 || list.Containers[0].Id != c.ID || list.Containers[0].Metadata.Attempt != 1 {
+		t.Errorf("pod's containers after the restart: %v %v", list, err)
+	}
+}
+
 // TestStartIsIdempotent: a second Start in the process is the same node.
 func TestStartIsIdempotent(t *testing.T) {
 	if node.Start(t) != node.Start(t) {

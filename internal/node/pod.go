@@ -36,7 +36,13 @@ type ContainerSpec struct {
 	// Caps are added to the runtime's default set, named as in a pod
 	// spec ("BPF", "NET_ADMIN"); the container is never privileged.
 	Caps []string
+	// Mounts bind host paths into the container (a host tool such as
+	// execsnoop, which the image lacks), read-only.
+	Mounts []Mount
 }
+
+// Mount is a read-only bind mount of a host path.
+type Mount struct{ Host, Container string }
 
 // Pod is a running pod.
 type Pod struct {
@@ -45,12 +51,14 @@ type Pod struct {
 	CgroupParent string // the cgroup (in every hierarchy) of its containers
 	Spec         PodSpec
 	Containers   []Container
+	sandbox      *runtimeapi.PodSandboxConfig
 }
 
 // Container is a running container of a pod.
 type Container struct {
 	ID, Name string
-	PID      int // its first process, in the host's pid namespace
+	PID      int    // its first process, in the host's pid namespace
+	Attempt  uint32 // restarts of the container before this one
 }
 
 // Kubelet's labels on sandboxes and containers.
@@ -110,9 +118,9 @@ func (n *Node) runPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 		// A sandbox that failed half-way may have left its cgroup.
 		return nil, errors.Join(err, removeCgroups(p.CgroupParent))
 	}
-	p.ID = run.PodSandboxId
+	p.ID, p.sandbox = run.PodSandboxId, cfg
 	for _, cs := range spec.Containers {
-		c, err := n.startContainer(ctx, p, cfg, cs, nsOpts)
+		c, err := n.startContainer(ctx, p, cs, 0)
 		if err != nil {
 			return p, fmt.Errorf("container %s: %w", cs.Name, err)
 		}
@@ -121,33 +129,58 @@ func (n *Node) runPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	return p, nil
 }
 
-func (n *Node) startContainer(ctx context.Context, p *Pod, sandbox *runtimeapi.PodSandboxConfig, cs ContainerSpec, nsOpts *runtimeapi.NamespaceOption) (Container, error) {
+func (n *Node) startContainer(ctx context.Context, p *Pod, cs ContainerSpec, attempt uint32) (Container, error) {
 	img := cs.Image
 	if img == "" {
 		img = IdleImage
 	}
+	var mounts []*runtimeapi.Mount
+	for _, m := range cs.Mounts {
+		mounts = append(mounts, &runtimeapi.Mount{HostPath: m.Host, ContainerPath: m.Container, Readonly: true})
+	}
 	cfg := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: cs.Name},
+		Metadata: &runtimeapi.ContainerMetadata{Name: cs.Name, Attempt: attempt},
 		Image:    &runtimeapi.ImageSpec{Image: img},
 		Command:  cs.Command,
-		LogPath:  cs.Name + "/0.log",
+		Mounts:   mounts,
+		LogPath:  fmt.Sprintf("%s/%d.log", cs.Name, attempt),
 		Labels: map[string]string{labelContainerName: cs.Name, labelPodName: p.Spec.Name,
 			labelPodNamespace: p.Spec.Namespace, labelPodUID: p.UID},
 		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
 			Capabilities:     &runtimeapi.Capability{AddCapabilities: cs.Caps},
-			NamespaceOptions: nsOpts,
+			NamespaceOptions: p.sandbox.Linux.SecurityContext.NamespaceOptions,
 		}},
 	}
-	created, err := n.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: p.ID, Config: cfg, SandboxConfig: sandbox})
+	created, err := n.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.sandbox})
 	if err != nil {
 		return Container{}, err
 	}
-	c := Container{ID: created.ContainerId, Name: cs.Name}
+	c := Container{ID: created.ContainerId, Name: cs.Name, Attempt: attempt}
 	if _, err := n.Runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ID}); err != nil {
 		return c, err
 	}
 	c.PID, err = n.containerPID(ctx, c.ID)
 	return c, err
+}
+
+// RestartContainer replaces the i-th container of p with a new one of the
+// same spec, as a kubelet restarts a container that exited: stopped and
+// removed, then created with the next attempt number. It has a new id
+// and process; the pod stays.
+func (n *Node) RestartContainer(ctx context.Context, p *Pod, i int) error {
+	old := p.Containers[i]
+	if _, err := n.Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: old.ID, Timeout: 10}); err != nil {
+		return err
+	}
+	if _, err := n.Runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: old.ID}); err != nil {
+		return err
+	}
+	c, err := n.startContainer(ctx, p, p.Spec.Containers[i], old.Attempt+1)
+	if err != nil {
+		return err
+	}
+	p.Containers[i] = c
+	return nil
 }
 
 // containerPID reads the pid containerd reports in the verbose status.
