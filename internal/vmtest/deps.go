@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/bpfperf/bpfperf/internal/debpkg"
 )
 
 // Packages are the Debian packages the harness needs on the host.
@@ -20,58 +20,7 @@ var Packages = []string{"qemu-system-x86", "busybox-static"}
 
 // EnsureTools installs Packages with apt-get when one is missing. It does
 // nothing when all are installed.
-func EnsureTools() error {
-	unlock, err := lockApt()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var missing []string
-	for _, p := range Packages {
-		out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Output()
-		if err != nil || !strings.Contains(string(out), "install ok installed") {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("vm needs %s: run sudo apt-get install %s", strings.Join(missing, ", "), strings.Join(missing, " "))
-	}
-	if err := apt("update", "-qq"); err != nil {
-		return err
-	}
-	return apt(append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)...)
-}
-
-// aptLock serializes the harness's apt-get calls across processes: `go
-// test` runs the VM tests of several packages at once, and two apt-gets
-// fail on dpkg's lock.
-const aptLock = "/tmp/bpfperf-vmtest-apt.lock"
-
-// lockApt takes aptLock, waiting for another process that holds it, and
-// returns its release.
-func lockApt() (func(), error) {
-	f, err := os.OpenFile(aptLock, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("vm apt lock: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("vm apt lock: %w", err)
-	}
-	return func() { f.Close() }, nil
-}
-
-func apt(args ...string) error {
-	cmd := exec.Command("apt-get", args...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, b)
-	}
-	return nil
-}
+func EnsureTools() error { return debpkg.Ensure("vm", Packages...) }
 
 // Series is a line of Debian kernels the harness boots: the package to
 // download and the image it leaves in the cache, each with the update
@@ -107,7 +56,7 @@ func EnsureKernel(cacheDir string, s *Series) (string, error) {
 	if k := s.newestCached(cacheDir); k != "" {
 		return k, nil
 	}
-	unlock, err := lockApt()
+	unlock, err := debpkg.Lock()
 	if err != nil {
 		return "", err
 	}
@@ -175,7 +124,7 @@ func (s *Series) newestPackage() (string, error) {
 	}
 	names, err := search()
 	if err == nil && len(names) == 0 && os.Geteuid() == 0 {
-		if err = apt("update", "-qq"); err == nil {
+		if err = debpkg.Apt("update", "-qq"); err == nil {
 			names, err = search()
 		}
 	}
