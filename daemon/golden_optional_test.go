@@ -170,6 +170,7 @@ var optionalKeys = map[string]optionalReason{
 	"events:events[].tag":                sometime(both, "program events (loaded, unloaded) name the program; daemon_start and bench_run do not"),
 	"events:events[].identity":           sometime(both, "program events once the identity settled; not daemon events, nor a program's first seconds"),
 	"events:events[].detail":             sometime(both, "kinds that explain themselves (bench_run, stats_mode, ...) have one, loaded/unloaded do not"),
+	"events:events[].map_id":             sometime(timing, "map events (map_fill, map_leak) only, which a map of the host's filling gives at any time; the test makes none"),
 	"counters:status.sampled[].hz":       sometime(both, "an available sampled event (cpu-clock) has hz and produces; the PMU events, refused here, have a reason instead"),
 	"status:counters.sampled[].hz":       sometime(both, "an available sampled event (cpu-clock) has hz and produces; the PMU events, refused here, have a reason instead"),
 	"counters:status.sampled[].produces": sometime(both, "an available sampled event (cpu-clock) has hz and produces; the PMU events, refused here, have a reason instead"),
