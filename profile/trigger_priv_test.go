@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,8 +98,22 @@ func TestTriggersByCgroup(t *testing.T) {
 	case !vmtest.InVM() && math.Abs(ratio-3) > 0.6:
 		t.Errorf("split %d:%d = %.2f, want 3 within 20%%", nSvc, nPod, ratio)
 	}
-	if rest := all - nSvc - nPod; rest*20 > all {
-		t.Errorf("%d of %d samples charged to neither cgroup", rest, all)
+	// Other tasks on the host call getppid too (a shell reading $PPID:
+	// on a host busy with other work 4,349 of 7,383 samples were theirs),
+	// and are charged to their own cgroups, rightly. What cannot be right
+	// is a sample charged to the test's own cgroup tree other than the
+	// two leaves, or to no cgroup: a driver's sample charged wrong (task
+	// or unknown context: the cgroup is what is checked here).
+	top := path.Dir(path.Dir(svc.Path)) // "/bpfperf-test-PID"
+	var wrong int64
+	for tr, n := range by {
+		mine := tr.Cgroup == top || strings.HasPrefix(tr.Cgroup, top+"/")
+		if tr.Cgroup == "" || strings.HasPrefix(tr.Cgroup, "id ") || (mine && tr.Cgroup != svc.Path && tr.Cgroup != pod.Path) {
+			wrong += n
+		}
+	}
+	if wrong*20 > nSvc+nPod {
+		t.Errorf("%d samples charged to no cgroup or to the test's own cgroups but the two drivers', against %d to the drivers", wrong, nSvc+nPod)
 	}
 }
 
