@@ -34,8 +34,13 @@ import (
 // Name is the image's name in the archive, as a runtime imports it.
 const Name = "docker.io/bpfperf/bpfperf"
 
-// BinDir is where the binaries are in the image.
-const BinDir = "usr/local/bin"
+// Where things are in the image: the binaries, and the directories the
+// daemon keeps its store and its socket in (those of the systemd unit).
+const (
+	BinDir    = "usr/local/bin"
+	StateDir  = "var/lib/bpfperf"
+	SocketDir = "run/bpfperf"
+)
 
 // Config says what to build.
 type Config struct {
@@ -122,7 +127,7 @@ func Build(cfg Config, layoutDir, archive string) (Result, error) {
 	// podman and skopeo the OCI ref name.
 	ref := Name + ":" + cfg.Version
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": ref,
 	})); err != nil {
 		return res, fmt.Errorf("write layout: %w", err)
@@ -168,9 +173,20 @@ type file struct {
 func platformImage(cfg Config, arch string, files []file) (v1.Image, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	// The directories first, as a runtime unpacking the layer expects.
-	for _, d := range []string{"usr/", "usr/local/", BinDir + "/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: cfg.Created}); err != nil {
+	// The directories first, as a runtime unpacking the layer expects:
+	// the binaries', and the daemon's default state and socket
+	// directories (as the systemd unit's StateDirectory and
+	// RuntimeDirectory), where a pod mounts its own.
+	dirs := []struct {
+		name string
+		mode int64
+	}{
+		{"usr/", 0o755}, {"usr/local/", 0o755}, {BinDir + "/", 0o755},
+		{"var/", 0o755}, {"var/lib/", 0o755}, {StateDir + "/", 0o700},
+		{"run/", 0o755}, {SocketDir + "/", 0o750},
+	}
+	for _, d := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Name: d.name, Typeflag: tar.TypeDir, Mode: d.mode, ModTime: cfg.Created}); err != nil {
 			return nil, err
 		}
 	}
@@ -207,6 +223,7 @@ func platformImage(cfg Config, arch string, files []file) (v1.Image, error) {
 	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: cfg.Created}
 	cf.Config.Entrypoint = []string{"/" + BinDir + "/bpfperfd"}
+	cf.Config.Cmd = []string{"--state-dir", "/" + StateDir, "--socket", "/" + SocketDir + "/api.sock"}
 	cf.Config.Env = []string{"PATH=/" + BinDir}
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":    "bpfperf",

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -28,12 +27,7 @@ func TestImage(t *testing.T) {
 		privtest.Skip(t, "skopeo not installed (apt-get install skopeo): it reads the image back")
 	}
 	dir := t.TempDir()
-	cfg := Config{Root: "../..", Platforms: []string{"linux/amd64", "linux/arm64"}, Version: "test", Commit: "abc", Created: time.Unix(1764000000, 0).UTC()}
-	archive := filepath.Join(dir, "bpfperf-image.tar")
-	res, err := Build(cfg, filepath.Join(dir, "oci"), archive)
-	if err != nil {
-		t.Fatal(err)
-	}
+	archive, res := testImage(t)
 	for _, b := range res.Images {
 		t.Logf("%s: %s, layer %.1f MB, binaries %.1f MB", b.Platform, b.Digest, float64(b.LayerBytes)/1e6, float64(b.BinaryBytes)/1e6)
 	}
@@ -67,7 +61,7 @@ func TestImage(t *testing.T) {
 		}
 	}
 
-	again, err := Build(cfg, filepath.Join(dir, "oci2"), filepath.Join(dir, "again.tar"))
+	again, err := Build(testConfig, filepath.Join(dir, "oci2"), filepath.Join(dir, "again.tar"))
 	if err != nil {
 		t.Fatal(err)
 	}

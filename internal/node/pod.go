@@ -33,6 +33,7 @@ type ContainerSpec struct {
 	Name    string
 	Image   string   // IdleImage when empty
 	Command []string // the image's entrypoint when empty
+	Args    []string // the image's Cmd when empty
 	// Caps are added to the runtime's default set, named as in a pod
 	// spec ("BPF", "NET_ADMIN"); the container is never privileged.
 	Caps []string
@@ -142,6 +143,7 @@ func (n *Node) startContainer(ctx context.Context, p *Pod, cs ContainerSpec, att
 		Metadata: &runtimeapi.ContainerMetadata{Name: cs.Name, Attempt: attempt},
 		Image:    &runtimeapi.ImageSpec{Image: img},
 		Command:  cs.Command,
+		Args:     cs.Args,
 		Mounts:   mounts,
 		LogPath:  fmt.Sprintf("%s/%d.log", cs.Name, attempt),
 		Labels: map[string]string{labelContainerName: cs.Name, labelPodName: p.Spec.Name,
