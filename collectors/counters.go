@@ -164,7 +164,6 @@ func ProbeExact() error {
 	}
 	ps := spec.Programs["counters_entry"]
 	ps.AttachTarget, ps.AttachTo = target, "bpfperf_probe"
-	spec.Maps["events"].MaxEntries = 1
 	coll, err := ebpf.NewCollection(&ebpf.CollectionSpec{
 		Maps:     spec.Maps,
 		Programs: map[string]*ebpf.ProgramSpec{"counters_entry": ps},

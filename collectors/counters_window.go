@@ -93,8 +93,9 @@ type CounterWindow struct {
 	*tracedWindow
 	events []perfevent.Event
 
-	totals, runs, entryReadings, eventsMap *ebpf.Map
-	perfEvents                             []*perf.Event // one per event and CPU; nil for an offline CPU
+	totals, runs, entryReadings *ebpf.Map
+	eventMaps                   []*ebpf.Map   // one perf event array per event, indexed by CPU
+	perfEvents                  []*perf.Event // one per event and CPU, event-major; nil for an offline CPU
 }
 
 // Start attaches counting to the target program with the given id for at
@@ -137,13 +138,9 @@ func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (trac
 		if err != nil {
 			return tracedPair{}, err
 		}
-		if err := spec.Variables["num_cpus"].Set(uint32(c.ncpu)); err != nil {
-			return tracedPair{}, err
-		}
 		if err := spec.Variables["num_events"].Set(uint32(len(w.events))); err != nil {
 			return tracedPair{}, err
 		}
-		spec.Maps["events"].MaxEntries = uint32(c.ncpu * len(w.events))
 		for _, p := range spec.Programs {
 			p.AttachTarget, p.AttachTo = target, fn
 		}
@@ -151,12 +148,15 @@ func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (trac
 		if err := spec.LoadAndAssign(&objs, nil); err != nil {
 			return tracedPair{}, tracingError(op+": load fentry/fexit", err)
 		}
-		w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
+		w.totals, w.runs, w.entryReadings = objs.Totals, objs.Runs, objs.EntryReadings
+		w.eventMaps = []*ebpf.Map{objs.Events0, objs.Events1, objs.Events2, objs.Events3}
 		pair := tracedPair{objs.CountersEntry, objs.CountersExit, ebpf.AttachTraceFEntry, ebpf.AttachTraceFExit}
-		if err := putPerfEvents(w.eventsMap, w.perfEvents); err != nil {
-			pair.first.Close()
-			pair.second.Close()
-			return tracedPair{}, fmt.Errorf("%s: %w", op, err)
+		for i := range w.events {
+			if err := putPerfEvents(w.eventMaps[i], w.perfEvents[i*c.ncpu:(i+1)*c.ncpu]); err != nil {
+				pair.first.Close()
+				pair.second.Close()
+				return tracedPair{}, fmt.Errorf("%s: %s: %w", op, w.events[i], err)
+			}
 		}
 		return pair, nil
 	}
@@ -184,7 +184,7 @@ func (w *CounterWindow) closePerf() {
 }
 
 func (w *CounterWindow) closeMaps() {
-	for _, m := range []*ebpf.Map{w.totals, w.runs, w.entryReadings, w.eventsMap} {
+	for _, m := range append([]*ebpf.Map{w.totals, w.runs, w.entryReadings}, w.eventMaps...) {
 		if m != nil {
 			m.Close()
 		}

@@ -134,7 +134,7 @@ func TestQEMUArgs(t *testing.T) {
 	}{
 		{Config{}, []string{"qemu-system-x86_64 ", "-smp 2", "console=ttyS0", "tsc=reliable"}, []string{"-icount"}},
 		{Config{Arch: ARM64}, []string{"qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -accel tcg,thread=multi", "-smp 2", "console=ttyAMA0"}, []string{"-icount", "tsc="}},
-		{Config{Arch: ARM64, Exact: true}, []string{"-accel tcg ", "-smp 1", "-icount shift=0,sleep=off"}, []string{"thread=multi"}},
+		{Config{Arch: ARM64, Exact: true}, []string{"-accel tcg ", "-smp 1", "-icount shift=1,sleep=off"}, []string{"thread=multi"}},
 	} {
 		l := line(c.cfg)
 		for _, s := range c.has {
