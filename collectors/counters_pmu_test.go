@@ -1,12 +1,14 @@
 package collectors
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/btfprog"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
@@ -25,7 +27,7 @@ func TestCountersPMUInVM(t *testing.T) {
 	for _, s := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
 		t.Run(s.Name, func(t *testing.T) {
 			vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Series: s}, []string{
-				"TestProbeCounters", "TestCountersExactInstructionsPerRun",
+				"TestProbeCounters", "TestCountersExactInstructionsPerRun", "TestCountersExactEventNotSupported",
 			})
 		})
 	}
@@ -60,19 +62,7 @@ func TestCountersExactInstructionsPerRun(t *testing.T) {
 	var bodies [2]int
 	turnsOf := [2]int{15_000, 30_000}
 	for i, turns := range turnsOf {
-		target := loadWideLoop(t, int32(turns))
-		path, body, err := privtest.JitedPathARM64(target, turns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := startWindow(t, c, target, time.Minute)
-		if err := privtest.Run(target, runs); err != nil {
-			t.Fatal(err)
-		}
-		r, err := w.Read()
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, path, body := countWideLoop(t, c, turns, runs)
 		if r.Counted != runs {
 			t.Fatalf("%d of %d runs counted", r.Counted, runs)
 		}
@@ -97,6 +87,26 @@ func TestCountersExactInstructionsPerRun(t *testing.T) {
 	if bodies[0] != bodies[1] || math.Abs(diff/want-1) > 0.01 {
 		t.Errorf("the longer loop counted %.0f more instructions per run, want %.0f (bodies %v) within 1%%", diff, want, bodies)
 	}
+}
+
+// countWideLoop counts runs runs of a wide loop of turns turns
+// (loadWideLoop) in a window of c, and returns the reading with the loop's
+// executed path and body in its JIT image.
+func countWideLoop(t *testing.T, c *ExactCounters, turns, runs int) (r CounterReading, path, body int) {
+	t.Helper()
+	target := loadWideLoop(t, int32(turns))
+	path, body, err := privtest.JitedPathARM64(target, turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWindow(t, c, target, time.Minute)
+	if err := privtest.Run(target, runs); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = w.Read(); err != nil {
+		t.Fatal(err)
+	}
+	return r, path, body
 }
 
 // loadWideLoop loads a program with BTF that turns a loop of 16 64-bit
@@ -128,4 +138,41 @@ func loadWideLoop(tb testing.TB, turns int32) *ebpf.Program {
 	}
 	tb.Cleanup(func() { prog.Close() })
 	return prog
+}
+
+// Where the PMU does not count an event (QEMU's has no cache events:
+// llc-misses gives ENOENT while cycles open), a window asked for it
+// counts the others and reads it as not supported by this PMU, absent
+// rather than 0; the probe says the same of it.
+func TestCountersExactEventNotSupported(t *testing.T) {
+	shift := exactPMU(t)
+	if err := ProbeCounters().EventErrors[perfevent.LLCMisses]; !errors.Is(err, perfevent.ErrEventNotSupported) || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("probe: llc-misses %v, want not supported by this PMU (ENOENT)", err)
+	}
+	c := exactCounters(t, ExactConfig{Events: []perfevent.Event{perfevent.LLCMisses, perfevent.Instructions, perfevent.Cycles}})
+	const turns, runs = 15_000, 10
+	r, path, _ := countWideLoop(t, c, turns, runs)
+	if len(r.Values) != 3 || r.Values[0].Event != perfevent.LLCMisses {
+		t.Fatalf("values %+v: want llc-misses, instructions, cycles", r.Values)
+	}
+	llc := r.Values[0]
+	var oe *perfevent.OpenError
+	if !errors.As(llc.Err, &oe) || oe.Summary() != "not supported by this PMU (ENOENT)" {
+		t.Errorf("llc-misses: %v, want an *OpenError saying not supported by this PMU (ENOENT)", llc.Err)
+	}
+	if n, ok := r.PerRun(perfevent.LLCMisses); ok || llc.Counter != 0 {
+		t.Errorf("llc-misses per run %v, %v (counter %d): want absent", n, ok, llc.Counter)
+	}
+	insns, okI := r.PerRun(perfevent.Instructions)
+	cycles, okC := r.PerRun(perfevent.Cycles)
+	t.Logf("llc-misses: %v; %d of %d runs counted: %.0f instructions/run (JIT path %d), %.0f cycles/run", llc.Err, r.Counted, runs, insns, path, cycles)
+	if r.Counted != runs || !okI || !okC {
+		t.Fatalf("%d of %d runs counted; instructions %v, cycles %v", r.Counted, runs, okI, okC)
+	}
+	if math.Abs(insns/float64(path)-1) > 0.01 {
+		t.Errorf("%.0f instructions per run beside an unsupported event, want within 1%% of the JIT path's %d", insns, path)
+	}
+	if want := insns * float64(uint64(1)<<shift); math.Abs(cycles/want-1) > 0.01 {
+		t.Errorf("%.0f cycles per run, want instructions << %d = %.0f within 1%%", cycles, shift, want)
+	}
 }

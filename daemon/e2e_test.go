@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
 // The end-to-end tests run the real binaries: bpfperfd as a child process
@@ -104,11 +106,15 @@ func startDaemonUnder(t testing.TB, wrap []string, stateDir string, args ...stri
 			<-d.done
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	start := time.Now()
+	deadline := start.Add(startWait)
 	for time.Now().Before(deadline) {
 		// Ready once the first sweep is stored, so tests see a baseline.
 		var st api.Status
 		if d.query(&st, "status") == nil && !st.LastSample.IsZero() {
+			if took := time.Since(start); took > 2*time.Second {
+				t.Logf("bpfperfd answered after %s", took.Round(time.Millisecond))
+			}
 			return d
 		}
 		select {
@@ -117,9 +123,13 @@ func startDaemonUnder(t testing.TB, wrap []string, stateDir string, args ...stri
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("bpfperfd did not answer in 10s\n%s", d.stderr)
+	t.Fatalf("bpfperfd did not answer in %s\n%s", startWait, d.stderr)
 	return nil
 }
+
+// startWait bounds a daemon's start: 10 s, and 60 s in the arm64 test VM,
+// whose emulated CPU (TCG, Arm on x86) runs several times slower.
+var startWait = map[bool]time.Duration{false: 10 * time.Second, true: 60 * time.Second}[vmtest.InVM() && runtime.GOARCH == "arm64"]
 
 // stop sends sig and waits for the daemon to exit.
 func (d *daemonProc) stop(t testing.TB, sig syscall.Signal) error {
