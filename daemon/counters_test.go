@@ -239,8 +239,8 @@ func TestCountersInVM(t *testing.T) {
 // VM (QEMU's emulated PMUv3, Linux's armv8_pmuv3 driver), with bpfperfd
 // and bpfperf built for it.
 func TestCountersPMUInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Arch: vmtest.ARM64}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestCountersStatusReasons"})
+	vmtest.RunTestsWithCommands(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+		[]string{"TestCountersStatusReasons", "TestProfileEvent", "TestLatencyEndToEnd", "TestBenchCounters"})
 }
 
 // TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it,

@@ -3,6 +3,7 @@ package privtest
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/arch/arm64/arm64asm"
@@ -23,6 +24,18 @@ func JitedPathARM64(prog *ebpf.Program, turns int) (path, body int, err error) {
 		return 0, 0, err
 	}
 	return pathARM64(image, turns)
+}
+
+// JitedPath is the instructions one run of a LoadLoop-shaped program of
+// turns turns executes in its JIT image: JitedPathARM64 on arm64, body ×
+// turns + the rest of JitedLoop's objdump elsewhere.
+func JitedPath(prog *ebpf.Program, turns int) (int, error) {
+	if runtime.GOARCH == "arm64" {
+		path, _, err := JitedPathARM64(prog, turns)
+		return path, err
+	}
+	body, rest, err := JitedLoop(prog)
+	return body*turns + rest, err
 }
 
 func pathARM64(image []byte, turns int) (path, body int, err error) {
