@@ -51,6 +51,10 @@ type CountersStatus struct {
 	Waiting  int      `json:"waiting,omitempty"`  // matched beyond Max
 	Failed   int      `json:"failed,omitempty"`   // cannot be counted (see counters list)
 	Counting int      `json:"counting"`           // windows open now
+	// Unsupported are the events this machine's PMU does not count, with
+	// why ("not supported by this PMU (ENOENT)"): absent from every
+	// window, never shown as 0. Only where a PMU exists.
+	Unsupported map[string]string `json:"unsupported,omitempty"`
 }
 
 // PerfCounters is what perf counters measured of one program over one

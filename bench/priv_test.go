@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
 	"github.com/cilium/ebpf"
 )
 
@@ -332,36 +334,64 @@ func TestCountersHardwareNoPMU(t *testing.T) {
 	if privtest.NoPMU(t) == "" {
 		t.Skip("this machine has a PMU: TestCountersHardware counts")
 	}
-	err := ProbeEvents([]perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses})
+	_, _, err := ProbeEvents([]perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses})
 	if !errors.Is(err, perfevent.ErrNoPMU) || !strings.Contains(fmt.Sprint(err), "no hardware PMU (ENOENT)") {
 		t.Errorf("ProbeEvents without a PMU: %v, want ErrNoPMU, 'no hardware PMU (ENOENT)'", err)
 	}
 }
 
 // TestCountersHardware: where a PMU exists, cycles, instructions and LLC
-// misses are each counted per run (more than 0) and IPC is sane. Skipped
-// through privtest.PMU where there is none; never ran on our hosts.
+// misses are each counted per run (more than 0) and IPC is sane; an event
+// the PMU does not count (llc-misses in the arm64 VM, TestPMUInVM) is
+// named in the report as not supported and has no figure. Under icount
+// (the arm64 VM's exact mode) IPC is exactly 1 / 2^shift. Skipped through
+// privtest.PMU where there is no PMU.
 func TestCountersHardware(t *testing.T) {
 	privtest.Root(t)
 	privtest.PMU(t)
 	hw := []perfevent.Event{perfevent.Cycles, perfevent.Instructions, perfevent.LLCMisses}
-	if err := ProbeEvents(hw); err != nil {
+	counted, unsupported, err := ProbeEvents(hw)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for e, err := range unsupported {
+		if !errors.Is(err, perfevent.ErrEventNotSupported) || e == perfevent.Cycles {
+			t.Errorf("%v: %v; only an event other than cycles may be not supported by this PMU", e, err)
+		}
+	}
+	if len(counted)+len(unsupported) != len(hw) {
+		t.Fatalf("probe: counted %v, unsupported %v of %v", counted, unsupported, hw)
 	}
 	cfg := DefaultConfig()
 	cfg.Filter = regexp.MustCompile(`^baseline/socket_filter$`)
-	cfg.Measures, cfg.Target, cfg.Events = 5, 2*time.Millisecond, hw
+	cfg.Measures, cfg.Target, cfg.Events, cfg.Unsupported = 5, 2*time.Millisecond, counted, unsupported
 	rep, err := Run(context.Background(), Select(Suite(), cfg), cfg, Options{})
 	if err != nil || rep.Results[0].Error != "" {
 		t.Fatal(err, rep.Results[0].Error)
 	}
 	r := rep.Results[0]
 	for _, e := range hw {
-		if r.Events[e.String()].Median <= 0 {
+		_, counted := r.Events[e.String()]
+		why := rep.Config.Unsupported[e.String()]
+		switch {
+		case unsupported[e] != nil && (counted || why != "not supported by this PMU (ENOENT)"):
+			t.Errorf("%v: figure %v, report says %q; want no figure, not supported by this PMU (ENOENT)", e, counted, why)
+		case unsupported[e] == nil && r.Events[e.String()].Median <= 0:
 			t.Errorf("%v per run: %+v, want more than 0", e, r.Events[e.String()])
 		}
 	}
-	if ipc, ok := r.IPC(); !ok || ipc < 1.0/8 || ipc > 8 {
+	ipc, ok := r.IPC()
+	t.Logf("events %+v, IPC %v, not supported %v", r.Events, ipc, rep.Config.Unsupported)
+	if !ok || ipc < 1.0/8 || ipc > 8 {
 		t.Errorf("events %+v, IPC %v, want 1/8..8", r.Events, ipc)
 	}
+	if shift, exact := vmtest.ICount(); exact && math.Abs(ipc*float64(uint64(1)<<shift)-1) > 0.01 {
+		t.Errorf("IPC %v under icount shift %d, want 1/%d within 1%%", ipc, shift, 1<<shift)
+	}
+}
+
+// TestPMUInVM runs the tests that need a PMU in the arm64 VM under icount
+// (QEMU's emulated PMUv3, exact instruction counts).
+func TestPMUInVM(t *testing.T) {
+	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true}, []string{"TestCountersHardware"})
 }

@@ -37,6 +37,9 @@ type ReportConfig struct {
 	WithStats bool    `json:"with_stats"`
 	// Events are the events counted per run (bpfperf bench --counters).
 	Events []string `json:"events,omitempty"`
+	// Unsupported are events asked for that this machine's PMU does not
+	// count, with why ("not supported by this PMU (ENOENT)"): no figure.
+	Unsupported map[string]string `json:"unsupported,omitempty"`
 }
 
 // Result is one test's measurements.
@@ -160,6 +163,12 @@ func Run(ctx context.Context, tests []Test, cfg Config, opts Options) (*Report, 
 	}
 	for _, e := range cfg.Events {
 		rep.Config.Events = append(rep.Config.Events, e.String())
+	}
+	for e, err := range cfg.Unsupported {
+		if rep.Config.Unsupported == nil {
+			rep.Config.Unsupported = make(map[string]string)
+		}
+		rep.Config.Unsupported[e.String()] = eventSummary(err)
 	}
 	if cfg.Repeat == 0 {
 		rep.Config.TargetMS = float64(cfg.Target) / float64(time.Millisecond)
@@ -307,4 +316,13 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return false
+}
+
+// eventSummary is why an event was not counted, without the event and
+// thread: "not supported by this PMU (ENOENT)".
+func eventSummary(err error) string {
+	if oe, ok := errors.AsType[*perfevent.OpenError](err); ok {
+		return oe.Summary()
+	}
+	return err.Error()
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -39,6 +40,10 @@ type Config struct {
 	// thread, in kernel mode, and reported per run (Result.Events): the
 	// hardware events where a PMU exists (bpfperf bench --counters).
 	Events []perfevent.Event
+	// Unsupported are events asked for that this machine's PMU does not
+	// count (ProbeEvents), with why: the report names them, and no figure
+	// of theirs is made up.
+	Unsupported map[perfevent.Event]error
 }
 
 // DefaultConfig is what `bpfperf bench` runs without flags.
@@ -85,16 +90,40 @@ type Case struct {
 
 func want(v uint32) *uint32 { return &v }
 
-// ProbeEvents says whether events can be counted on a thread here (see
-// Config.Events): nil, or why not (a *perfevent.OpenError).
-func ProbeEvents(events []perfevent.Event) error {
+// ProbeEvents says which of events can be counted on a thread here (see
+// Config.Events): counted are those that open, together; unsupported
+// those this machine's PMU does not count (perfevent.ErrEventNotSupported:
+// QEMU's arm64 PMU has no cache events), each with its *perfevent.OpenError.
+// err says why none can be counted, or why the others cannot (a
+// *perfevent.OpenError: no PMU, not permitted, ...).
+func ProbeEvents(events []perfevent.Event) (counted []perfevent.Event, unsupported map[perfevent.Event]error, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	c, err := perfevent.OpenThreadCounters(events)
-	if err != nil {
-		return err
+	var first error
+	for _, e := range events {
+		c, err := perfevent.OpenThreadCounters([]perfevent.Event{e})
+		switch {
+		case errors.Is(err, perfevent.ErrEventNotSupported):
+			if unsupported == nil {
+				unsupported = make(map[perfevent.Event]error)
+			}
+			unsupported[e] = err
+			first = cmp.Or(first, err)
+		case err != nil:
+			return nil, nil, err
+		default:
+			c.Close()
+			counted = append(counted, e)
+		}
 	}
-	return c.Close()
+	if len(counted) == 0 {
+		return nil, unsupported, first
+	}
+	c, err := perfevent.OpenThreadCounters(counted)
+	if err != nil {
+		return nil, nil, err
+	}
+	return counted, unsupported, c.Close()
 }
 
 // measureSeries takes n measurements of c on the calling thread, counting

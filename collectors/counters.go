@@ -107,6 +107,9 @@ type CounterSupport struct {
 	// PMU is nil when hardware events open; otherwise it matches perfevent.ErrNoPMU
 	// and carries the errno.
 	PMU error
+	// EventErrors says why each event that did not open did not: with a
+	// PMU, perfevent.ErrEventNotSupported for one it does not count.
+	EventErrors map[perfevent.Event]error
 	// Exact is nil when the kernel loads fentry/fexit programs against a
 	// BPF program (the exact mechanism); otherwise it matches
 	// ErrTracingRefused and carries the errno.
@@ -141,6 +144,10 @@ func ProbeCounters() CounterSupport {
 			if e == perfevent.Cycles {
 				s.PMU = err
 			}
+			if s.EventErrors == nil {
+				s.EventErrors = make(map[perfevent.Event]error)
+			}
+			s.EventErrors[e] = err
 			continue
 		}
 		ev.Close()
@@ -164,7 +171,6 @@ func ProbeExact() error {
 	}
 	ps := spec.Programs["counters_entry"]
 	ps.AttachTarget, ps.AttachTo = target, "bpfperf_probe"
-	spec.Maps["events"].MaxEntries = 1
 	coll, err := ebpf.NewCollection(&ebpf.CollectionSpec{
 		Maps:     spec.Maps,
 		Programs: map[string]*ebpf.ProgramSpec{"counters_entry": ps},

@@ -25,12 +25,14 @@ type countersBpfPerfEventValue struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	countersMapEntryReadings  = "entry_readings"
-	countersMapEvents         = "events"
+	countersMapEvents0        = "events0"
+	countersMapEvents1        = "events1"
+	countersMapEvents2        = "events2"
+	countersMapEvents3        = "events3"
 	countersMapRuns           = "runs"
 	countersMapTotals         = "totals"
 	countersProgCountersEntry = "counters_entry"
 	countersProgCountersExit  = "counters_exit"
-	countersVarNumCpus        = "num_cpus"
 	countersVarNumEvents      = "num_events"
 )
 
@@ -85,7 +87,10 @@ type countersProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type countersMapSpecs struct {
 	EntryReadings *ebpf.MapSpec `ebpf:"entry_readings"`
-	Events        *ebpf.MapSpec `ebpf:"events"`
+	Events0       *ebpf.MapSpec `ebpf:"events0"`
+	Events1       *ebpf.MapSpec `ebpf:"events1"`
+	Events2       *ebpf.MapSpec `ebpf:"events2"`
+	Events3       *ebpf.MapSpec `ebpf:"events3"`
 	Runs          *ebpf.MapSpec `ebpf:"runs"`
 	Totals        *ebpf.MapSpec `ebpf:"totals"`
 }
@@ -94,7 +99,6 @@ type countersMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type countersVariableSpecs struct {
-	NumCpus   *ebpf.VariableSpec `ebpf:"num_cpus"`
 	NumEvents *ebpf.VariableSpec `ebpf:"num_events"`
 }
 
@@ -119,7 +123,10 @@ func (o *countersObjects) Close() error {
 // It can be passed to loadCountersObjects or ebpf.CollectionSpec.LoadAndAssign.
 type countersMaps struct {
 	EntryReadings *ebpf.Map `ebpf:"entry_readings"`
-	Events        *ebpf.Map `ebpf:"events"`
+	Events0       *ebpf.Map `ebpf:"events0"`
+	Events1       *ebpf.Map `ebpf:"events1"`
+	Events2       *ebpf.Map `ebpf:"events2"`
+	Events3       *ebpf.Map `ebpf:"events3"`
 	Runs          *ebpf.Map `ebpf:"runs"`
 	Totals        *ebpf.Map `ebpf:"totals"`
 }
@@ -127,7 +134,10 @@ type countersMaps struct {
 func (m *countersMaps) Close() error {
 	return _CountersClose(
 		m.EntryReadings,
-		m.Events,
+		m.Events0,
+		m.Events1,
+		m.Events2,
+		m.Events3,
 		m.Runs,
 		m.Totals,
 	)
@@ -137,7 +147,6 @@ func (m *countersMaps) Close() error {
 //
 // It can be passed to loadCountersObjects or ebpf.CollectionSpec.LoadAndAssign.
 type countersVariables struct {
-	NumCpus   *ebpf.Variable `ebpf:"num_cpus"`
 	NumEvents *ebpf.Variable `ebpf:"num_events"`
 }
 

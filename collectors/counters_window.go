@@ -1,7 +1,10 @@
 package collectors
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -91,10 +94,15 @@ const (
 // Close remain useful.
 type CounterWindow struct {
 	*tracedWindow
-	events []perfevent.Event
+	events []perfevent.Event // as configured
+	// counted are the events the programs read, in their slots; events
+	// this PMU does not count (unsupported) are left out.
+	counted     []perfevent.Event
+	unsupported map[perfevent.Event]error
 
-	totals, runs, entryReadings, eventsMap *ebpf.Map
-	perfEvents                             []*perf.Event // one per event and CPU; nil for an offline CPU
+	totals, runs, entryReadings *ebpf.Map
+	eventMaps                   []*ebpf.Map   // one perf event array per event, indexed by CPU
+	perfEvents                  []*perf.Event // one per event and CPU, event-major; nil for an offline CPU
 }
 
 // Start attaches counting to the target program with the given id for at
@@ -102,7 +110,9 @@ type CounterWindow struct {
 // matching ErrTooManyTargets when MaxTargets windows are counting,
 // ErrNoBTF when the target has no BTF, perfevent.ErrNoPMU for hardware events
 // without a PMU, and ErrTracingRefused when the kernel refuses fentry or
-// fexit; with ErrGone when the target is not loaded. It holds nothing when
+// fexit. An event the PMU does not count (perfevent.ErrEventNotSupported)
+// is left out and the others counted; Read says so for it. It fails
+// then only when no event is left; with ErrGone when the target is not loaded. It holds nothing when
 // it fails. Requires Linux 5.5, CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN.
 func (c *ExactCounters) Start(target uint32, window time.Duration) (*CounterWindow, error) {
 	if window <= 0 {
@@ -125,25 +135,34 @@ func (c *ExactCounters) Start(target uint32, window time.Duration) (*CounterWind
 func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (tracedPair, error) {
 	return func(target *ebpf.Program, fn string) (tracedPair, error) {
 		op := fmt.Sprintf("count program %d", tracedID(target))
+		var firstErr error
 		for _, e := range w.events {
 			evs, err := openPerCPU(e, c.ncpu)
+			if errors.Is(err, perfevent.ErrEventNotSupported) {
+				if w.unsupported == nil {
+					w.unsupported = make(map[perfevent.Event]error)
+				}
+				w.unsupported[e] = err
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
 			if err != nil {
 				return tracedPair{}, err
 			}
+			w.counted = append(w.counted, e)
 			w.perfEvents = append(w.perfEvents, evs...)
+		}
+		if len(w.counted) == 0 {
+			return tracedPair{}, firstErr
 		}
 
 		spec, err := loadCounters()
 		if err != nil {
 			return tracedPair{}, err
 		}
-		if err := spec.Variables["num_cpus"].Set(uint32(c.ncpu)); err != nil {
+		if err := spec.Variables["num_events"].Set(uint32(len(w.counted))); err != nil {
 			return tracedPair{}, err
 		}
-		if err := spec.Variables["num_events"].Set(uint32(len(w.events))); err != nil {
-			return tracedPair{}, err
-		}
-		spec.Maps["events"].MaxEntries = uint32(c.ncpu * len(w.events))
 		for _, p := range spec.Programs {
 			p.AttachTarget, p.AttachTo = target, fn
 		}
@@ -151,12 +170,15 @@ func (w *CounterWindow) load(c *ExactCounters) func(*ebpf.Program, string) (trac
 		if err := spec.LoadAndAssign(&objs, nil); err != nil {
 			return tracedPair{}, tracingError(op+": load fentry/fexit", err)
 		}
-		w.totals, w.runs, w.entryReadings, w.eventsMap = objs.Totals, objs.Runs, objs.EntryReadings, objs.Events
+		w.totals, w.runs, w.entryReadings = objs.Totals, objs.Runs, objs.EntryReadings
+		w.eventMaps = []*ebpf.Map{objs.Events0, objs.Events1, objs.Events2, objs.Events3}
 		pair := tracedPair{objs.CountersEntry, objs.CountersExit, ebpf.AttachTraceFEntry, ebpf.AttachTraceFExit}
-		if err := putPerfEvents(w.eventsMap, w.perfEvents); err != nil {
-			pair.first.Close()
-			pair.second.Close()
-			return tracedPair{}, fmt.Errorf("%s: %w", op, err)
+		for i, e := range w.counted {
+			if err := putPerfEvents(w.eventMaps[i], w.perfEvents[i*c.ncpu:(i+1)*c.ncpu]); err != nil {
+				pair.first.Close()
+				pair.second.Close()
+				return tracedPair{}, fmt.Errorf("%s: %s: %w", op, e, err)
+			}
 		}
 		return pair, nil
 	}
@@ -184,7 +206,7 @@ func (w *CounterWindow) closePerf() {
 }
 
 func (w *CounterWindow) closeMaps() {
-	for _, m := range []*ebpf.Map{w.totals, w.runs, w.entryReadings, w.eventsMap} {
+	for _, m := range append([]*ebpf.Map{w.totals, w.runs, w.entryReadings}, w.eventMaps...) {
 		if m != nil {
 			m.Close()
 		}
@@ -204,6 +226,10 @@ type CounterValue struct {
 	Counter uint64 // raw count while the event was on the PMU
 	Enabled uint64 // ns the event was enabled during the runs
 	Running uint64 // ns it was actually counting (less when multiplexed)
+	// Err says why the event was not counted at all (the PMU does not
+	// count it: perfevent.ErrEventNotSupported); the counts are then 0
+	// and Scaled says absent.
+	Err error
 }
 
 // Scaled returns Counter corrected for multiplexing (Counter * Enabled /
@@ -260,15 +286,17 @@ func (w *CounterWindow) Read() (CounterReading, error) {
 		}
 	}
 	var vals []countersBpfPerfEventValue
-	for i, e := range w.events {
-		if err := w.totals.Lookup(uint32(i), &vals); err != nil {
-			return r, fmt.Errorf("read %s: %w", e, err)
-		}
-		v := CounterValue{Event: e}
-		for _, pv := range vals {
-			v.Counter += pv.Counter
-			v.Enabled += pv.Enabled
-			v.Running += pv.Running
+	for _, e := range w.events {
+		v := CounterValue{Event: e, Err: w.unsupported[e]}
+		if slot := slices.Index(w.counted, e); slot >= 0 {
+			if err := w.totals.Lookup(uint32(slot), &vals); err != nil {
+				return r, fmt.Errorf("read %s: %w", e, err)
+			}
+			for _, pv := range vals {
+				v.Counter += pv.Counter
+				v.Enabled += pv.Enabled
+				v.Running += pv.Running
+			}
 		}
 		r.Values = append(r.Values, v)
 	}

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +26,12 @@ import (
 
 // TestCountersStatusReasons: status lists each mechanism as available or
 // with the exact reason the kernel gave, and the daemon runs either way.
-// On our hosts: tracing programs refused (EPERM), no PMU (ENOENT).
+// On our hosts: tracing programs refused (EPERM), no PMU (ENOENT). With a
+// PMU (the arm64 VM, TestCountersPMUInVM) the events it counts are
+// available and those QEMU's PMU does not count are "not supported by
+// this PMU" per event, in status and in the table: llc-misses, and
+// instructions too outside icount (QEMU counts instructions retired only
+// under -icount).
 func TestCountersStatusReasons(t *testing.T) {
 	privtest.Root(t)
 	support := collectors.ProbeCounters()
@@ -58,6 +65,30 @@ func TestCountersStatusReasons(t *testing.T) {
 			t.Errorf("sampled %s: %+v, want unavailable: no PMU (ENOENT)", s.Event, s)
 		}
 	}
+	// QEMU's PMU, judged apart from the daemon: the arm64 VM.
+	qemuPMU := vmtest.InVM() && runtime.GOARCH == "arm64"
+	if qemuPMU {
+		const why = "not supported by this PMU (ENOENT)"
+		unsupported := map[string]string{"llc-misses": why}
+		counted := []string{"cpu-clock", "cycles", "instructions"}
+		if _, exact := vmtest.ICount(); !exact {
+			unsupported["instructions"] = why
+			counted = counted[:2]
+		}
+		for _, s := range c.Sampled[1:] {
+			if want := unsupported[s.Event] == ""; s.Available != want || (!want && s.Reason != why) {
+				t.Errorf("sampled %s: %+v; want %s for %v, the others available", s.Event, s, why, slices.Sorted(maps.Keys(unsupported)))
+			}
+		}
+		if !maps.Equal(c.Unsupported, unsupported) {
+			t.Errorf("unsupported %v, want %v", c.Unsupported, unsupported)
+		}
+		if !c.Exact.Available || !slices.Equal(c.Events, counted) {
+			t.Errorf("exact %+v counts %v, want %v", c.Exact, c.Events, counted)
+		}
+	} else if len(c.Unsupported) != 0 {
+		t.Errorf("unsupported %v where the probe found none", c.Unsupported)
+	}
 	if support.Exact != nil && len(c.Events) != 0 {
 		t.Errorf("events %v listed for an exact mechanism that cannot run", c.Events)
 	}
@@ -71,6 +102,9 @@ func TestCountersStatusReasons(t *testing.T) {
 	}
 	if support.PMU != nil && !regexp.MustCompile(`counters sampled cycles: +unavailable: no PMU \(ENOENT\)`).MatchString(out) {
 		t.Errorf("counters list does not say cycles need a PMU:\n%s", out)
+	}
+	if qemuPMU && !regexp.MustCompile(`counters exact: +available .*; llc-misses: not supported by this PMU \(ENOENT\)`).MatchString(out) {
+		t.Errorf("counters list does not say llc-misses is not supported by this PMU:\n%s", out)
 	}
 	// Still running and sampling.
 	before := st.LastSample
@@ -200,6 +234,14 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 func TestCountersInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
 		[]string{"TestCountersExactEndToEnd", "TestJSONParityFentry"})
+}
+
+// TestCountersPMUInVM runs the counter tests that need a PMU in the arm64
+// VM (QEMU's emulated PMUv3, Linux's armv8_pmuv3 driver), with bpfperfd
+// and bpfperf built for it.
+func TestCountersPMUInVM(t *testing.T) {
+	vmtest.RunTestsWithCommands(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+		[]string{"TestCountersStatusReasons", "TestProfileEvent", "TestLatencyEndToEnd", "TestBenchCounters"})
 }
 
 // TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it,

@@ -16,10 +16,22 @@ import (
 // runs there on cgroup2 mounted alone, on a kernel whose samples name the
 // root cgroup whatever the task's (the decoder reads /proc then).
 func TestProfileInVM(t *testing.T) {
+	cfg := vmtest.Config{CPUs: 16, Memory: "2G", Timeout: 4 * time.Minute, Files: bpfSources(t)}
+	vmtest.RunTests(t, cfg, []string{"TestHotProgram", "TestCaptureCounts", "TestTailCallChain", "TestUnloadedMidCapture", "TestTriggersByCgroup"})
+}
+
+// bpfSources are the BPF sources profiles name their lines in, as
+// initramfs files.
+func bpfSources(t *testing.T) []vmtest.File {
 	src, err := vmtest.DirFiles("../bpf/profile", "bpf/profile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := vmtest.Config{CPUs: 16, Memory: "2G", Timeout: 4 * time.Minute, Files: append([]vmtest.File{{Name: "bpf", Mode: fs.ModeDir | 0o755}}, src...)}
-	vmtest.RunTests(t, cfg, []string{"TestHotProgram", "TestCaptureCounts", "TestTailCallChain", "TestUnloadedMidCapture", "TestTriggersByCgroup"})
+	return append([]vmtest.File{{Name: "bpf", Mode: fs.ModeDir | 0o755}}, src...)
+}
+
+// TestPMUInVM runs the tests that need a PMU in the arm64 VM under icount
+// (QEMU's emulated PMUv3: cycles and instructions sample there).
+func TestPMUInVM(t *testing.T) {
+	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Files: bpfSources(t)}, []string{"TestCycles", "TestHardwareEvents"})
 }

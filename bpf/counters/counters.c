@@ -6,9 +6,12 @@
 // entry and exit and add the difference to per-CPU totals. Each event costs
 // exactly two counter reads per target run: one at entry, one at exit.
 //
-// Go sets num_cpus and num_events before loading, sizes the events map to
-// num_cpus * num_events (index = event * num_cpus + cpu), and points both
-// programs at the target (AttachTarget/AttachTo) at load time.
+// Go sets num_events before loading, fills one perf event array per event
+// (index = cpu), and points both programs at the target
+// (AttachTarget/AttachTo) at load time. One array per event, not one of
+// num_cpus * num_events: the loader (cilium/ebpf) clamps a perf event
+// array to the possible CPUs, which left every event past the first
+// without its counters.
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -18,15 +21,36 @@
 // rejects the loop clang 14 makes of it ("infinite loop detected").
 #define MAX_EVENTS 4
 
-const volatile __u32 num_cpus = 1;
 const volatile __u32 num_events = 1;
 
-// Per-CPU perf event fds, filled from Go.
-struct {
-	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u32));
-} events SEC(".maps");
+// Per-CPU perf event fds of each event, filled from Go.
+#define EVENTS_MAP(name)                                   \
+	struct {                                           \
+		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY); \
+		__uint(key_size, sizeof(__u32));           \
+		__uint(value_size, sizeof(__u32));         \
+	} name SEC(".maps")
+EVENTS_MAP(events0);
+EVENTS_MAP(events1);
+EVENTS_MAP(events2);
+EVENTS_MAP(events3);
+
+// read_event reads event i on cpu; i is a constant where it is inlined,
+// so each call names its own map.
+static __always_inline long read_event(__u32 i, __u32 cpu, struct bpf_perf_event_value *v)
+{
+	switch (i) {
+	case 0:
+		return bpf_perf_event_read_value(&events0, cpu, v, sizeof(*v));
+	case 1:
+		return bpf_perf_event_read_value(&events1, cpu, v, sizeof(*v));
+	case 2:
+		return bpf_perf_event_read_value(&events2, cpu, v, sizeof(*v));
+	case 3:
+		return bpf_perf_event_read_value(&events3, cpu, v, sizeof(*v));
+	}
+	return -1;
+}
 
 // The readings taken at entry, per CPU and event. enabled == 0 marks a
 // reading that failed, so the exit side skips it.
@@ -69,7 +93,7 @@ static __always_inline void read_entry(__u32 i, __u32 cpu)
 	if (i >= num_events)
 		return;
 	v = bpf_map_lookup_elem(&entry_readings, &i);
-	if (v && bpf_perf_event_read_value(&events, i * num_cpus + cpu, v, sizeof(*v)))
+	if (v && read_event(i, cpu, v))
 		v->enabled = 0;
 }
 
@@ -77,7 +101,7 @@ static __always_inline long read_now(__u32 i, __u32 cpu, struct bpf_perf_event_v
 {
 	if (i >= num_events)
 		return -1;
-	return bpf_perf_event_read_value(&events, i * num_cpus + cpu, now, sizeof(*now));
+	return read_event(i, cpu, now);
 }
 
 static __always_inline void accumulate(__u32 i, long err, struct bpf_perf_event_value *now)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -278,6 +280,9 @@ func countersStatusKV(s *api.CountersStatus) [][2]string {
 	exact := avail(s.Exact)
 	if s.Exact.Available {
 		exact += " (" + strings.Join(s.Events, ", ") + ")"
+	}
+	for _, e := range slices.Sorted(maps.Keys(s.Unsupported)) {
+		exact += "; " + e + ": " + s.Unsupported[e]
 	}
 	kv := [][2]string{{"counters exact", exact}}
 	for _, m := range s.Sampled {

@@ -31,6 +31,14 @@ func (c *Counters) Status() *api.CountersStatus {
 	} else {
 		st.Exact.Reason, st.Exact.Detail = counterReason(c.support.Exact), c.support.Exact.Error()
 	}
+	for e, err := range c.support.EventErrors {
+		if errors.Is(err, perfevent.ErrEventNotSupported) {
+			if st.Unsupported == nil {
+				st.Unsupported = make(map[string]string)
+			}
+			st.Unsupported[e.String()] = counterReason(err)
+		}
+	}
 	for _, tg := range c.targets {
 		switch {
 		case tg.waiting:
@@ -79,6 +87,8 @@ func counterReason(err error) string {
 		return "tracing programs refused" + suffix
 	case errors.Is(err, perfevent.ErrNoPMU):
 		return "no PMU" + suffix
+	case errors.Is(err, perfevent.ErrEventNotSupported):
+		return "not supported by this PMU" + suffix
 	case errors.Is(err, perfevent.ErrPMURefused):
 		return "the PMU refused this configuration" + suffix
 	case errors.Is(err, perfevent.ErrCountersBusy):

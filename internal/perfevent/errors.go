@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -17,6 +19,11 @@ var (
 	// cpu-clock works everywhere.
 	// It also matches ebpf.ErrNotSupported.
 	ErrNoPMU error = notSupported("no hardware PMU")
+	// ErrEventNotSupported: the machine has a PMU, but it does not count
+	// this event (ENOENT, ENODEV for it while cycles open): QEMU's arm64
+	// PMU has no cache events, and real PMUs lack some generic events.
+	// The other events still count. It also matches ebpf.ErrNotSupported.
+	ErrEventNotSupported error = notSupported("not supported by this PMU")
 	// ErrPMURefused: a PMU exists but refused this configuration
 	// (EOPNOTSUPP, EINVAL): sampling interrupts, the clock or the event
 	// are not supported by it.
@@ -42,6 +49,8 @@ type OpenError struct {
 }
 
 // NewOpenError classifies err, perf_event_open's answer for e on cpu.
+// ENOENT for a hardware event is ErrNoPMU where cycles do not open
+// either, ErrEventNotSupported where they do (see HasPMU).
 func NewOpenError(e Event, cpu int, err error) error {
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
@@ -49,6 +58,9 @@ func NewOpenError(e Event, cpu int, err error) error {
 	}
 	oe := &OpenError{Event: e, CPU: cpu, Errno: errno}
 	switch {
+	case e.Hardware() && (errno == unix.ENOENT || errno == unix.ENODEV) && e != Cycles && HasPMU():
+		oe.Reason = ErrEventNotSupported
+		oe.Hint = "this machine's PMU does not count " + e.String() + "; the other events still count"
 	case e.Hardware() && (errno == unix.ENOENT || errno == unix.ENODEV):
 		oe.Reason = ErrNoPMU
 		oe.Hint = "this machine exposes no PMU to the kernel (common in VMs); cpu-clock still works"
@@ -98,6 +110,25 @@ func (e *OpenError) Unwrap() []error {
 	}
 	return []error{e.Reason, e.Errno}
 }
+
+// HasPMU reports whether a hardware PMU counts here: whether a cycles
+// counter opens on the calling thread (user mode only, so it needs no
+// privilege beyond perf_event_paranoid's default). Probed once; a
+// variable so that tests can say either.
+var HasPMU = sync.OnceValue(func() bool {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_HARDWARE,
+		Config: unix.PERF_COUNT_HW_CPU_CYCLES,
+		Bits:   unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv,
+	}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})
 
 // permissionHint names what usually refuses perf events: the missing
 // capability, and the paranoid level when it is the one that bites.

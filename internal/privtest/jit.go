@@ -22,13 +22,9 @@ import (
 // body × turns + rest instructions: the truth a hardware instructions
 // count must match. Needs objdump (binutils), x86-64 or arm64.
 func JitedLoop(prog *ebpf.Program) (body, rest int, err error) {
-	info, err := prog.Info()
+	image, err := jitImage(prog)
 	if err != nil {
-		return 0, 0, fmt.Errorf("program info: %w", err)
-	}
-	image, ok := info.JitedInsns()
-	if !ok || len(image) == 0 {
-		return 0, 0, fmt.Errorf("no JIT image (is the JIT on? CAP_SYS_ADMIN?)")
+		return 0, 0, err
 	}
 	arch := map[string]string{"amd64": "i386:x86-64", "arm64": "aarch64"}[runtime.GOARCH]
 	if arch == "" {
@@ -44,6 +40,19 @@ func JitedLoop(prog *ebpf.Program) (body, rest int, err error) {
 		return 0, 0, fmt.Errorf("objdump: %w", err)
 	}
 	return loopOf(out)
+}
+
+// jitImage is prog's JIT image (jited_prog_insns).
+func jitImage(prog *ebpf.Program) ([]byte, error) {
+	info, err := prog.Info()
+	if err != nil {
+		return nil, fmt.Errorf("program info: %w", err)
+	}
+	image, ok := info.JitedInsns()
+	if !ok || len(image) == 0 {
+		return nil, fmt.Errorf("no JIT image (is the JIT on? CAP_SYS_ADMIN?)")
+	}
+	return image, nil
 }
 
 // objdump's lines: "  1c:	48 83 ef 01          	sub    $0x1,%rdi", and a

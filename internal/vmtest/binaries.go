@@ -33,11 +33,11 @@ cp "$src" "$out" && chmod 755 "$out"
 `
 
 // Commands builds the main packages in pkgDirs (paths relative to the
-// current directory, e.g. "../cmd/bpfperfd") as static binaries
-// (CGO_ENABLED=0) in dir, and returns them as initramfs files, with a
+// current directory, e.g. "../cmd/bpfperfd") as static binaries for arch
+// (CGO_ENABLED=0 GOARCH=arch) in dir, and returns them as initramfs files, with a
 // /bin/go shim: a TestMain that builds the commands it tests with
 // `go build -o OUT PKG` runs unchanged in the VM and gets these binaries.
-func Commands(dir string, pkgDirs ...string) ([]File, error) {
+func Commands(dir string, arch Arch, pkgDirs ...string) ([]File, error) {
 	files := []File{
 		{Name: prebuiltDir, Mode: fs.ModeDir | 0o755},
 		{Name: "bin/go", Mode: 0o755, Data: []byte(goShim)},
@@ -52,11 +52,11 @@ func Commands(dir string, pkgDirs ...string) ([]File, error) {
 		out := filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", out, ".")
 		cmd.Dir = pkg
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+string(arch))
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s for the VM: %w\n%s", pkg, err, b)
 		}
-		if err := checkStatic(out); err != nil {
+		if err := checkBinary(out, arch); err != nil {
 			return nil, err
 		}
 		b, err := os.ReadFile(out)
@@ -74,7 +74,7 @@ func Commands(dir string, pkgDirs ...string) ([]File, error) {
 func RunTestsWithCommands(tb testing.TB, cfg Config, pkgDirs, tests []string, args ...string) *Result {
 	tb.Helper()
 	skipUnlessHost(tb)
-	files, err := Commands(tb.TempDir(), pkgDirs...)
+	files, err := Commands(tb.TempDir(), cfg.arch(), pkgDirs...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func RunTests(tb testing.TB, cfg Config, tests []string, args ...string) *Result
 	}
 	dir := tb.TempDir()
 	bin := filepath.Join(dir, "pkg.test")
-	if err := BuildTestBinary(".", bin); err != nil {
+	if err := BuildTestBinary(".", bin, cfg.arch()); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := os.Stat("testdata"); err == nil {

@@ -2,7 +2,9 @@
 // stock 6.1 kernel (or its 6.12, Config.Series) under qemu (TCG), a busybox-static initramfs, and the
 // binary built with CGO_ENABLED=0. It is for tests of what the host kernel
 // refuses or lacks (fentry/fexit, hardware-free perf counters through
-// tracing programs, kprobes). Inside the VM BPFPERF_IN_VM=1 and BPFPERF_REQUIRE_PRIVILEGED=1
+// tracing programs, kprobes), and, in the arm64 guest (Config.Arch), for
+// hardware perf events: QEMU's emulated PMUv3 under Linux's own driver,
+// exact under Config.Exact. Inside the VM BPFPERF_IN_VM=1 and BPFPERF_REQUIRE_PRIVILEGED=1
 // are set, so gated tests run and privileged tests must not skip.
 //
 // Only one VM runs at a time per host: Run takes a file lock.
@@ -35,15 +37,43 @@ const InVMEnv = "BPFPERF_IN_VM"
 // InVM reports whether the code runs inside the test VM.
 func InVM() bool { return os.Getenv(InVMEnv) == "1" }
 
+// ICountEnv is set inside an Exact VM to the icount shift: each guest
+// instruction advances the virtual clock by 2^shift ns, so the PMU's
+// cycle counter (a 1 GHz virtual clock) reads instructions << shift.
+const ICountEnv = "BPFPERF_VM_ICOUNT_SHIFT"
+
+// ICountShift is the shift an Exact VM runs under: one instruction, two
+// ns, two cycles. Not 0, where cycles and instructions read the same and
+// a test could not tell one event from the other.
+const ICountShift = 1
+
+// ICount returns the icount shift inside an Exact VM, and ok false
+// elsewhere: only there do instruction counts equal the instructions run.
+func ICount() (shift int, ok bool) {
+	v := os.Getenv(ICountEnv)
+	if v == "" {
+		return 0, false
+	}
+	shift, err := strconv.Atoi(v)
+	return shift, err == nil
+}
+
 // Config says how to boot the VM. The zero value works.
 type Config struct {
-	CacheDir string        // kernel cache; default $BPFPERF_VM_CACHE or /var/cache/bpfperf-vm
-	Kernel   string        // a bzImage to boot; default: the newest of Series, downloaded once
-	Series   *Series       // Debian kernel series; default Kernel61
-	Busybox  string        // a static busybox; default: busybox-static's
-	Memory   string        // qemu -m; default 1G
-	CPUs     int           // qemu -smp; default 2
-	Timeout  time.Duration // for boot, test and power-off; default 2m
+	CacheDir string  // kernel cache; default $BPFPERF_VM_CACHE or /var/cache/bpfperf-vm
+	Arch     Arch    // guest architecture; default AMD64
+	Kernel   string  // a kernel image to boot; default: the newest of Series, downloaded once
+	Series   *Series // Debian kernel series; default Kernel61
+	Busybox  string  // a static busybox for Arch; default: EnsureBusybox's
+	Memory   string  // qemu -m; default 1G
+	CPUs     int     // qemu -smp; default 2 (1 when Exact)
+	// Exact runs one vCPU under QEMU's instruction counting (-icount
+	// shift=ICountShift,sleep=off; arm64 only): the PMU's instruction
+	// counts are then exact at every read and cycles are instructions <<
+	// shift, for counter proofs. icount is one count for all vCPUs, hence
+	// the one vCPU; and it is slower than multi-threaded TCG.
+	Exact   bool
+	Timeout time.Duration // for boot, test and power-off; default 2m
 	// BootTimeout bounds qemu start to the test binary's start; a boot
 	// that takes longer is killed and tried again, up to bootTries times
 	// in all. Default 90s (a boot takes about 8s, 16 CPUs included).
@@ -69,6 +99,9 @@ func (c *Config) defaults() {
 	if c.CacheDir == "" {
 		c.CacheDir = DefaultCacheDir()
 	}
+	if c.Arch == "" {
+		c.Arch = AMD64
+	}
 	if c.Series == nil {
 		c.Series = Kernel61
 	}
@@ -77,6 +110,9 @@ func (c *Config) defaults() {
 	}
 	if c.CPUs == 0 {
 		c.CPUs = 2
+		if c.Exact {
+			c.CPUs = 1
+		}
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
@@ -161,13 +197,22 @@ var exitRE = regexp.MustCompile(exitMarker + `(\d+)`)
 // missing (EnsureTools, EnsureKernel).
 func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Result, error) {
 	cfg.defaults()
-	if err := EnsureTools(); err != nil {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := EnsureTools(cfg.Arch); err != nil {
 		return nil, err
 	}
 	kernel := cfg.Kernel
 	if kernel == "" {
 		var err error
-		if kernel, err = EnsureKernel(cfg.CacheDir, cfg.Series); err != nil {
+		if kernel, err = EnsureKernel(cfg.CacheDir, cfg.Arch, cfg.Series); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Busybox == "" {
+		var err error
+		if cfg.Busybox, err = EnsureBusybox(cfg.CacheDir, cfg.Arch); err != nil {
 			return nil, err
 		}
 	}
@@ -204,20 +249,66 @@ func Run(ctx context.Context, cfg Config, binary string, args ...string) (*Resul
 	}
 }
 
+// arch is c.Arch or its default, before defaults runs.
+func (c Config) arch() Arch {
+	if c.Arch == "" {
+		return AMD64
+	}
+	return c.Arch
+}
+
+// check refuses a Config the harness cannot boot, in one line.
+func (c *Config) check() error {
+	if _, ok := Packages[c.Arch]; !ok {
+		return fmt.Errorf("vm arch %q: want amd64 or arm64", c.Arch)
+	}
+	if c.Exact && c.Arch != ARM64 {
+		return fmt.Errorf("vm exact mode needs arch arm64: the x86 guest has no PMU to count with")
+	}
+	if c.Exact && c.CPUs != 1 {
+		return fmt.Errorf("vm exact mode runs 1 vCPU, not %d: icount is one count for all", c.CPUs)
+	}
+	return nil
+}
+
+// qemuArgs is the qemu command line for cfg.
+func qemuArgs(cfg Config, kernel, initrd string) (string, []string) {
+	common := []string{
+		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
+		"-nodefaults", "-nographic", "-serial", "stdio", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd,
+	}
+	const append_ = "panic=-1 softlockup_panic=1 quiet loglevel=3 rdinit=/init "
+	if cfg.Arch == ARM64 {
+		// pauth-impdef: Debian's kernels sign return addresses, and
+		// QEMU's default (architected QARMA) algorithm makes the guest
+		// several times slower. The virt machine's device tree describes
+		// the PMU; Debian's arm64 vmlinuz is a plain Image, booted with no
+		// firmware.
+		accel := "tcg,thread=multi"
+		if cfg.Exact {
+			// sleep=off: an idle vCPU's clock jumps to its next timer
+			// rather than waiting for the host's.
+			accel = "tcg"
+			common = append(common, "-icount", fmt.Sprintf("shift=%d,sleep=off", ICountShift))
+		}
+		return "qemu-system-aarch64", append([]string{"-M", "virt", "-cpu", "max,pauth-impdef=on", "-accel", accel},
+			append(common, "-append", "console=ttyAMA0 "+append_+cfg.kernelArgs)...)
+	}
+	// tsc=reliable: TCG's TSCs fail the kernel's sync check, and with an
+	// unstable TSC sched_clock (hence cpu-clock) stands still for up to a
+	// tick on one CPU.
+	return "qemu-system-x86_64", append([]string{"-accel", "tcg,thread=multi", "-cpu", "max"},
+		append(common, "-append", "console=ttyS0 "+append_+"tsc=reliable "+cfg.kernelArgs)...)
+}
+
 // boot runs qemu once, until it powers off, cfg.Timeout passes, or the
 // test binary has not started by cfg.BootTimeout (errBootHung).
 func boot(ctx context.Context, cfg Config, kernel, initrd string) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	// tsc=reliable: TCG's TSCs fail the kernel's sync check, and with an
-	// unstable TSC sched_clock (hence cpu-clock) stands still for up to a
-	// tick on one CPU.
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64",
-		"-accel", "tcg,thread=multi", "-cpu", "max",
-		"-m", cfg.Memory, "-smp", strconv.Itoa(cfg.CPUs),
-		"-nodefaults", "-nographic", "-serial", "stdio", "-no-reboot",
-		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 softlockup_panic=1 quiet loglevel=3 rdinit=/init tsc=reliable "+cfg.kernelArgs)
+	name, args := qemuArgs(cfg, kernel, initrd)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = 5 * time.Second
 	console := &consoleBuffer{start: time.Now(), w: cfg.Console}
 	cmd.Stdout, cmd.Stderr = console, console
@@ -374,21 +465,25 @@ func buildInitramfs(path string, cfg Config, binary string, args []string) error
 	if err != nil {
 		return fmt.Errorf("test binary: %w", err)
 	}
-	if err := checkStatic(binary); err != nil {
+	if err := checkBinary(binary, cfg.Arch); err != nil {
 		return err
 	}
-	bb := cfg.Busybox
-	if bb == "" {
-		bb = "/bin/busybox"
-	}
-	busybox, err := os.ReadFile(bb)
+	busybox, err := os.ReadFile(cfg.Busybox)
 	if err != nil {
 		return fmt.Errorf("busybox (apt-get install busybox-static): %w", err)
 	}
-	if err := checkStatic(bb); err != nil {
+	if err := checkBinary(cfg.Busybox, cfg.Arch); err != nil {
 		return err
 	}
+	for _, f := range cfg.Files {
+		if m, ok := elfMachine(f.Data); ok && m != machines[cfg.Arch] {
+			return fmt.Errorf("vm file %s is built for %v: the %s guest cannot run it", f.Name, m, cfg.Arch)
+		}
+	}
 	env := []string{InVMEnv + "=1", "BPFPERF_REQUIRE_PRIVILEGED=1", "TMPDIR=/tmp", "HOME=/tmp"}
+	if cfg.Exact {
+		env = append(env, ICountEnv+"="+strconv.Itoa(ICountShift))
+	}
 	env = append(env, cfg.Env...)
 	var exports strings.Builder
 	for _, kv := range env {
@@ -427,14 +522,34 @@ func buildInitramfs(path string, cfg Config, binary string, args []string) error
 	return f.Close()
 }
 
-// checkStatic fails for a dynamically linked binary: the initramfs has no
-// libc.
-func checkStatic(path string) error {
+// machines is the ELF machine of each guest architecture.
+var machines = map[Arch]elf.Machine{AMD64: elf.EM_X86_64, ARM64: elf.EM_AARCH64}
+
+// elfMachine is the machine of an ELF executable or shared object, ok
+// false for anything else (scripts, data, BPF objects).
+func elfMachine(data []byte) (elf.Machine, bool) {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return 0, false
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return 0, false
+	}
+	return f.Machine, true
+}
+
+// checkBinary fails for a binary that is not a static executable for
+// arch: the initramfs has no libc, and the guest runs only its own
+// architecture.
+func checkBinary(path string, arch Arch) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
+	if f.Machine != machines[arch] {
+		return fmt.Errorf("%s is built for %v, not the %s guest", path, f.Machine, arch)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0", path)
@@ -448,11 +563,11 @@ func shellQuote(s string) string {
 }
 
 // BuildTestBinary builds the tests of the package in pkgDir as a static
-// binary at out (CGO_ENABLED=0 go test -c).
-func BuildTestBinary(pkgDir, out string) error {
+// binary for arch at out (CGO_ENABLED=0 GOARCH=arch go test -c).
+func BuildTestBinary(pkgDir, out string, arch Arch) error {
 	cmd := exec.Command("go", "test", "-c", "-o", out, ".")
 	cmd.Dir = pkgDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+string(arch))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go test -c in %s: %w\n%s", pkgDir, err, b)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -82,20 +83,93 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
-func TestCheckStatic(t *testing.T) {
-	if err := checkStatic("/bin/sh"); err == nil {
-		t.Error("/bin/sh: want a dynamically-linked error")
+func TestCheckBinary(t *testing.T) {
+	if err := checkBinary("/bin/sh", AMD64); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Errorf("/bin/sh: %v, want a dynamically-linked error", err)
+	}
+	if err := checkBinary("/bin/busybox", AMD64); err != nil {
+		t.Skipf("no static busybox here: %v", err)
+	}
+	if err := checkBinary("/bin/busybox", ARM64); err == nil || !strings.Contains(err.Error(), "EM_X86_64, not the arm64 guest") {
+		t.Errorf("an x86 busybox for arm64: %v, want it refused", err)
+	}
+	bb, _ := os.ReadFile("/bin/busybox")
+	cfg := Config{Arch: ARM64, Busybox: "/bin/busybox", Files: []File{{Name: "bin/tool", Data: bb}}}
+	if err := buildInitramfs(filepath.Join(t.TempDir(), "i"), cfg, "/bin/busybox", nil); err == nil {
+		t.Error("an x86 test binary and tool in an arm64 initramfs: want them refused")
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, ""},
+		{Config{Arch: ARM64, Exact: true}, ""},
+		{Config{Arch: "riscv64"}, `vm arch "riscv64": want amd64 or arm64`},
+		{Config{Exact: true}, "vm exact mode needs arch arm64"},
+		{Config{Arch: ARM64, Exact: true, CPUs: 2}, "vm exact mode runs 1 vCPU, not 2"},
+	} {
+		c.cfg.defaults()
+		err := c.cfg.check()
+		if (err == nil) != (c.want == "") || (err != nil && !strings.HasPrefix(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestQEMUArgs: the modes' command lines, as the facts they rest on want
+// them: exact is one vCPU under icount (which refuses multi-threaded
+// TCG), ordinary arm64 is multi-threaded without it.
+func TestQEMUArgs(t *testing.T) {
+	line := func(cfg Config) string {
+		cfg.defaults()
+		name, args := qemuArgs(cfg, "k", "i")
+		return name + " " + strings.Join(args, " ")
+	}
+	for _, c := range []struct {
+		cfg       Config
+		has, hasn []string
+	}{
+		{Config{}, []string{"qemu-system-x86_64 ", "-smp 2", "console=ttyS0", "tsc=reliable"}, []string{"-icount"}},
+		{Config{Arch: ARM64}, []string{"qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -accel tcg,thread=multi", "-smp 2", "console=ttyAMA0"}, []string{"-icount", "tsc="}},
+		{Config{Arch: ARM64, Exact: true}, []string{"-accel tcg ", "-smp 1", "-icount shift=1,sleep=off"}, []string{"thread=multi"}},
+	} {
+		l := line(c.cfg)
+		for _, s := range c.has {
+			if !strings.Contains(l, s) {
+				t.Errorf("%+v: %q lacks %q", c.cfg, l, s)
+			}
+		}
+		for _, s := range c.hasn {
+			if strings.Contains(l, s) {
+				t.Errorf("%+v: %q has %q", c.cfg, l, s)
+			}
+		}
 	}
 }
 
 // TestInVMSelf boots the VM with this package's own tests and runs
-// TestVMEnvironment there: the harness end to end, on each kernel series.
+// TestVMEnvironment there: the harness end to end, on each kernel series
+// and architecture, arm64 in both its modes.
 func TestInVMSelf(t *testing.T) {
-	for _, s := range []*Series{Kernel61, Kernel612} {
-		t.Run(s.Name, func(t *testing.T) {
-			res := RunTests(t, Config{Series: s}, []string{"TestVMEnvironment"})
-			if want := "kernel " + s.Name + "."; !strings.Contains(res.Output, want) {
-				t.Errorf("the VM did not boot a %s kernel (no %q in its output)", s.Name, want)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"6.1", Config{Series: Kernel61}},
+		{"6.12", Config{Series: Kernel612}},
+		{"arm64-6.1", Config{Arch: ARM64, Series: Kernel61}},
+		{"arm64-6.12-exact", Config{Arch: ARM64, Series: Kernel612, Exact: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := RunTests(t, c.cfg, []string{"TestVMEnvironment"})
+			if want := "kernel " + c.cfg.Series.Name + "."; !strings.Contains(res.Output, want) {
+				t.Errorf("the VM did not boot a %s kernel (no %q in its output)", c.cfg.Series.Name, want)
+			}
+			if want := "arch " + string(c.cfg.arch()) + ","; !strings.Contains(res.Output, want) {
+				t.Errorf("the VM did not run an %s guest (no %q in its output)", c.cfg.arch(), want)
 			}
 		})
 	}
@@ -107,7 +181,7 @@ func TestInVMSelf(t *testing.T) {
 func TestBootHungIsRetried(t *testing.T) {
 	skipUnlessHost(t)
 	bin := filepath.Join(t.TempDir(), "pkg.test")
-	if err := BuildTestBinary(".", bin); err != nil {
+	if err := BuildTestBinary(".", bin, AMD64); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -129,7 +203,7 @@ func TestBootHungIsRetried(t *testing.T) {
 func TestBootDiedIsRetried(t *testing.T) {
 	skipUnlessHost(t)
 	bin := filepath.Join(t.TempDir(), "pkg.test")
-	if err := BuildTestBinary(".", bin); err != nil {
+	if err := BuildTestBinary(".", bin, AMD64); err != nil {
 		t.Fatal(err)
 	}
 	res, err := Run(context.Background(), Config{kernelArgs: "rdinit=/no-such-init"}, bin, "-test.run", "^TestVMEnvironment$")
@@ -174,7 +248,7 @@ func runGuestTest(t *testing.T, name string) (*Result, error) {
 	t.Helper()
 	skipUnlessHost(t)
 	bin := filepath.Join(t.TempDir(), "pkg.test")
-	if err := BuildTestBinary(".", bin); err != nil {
+	if err := BuildTestBinary(".", bin, AMD64); err != nil {
 		t.Fatal(err)
 	}
 	return Run(context.Background(), Config{}, bin, "-test.run", "^"+name+"$")
@@ -233,15 +307,32 @@ func TestVMEnvironment(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Error("not root in the VM")
 	}
-	// Without tsc=reliable the kernel finds TCG's TSCs unsynchronized and
-	// sched_clock stands still for up to a tick at a time on one CPU, which
-	// cpu-clock counts inherit.
 	cs, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-	if cur := string(bytes.TrimSpace(cs)); err != nil || (cur != "tsc" && cur != "tsc-early") {
-		t.Errorf("clocksource %q, %v; want tsc (or tsc-early, before the kernel switches)", cs, err)
+	cur := string(bytes.TrimSpace(cs))
+	switch runtime.GOARCH {
+	case "amd64":
+		// Without tsc=reliable the kernel finds TCG's TSCs unsynchronized and
+		// sched_clock stands still for up to a tick at a time on one CPU, which
+		// cpu-clock counts inherit.
+		if err != nil || (cur != "tsc" && cur != "tsc-early") {
+			t.Errorf("clocksource %q, %v; want tsc (or tsc-early, before the kernel switches)", cs, err)
+		}
+	case "arm64":
+		if err != nil || cur != "arch_sys_counter" {
+			t.Errorf("clocksource %q, %v; want arch_sys_counter", cs, err)
+		}
+		// The PMU the arm64 guest is for: the virt machine's device tree
+		// describes it and Linux's driver registers it.
+		if pmus, _ := filepath.Glob("/sys/bus/event_source/devices/armv8_pmuv3*"); len(pmus) == 0 {
+			t.Error("no armv8_pmuv3 event source in the arm64 guest")
+		}
+	}
+	_, exact := ICount()
+	if n := runtime.NumCPU(); exact && n != 1 {
+		t.Errorf("%d CPUs in an exact VM, want 1", n)
 	}
 	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	t.Logf("kernel %s", bytes.TrimSpace(rel))
+	t.Logf("kernel %s, arch %s, exact %v", bytes.TrimSpace(rel), runtime.GOARCH, exact)
 }
 
 func TestBenchMetrics(t *testing.T) {
