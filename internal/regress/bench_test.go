@@ -120,7 +120,14 @@ func replay(series, control []Sample, start, w int, factor float64) (*Finding, t
 // where the recording holds 24 stretches of 121 intervals that share
 // none: each is one trial with no change and one with +15%.
 //
-// Each is replayed four ways: the series alone (nothing tells the
+// Two more recordings were made over the same 50 minutes of a host whose
+// two CPUs other work held for the first 25 minutes or so, then quiet:
+// the program and its copy run steadily, and run in bursts (0.3-4 s on,
+// 0.5-10 s off), as traffic comes. Replayed alone and beside the copy, they tell what the
+// gaps of a bursty load cost (most of all at a stats duty, whose share of
+// an interval a burst often misses) from what the host's swings cost.
+//
+// The steady one is replayed four ways: the series alone (nothing tells the
 // machine's drift from the program's); beside a copy of the program run
 // in step with it (the same code, the same pacing: the closest a
 // neighbour can be); beside a different program recorded over the same
@@ -140,7 +147,12 @@ func BenchmarkDetectorReplay(b *testing.B) {
 		// One sub-benchmark a duty: its log stays within the ten lines
 		// the testing package shows of each.
 		b.Run(fmt.Sprintf("duty=%d%%", duty), func(b *testing.B) {
-			for _, v := range variants(b, 2*w+2, duty) {
+			for _, v := range variants(b, 2*w+2, duty)[:steadyVariants] {
+				replayVariant(b, v, w)
+			}
+		})
+		b.Run(fmt.Sprintf("busy/duty=%d%%", duty), func(b *testing.B) {
+			for _, v := range variants(b, 2*w+2, duty)[steadyVariants:] {
 				replayVariant(b, v, w)
 			}
 		})
@@ -166,6 +178,10 @@ func replayVariant(b *testing.B, v variant, w int) {
 	b.ReportMetric(100*float64(det)/float64(n), "detected-%-1m-independent-"+v.key)
 }
 
+// steadyVariants is how many of variants' replays are of the quiet
+// host's recording; the busy host's follow.
+const steadyVariants = 4
+
 // variant is one way of replaying the recording; key names its metrics.
 type variant struct {
 	name, key       string
@@ -177,12 +193,15 @@ type variant struct {
 // recorded beside it, 10% and the budget's least, 1%.
 var duties = []int{100, 10, 1}
 
-// variants reads the recording (testdata/pair.csv, and beside it
+// variants reads the recordings (testdata/pair.csv, and beside it
 // pair_control.csv, the copy run in step, and neighbour.csv, the
-// different program) as read at a stats duty share, and returns the four
-// ways the benchmarks replay it: alone, with the copy, with the neighbour,
-// and alone with the drift divided out. Below 100% names and keys say the
-// duty. It fails when the recording is shorter than need intervals.
+// different program; and the busy host's, made over the same minutes:
+// busy_steady.csv and busy_bursty.csv, each with its copy) as read at a
+// stats duty share, and returns the ways the benchmarks replay them: the
+// quiet host's alone, with the copy, with the neighbour, and alone with
+// the drift divided out; the busy host's steady and bursty ones, each
+// alone and with its copy. Below 100% names and keys say the duty. It
+// fails when a recording is shorter than need intervals.
 func variants(tb testing.TB, need, duty int) []variant {
 	series := recorded(tb, "testdata/pair.csv", duty)
 	copied, neighbour := recorded(tb, "testdata/pair_control.csv", duty), recorded(tb, "testdata/neighbour.csv", duty)
@@ -190,11 +209,21 @@ func variants(tb testing.TB, need, duty int) []variant {
 	if n < need {
 		tb.Fatalf("recorded series has %d intervals, want at least %d", n, need)
 	}
+	steady, steadyCopy := recorded(tb, "testdata/busy_steady.csv", duty), recorded(tb, "testdata/busy_steady_control.csv", duty)
+	bursty, burstyCopy := recorded(tb, "testdata/busy_bursty.csv", duty), recorded(tb, "testdata/busy_bursty_control.csv", duty)
+	nb := min(len(steady), len(steadyCopy), len(bursty), len(burstyCopy))
+	if nb < need {
+		tb.Fatalf("recorded busy-host series have %d intervals, want at least %d", nb, need)
+	}
 	vs := []variant{
 		{"as recorded, alone", "alone", series[:n], nil},
 		{"as recorded, beside a copy run in step", "copy", series[:n], copied[:n]},
 		{"as recorded, beside a different program at its own pace", "neighbour", series[:n], neighbour[:n]},
 		{"drift divided out", "detrended", detrend(series[:n], 150), nil},
+		{"busy-then-quiet host, steady, alone", "busy-steady", steady[:nb], nil},
+		{"busy-then-quiet host, steady, beside a copy in step", "busy-steady-copy", steady[:nb], steadyCopy[:nb]},
+		{"busy-then-quiet host, in bursts, alone", "busy-bursty", bursty[:nb], nil},
+		{"busy-then-quiet host, in bursts, beside a copy in step", "busy-bursty-copy", bursty[:nb], burstyCopy[:nb]},
 	}
 	if duty != 100 {
 		for i := range vs {
@@ -307,13 +336,19 @@ func BenchmarkDetectorCost(b *testing.B) {
 // 1-minute shift window, 12 stretches of 240 that share none. Beside the
 // copy and beside the different program recorded with it, and alone,
 // where no shift is claimed (nothing tells the machine's drift from the
-// program's), so both rates are 0 by design; all are reported. And each
-// at the three stats duty shares BenchmarkDetectorReplay replays.
+// program's), so both rates are 0 by design; all are reported. The busy
+// host's recordings, alone and beside their copies, the same way. And each at
+// the three stats duty shares BenchmarkDetectorReplay replays.
 func BenchmarkShiftReplay(b *testing.B) {
 	const w, n = 300, 4 * 300
 	for _, duty := range duties {
 		b.Run(fmt.Sprintf("duty=%d%%", duty), func(b *testing.B) {
 			for _, v := range variants(b, n+2, duty)[:3] {
+				shiftVariant(b, v, w, n)
+			}
+		})
+		b.Run(fmt.Sprintf("busy/duty=%d%%", duty), func(b *testing.B) {
+			for _, v := range variants(b, n+2, duty)[steadyVariants:] {
 				shiftVariant(b, v, w, n)
 			}
 		})

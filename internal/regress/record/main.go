@@ -17,21 +17,35 @@
 // same minutes: the replay compares them with nothing else changed. A
 // share that saw no run is an empty field, as the daemon stores no point.
 //
+// With -bursty the program (and its copy) runs in bursts instead, as
+// traffic comes: on for 0.3 to 4 s, then off for 0.5 to 10 s (uniform,
+// from a fixed seed), at the same pace while on. Intervals, and duty
+// shares, that a burst missed are empty fields.
+//
 // Needs root. The replay benchmarks read the files it writes with (50
-// minutes):
+// minutes each):
 //
 //	go run ./internal/regress/record -o internal/regress/testdata/pair.csv \
 //		-control internal/regress/testdata/pair_control.csv \
 //		-neighbour internal/regress/testdata/neighbour.csv
+//
+// and, over the same 50 minutes on a busy host, one of each load:
+//
+//	go run ./internal/regress/record -o internal/regress/testdata/busy_steady.csv \
+//		-control internal/regress/testdata/busy_steady_control.csv &
+//	go run ./internal/regress/record -bursty -o internal/regress/testdata/busy_bursty.csv \
+//		-control internal/regress/testdata/busy_bursty_control.csv
 package main
 
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -49,6 +63,8 @@ func main() {
 	batch := flag.Uint("batch", 50, "runs every 10 ms")
 	neighbour := flag.String("neighbour", "", "CSV file for a different program run at its own pace beside it (optional)")
 	dutyList := flag.String("duties", "10,1", "stats duty shares in percent, each read over the last share of every interval")
+	bursty := flag.Bool("bursty", false, "run the program in bursts (0.3-4 s on, 0.5-10 s off) instead of steadily")
+	note := flag.String("note", "", "what else ran on the host, for the files' first line")
 	flag.Parse()
 	duties, err := parseDuties(*dutyList)
 	if err != nil {
@@ -65,7 +81,8 @@ func main() {
 		// every 7 ms, so its runs drift across the program's.
 		nb = &pacedProgram{path: *neighbour, iters: 3000, batch: 30, every: 7 * time.Millisecond}
 	}
-	if err := record(paths, nb, duties, *every, *n, int32(*iters), uint32(*batch)); err != nil {
+	load := load{iters: int32(*iters), batch: uint32(*batch), bursty: *bursty, note: *note}
+	if err := record(paths, nb, duties, *every, *n, load); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
 		os.Exit(1)
 	}
@@ -135,7 +152,41 @@ func fields(from, to reading, i int) string {
 		float64(runs)/to.at.Sub(from.at).Seconds())
 }
 
-func record(paths []string, nb *pacedProgram, duties []int, every time.Duration, n int, iters int32, batch uint32) error {
+// load is how the program (and its copy) is run.
+type load struct {
+	iters  int32
+	batch  uint32 // runs every 10 ms, while on
+	bursty bool
+	note   string
+}
+
+// describe is the files' first line's account of the load.
+func (l load) describe(every time.Duration) string {
+	pace := "steadily"
+	if l.bursty {
+		pace = "in bursts (on 0.3-4 s, off 0.5-10 s)"
+	}
+	s := fmt.Sprintf("%d-iteration loop, %d runs every 10 ms %s, read every %v", l.iters, l.batch, pace, every)
+	if l.note != "" {
+		s += ", " + l.note
+	}
+	return s
+}
+
+// bursts keeps on true while a burst lasts and false between them,
+// forever: a fixed seed, so that a recording can be made again alike.
+func bursts(on *atomic.Bool) {
+	rng := rand.New(rand.NewPCG(2026, 1127))
+	for {
+		on.Store(true)
+		time.Sleep(300*time.Millisecond + time.Duration(rng.Int64N(int64(3700*time.Millisecond))))
+		on.Store(false)
+		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(9500*time.Millisecond))))
+	}
+}
+
+func record(paths []string, nb *pacedProgram, duties []int, every time.Duration, n int, ld load) error {
+	iters, batch := ld.iters, ld.batch
 	stats, err := collectors.EnableStats(collectors.StatsConfig{ProcRoot: "/proc", Mode: "auto"})
 	if err != nil {
 		return err
@@ -152,8 +203,8 @@ func record(paths []string, nb *pacedProgram, duties []int, every time.Duration,
 			return err
 		}
 		defer files[i].Close()
-		fmt.Fprintf(files[i], "# %d-iteration loop, %d runs every 10 ms, read every %v, %s, program %d of %d run side by side\n%s\n",
-			iters, batch, every, time.Now().UTC().Format(time.RFC3339), i+1, len(paths), header(duties))
+		fmt.Fprintf(files[i], "# %s, %s, program %d of %d run side by side\n%s\n",
+			ld.describe(every), time.Now().UTC().Format(time.RFC3339), i+1, len(paths), header(duties))
 	}
 	if nb != nil {
 		p, err := privtest.LoadLoop("rg_neighbour", nb.iters)
@@ -171,8 +222,16 @@ func record(paths []string, nb *pacedProgram, duties []int, every time.Duration,
 		go runPaced(p, nb.batch, nb.every)
 		progs, files = append(progs, p), append(files, f)
 	}
+	var on atomic.Bool
+	on.Store(true)
+	if ld.bursty {
+		go bursts(&on)
+	}
 	go func() {
 		for range time.Tick(10 * time.Millisecond) {
+			if !on.Load() {
+				continue
+			}
 			for _, p := range progs[:len(paths)] {
 				p.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: batch})
 			}
