@@ -266,8 +266,14 @@ func TestLatencyMix(t *testing.T) {
 	if p50 >= split || p90 >= split || p99 < split {
 		t.Errorf("p50 %.0f and p90 %.0f ns should be fast runs, p99 %.0f ns a slow one (split at %.0f ns)", p50, p90, p99, split)
 	}
-	if float64(h.Max) < 0.8*slow {
-		t.Errorf("max %d ns, below the slow path's %.0f ns", h.Max, slow)
+	// The slowest timed run is a slow one, whole: not cut short. The slow
+	// path alone, 20 runs in a row, is measured at another moment and
+	// under TCG reads up to 1.3x the same path's runs inside the mix (CI,
+	// 2026-11-27: 139.5 µs alone, the mix's slowest 104.8 µs, bpf_stats
+	// agreeing with the window on the mix), so half of it is the bound:
+	// a timer that cut runs short would read the fast path's microsecond.
+	if float64(h.Max) < 0.5*slow {
+		t.Errorf("max %d ns, below half the slow path's %.0f ns", h.Max, slow)
 	}
 	// bpf_stats and the window timed the same runs: the gap between their
 	// means is what timing adds outside the timed interval, between none
