@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
@@ -307,7 +305,7 @@ func TestRingForCPUOnlinedLater(t *testing.T) {
 	for round := range 2 {
 		setOnline(true)
 		time.Sleep(500 * time.Millisecond) // a few looks at the online CPUs
-		id := loadOnCPU(t, cpu)
+		id := privtest.LoadOnCPU(t, cpu)
 		privtest.WaitFor(t, fmt.Sprintf("round %d: the load of program %d on cpu %d", round+1, id, cpu), func() bool {
 			_, ok := s.load(id)
 			return ok
@@ -318,33 +316,4 @@ func TestRingForCPUOnlinedLater(t *testing.T) {
 	if lost := f.Lost(); lost != 0 {
 		t.Errorf("%d records lost", lost)
 	}
-}
-
-// loadOnCPU loads and unloads a socket filter from a thread bound to cpu
-// and returns its id.
-func loadOnCPU(t *testing.T, cpu int) uint32 {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var all, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.SchedSetaffinity(0, &all)
-	one.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		t.Fatalf("bind to cpu %d: %v", cpu, err)
-	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	info, err := prog.Info()
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := info.ID()
-	return uint32(id)
 }

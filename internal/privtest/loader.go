@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // lateAttachEnv makes a test binary a loader that attaches late
@@ -159,4 +161,33 @@ func burstMain(v string) {
 	out.Flush()
 	io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
+}
+
+// LoadOnCPU loads a socket filter from a thread bound to cpu, unloads it,
+// and returns its id: a load record made on that CPU's ring.
+func LoadOnCPU(tb testing.TB, cpu int) uint32 {
+	tb.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var all, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &all)
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		tb.Fatalf("bind to cpu %d: %v", cpu, err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id, _ := info.ID()
+	return uint32(id)
 }
