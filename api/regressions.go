@@ -68,12 +68,13 @@ type Comparison struct {
 	Alpha       float64 `json:"alpha"`
 	MinChange   float64 `json:"min_change"`
 	Significant bool    `json:"significant"`
-	// Drift is how much the machine itself slowed between the windows: the
-	// median after/before ratio of Controls other programs whose version did
-	// not change. A reload's Ratio is divided by it (raw ratio = Ratio ×
-	// Drift); a shift's intervals are each divided by the machine's speed
-	// at their time, and Drift is that speed's after/before ratio. 1 for a
-	// reload with no controls; a shift is never claimed without them.
+	// Drift is how much the machine itself slowed between the windows:
+	// the after/before ratio of its speed, told by Controls other programs
+	// whose version did not change. Each interval of the program (a
+	// shift's each bucket) is divided by the machine's speed at its time
+	// before comparing, so a step of the machine inside a window is taken
+	// out where it happened. 1 for a reload with no controls; a shift is
+	// never claimed without them.
 	Drift    float64 `json:"drift,omitempty"`
 	Controls int     `json:"controls,omitempty"`
 	// Undecided says why the data could not decide, when it could not.

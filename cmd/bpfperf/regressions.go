@@ -110,10 +110,8 @@ func printRegression(w io.Writer, r api.Regression) {
 	}
 	fmt.Fprintf(w, "  ns/run   %.1f -> %.1f (medians), x%.3f, 95%% CI %.3f-%.3f\n", r.BeforeNs, r.AfterNs, r.Ratio, r.RatioLo, r.RatioHi)
 	switch {
-	case r.Controls > 0 && r.Kind == "shift":
-		fmt.Fprintf(w, "  drift    the machine: x%.3f (median of %d programs that did not change); each interval is corrected for it\n", r.Drift, r.Controls)
 	case r.Controls > 0:
-		fmt.Fprintf(w, "  drift    the machine: x%.3f (median of %d programs that did not change); the ratio is corrected for it\n", r.Drift, r.Controls)
+		fmt.Fprintf(w, "  drift    the machine: x%.3f (median of %d programs that did not change); each interval is corrected for it\n", r.Drift, r.Controls)
 	default:
 		fmt.Fprintf(w, "  drift    not measured: no other program ran one version over both windows, so a change of the machine reads as the program's\n")
 	}

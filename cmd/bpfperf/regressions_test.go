@@ -16,7 +16,7 @@ func TestPrintRegressionDrift(t *testing.T) {
 		controls int
 		want     string
 	}{
-		{"regression", 3, "drift    the machine: x1.100 (median of 3 programs that did not change); the ratio is corrected for it"},
+		{"regression", 3, "drift    the machine: x1.100 (median of 3 programs that did not change); each interval is corrected for it"},
 		{"shift", 2, "drift    the machine: x1.100 (median of 2 programs that did not change); each interval is corrected for it"},
 		{"regression", 0, "drift    not measured: no other program ran one version over both windows"},
 	} {

@@ -2,6 +2,7 @@ package regress
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,5 +132,46 @@ func TestTrackerDrift(t *testing.T) {
 	}
 	if len(found) != 1 || found[0].Kind != "" || found[0].Controls != 3 || found[0].Drift < 1.25 || found[0].Drift > 1.35 {
 		t.Fatalf("findings %+v, want one without a kind, drift about 1.3 from 3 controls", found)
+	}
+}
+
+// A machine that slows 30% for 30 s somewhere across the two windows, a
+// neighbour beside the program feeling it alike: the finding's ratio is
+// the program's own change (+12%) wherever the slow stretch falls,
+// because each interval is divided by the machine's speed in that
+// interval. One ratio over the windows (the drift before 2026-11-27) read
+// 1.115 to 1.131 for the same change as the stretch moved (seed 0), and
+// found nothing with the stretch at 100-130 s (seed 1).
+func TestTrackerDriftStepInsideWindow(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Window = 60 * time.Second
+	for seed := uint64(0); seed < 3; seed++ {
+		var ratios []float64
+		for from := 10; from <= 100; from += 10 {
+			rng := rand.New(rand.NewPCG(seed, 8))
+			tr := NewTracker(cfg)
+			var f *Finding
+			for i := 0; i < 121; i++ {
+				at := t0.Add(time.Duration(i) * time.Second)
+				slow, tag, change := 1.0, "aaaa", 1.0
+				if i >= from && i < from+30 {
+					slow = 1.3
+				}
+				if i >= 60 {
+					tag, change = "bbbb", 1.12
+				}
+				tr.Observe("neighbour", "cccc", noisy(rng, at, 1, 200*slow, 0.05, 500)[0])
+				if g := tr.Observe("x", tag, noisy(rng, at, 1, 100*slow*change, 0.05, 500)[0]); g != nil {
+					f = g
+				}
+			}
+			if f == nil || f.Kind != KindRegression || f.Controls != 1 {
+				t.Fatalf("seed %d, slow from %d s to %d s: finding %+v, want a regression told from 1 neighbour", seed, from, from+30, f)
+			}
+			ratios = append(ratios, f.Ratio)
+		}
+		if lo, hi := slices.Min(ratios), slices.Max(ratios); hi-lo > 0.01 {
+			t.Errorf("seed %d: ratios %.3f to %.3f as the slow stretch moves, want within 0.01: %v", seed, lo, hi, ratios)
+		}
 	}
 }
