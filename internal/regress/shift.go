@@ -1,6 +1,7 @@
 package regress
 
 import (
+	"iter"
 	"math"
 	"sort"
 	"time"
@@ -157,14 +158,23 @@ func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) (Resul
 // the machine neither dates nor makes a shift. All 1 when no key
 // qualifies.
 func (t *Tracker) machineSpeed(self string, points []Sample, w api.Windows) ([]float64, int) {
-	var rel [][]float64 // per control, per point
-	for before, after := range t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
+	return speedAt(t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
 		if st.shift.steadySince.After(w.BeforeFrom) {
 			return nil, nil, false
 		}
 		before, after = split(st.shift.buckets, w)
 		return before, after, true
-	}) {
+	}), points, t.bucketLen())
+}
+
+// speedAt is, for each point, the median over the controls (at most
+// maxControls) of their sample nearest in time to it, within within, over
+// the control's own median across both sides: how slow the machine ran
+// then. 1 where no control has a sample near; all 1 with no control. It
+// also returns how many controls told it.
+func speedAt(controls iter.Seq2[[]Sample, []Sample], points []Sample, within time.Duration) ([]float64, int) {
+	var rel [][]float64 // per control, per point
+	for before, after := range controls {
 		ctl := append(before, after...)
 		m := median(nsOf(ctl))
 		if m <= 0 {
@@ -172,7 +182,7 @@ func (t *Tracker) machineSpeed(self string, points []Sample, w api.Windows) ([]f
 		}
 		r := make([]float64, len(points))
 		for i, p := range points {
-			r[i] = nearest(ctl, p.At, t.bucketLen()).NsPerRun / m
+			r[i] = nearest(ctl, p.At, within).NsPerRun / m
 		}
 		rel = append(rel, r)
 		if len(rel) == maxControls {

@@ -112,8 +112,7 @@ const maxControls = 32
 // 1 and 0 when none qualifies, and the intervals are left as they are.
 func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample) (float64, int) {
 	points := append(append([]Sample(nil), before...), after...)
-	var rel [][]float64 // per control, per point
-	for cb, ca := range t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
+	speed, n := speedAt(t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
 		for _, x := range st.samples {
 			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
 				continue
@@ -128,37 +127,9 @@ func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample
 			}
 		}
 		return before, after, true
-	}) {
-		ctl := append(cb, ca...)
-		m := median(nsOf(ctl))
-		if m <= 0 {
-			continue
-		}
-		r := make([]float64, len(points))
-		for i, p := range points {
-			r[i] = nearest(ctl, p.At, t.cfg.Window/10).NsPerRun / m
-		}
-		rel = append(rel, r)
-		if len(rel) == maxControls {
-			break
-		}
-	}
-	if len(rel) == 0 {
+	}), points, t.cfg.Window/10)
+	if n == 0 {
 		return 1, 0
-	}
-	speed := make([]float64, len(points))
-	col := make([]float64, 0, len(rel))
-	for i := range points {
-		col = col[:0]
-		for _, r := range rel {
-			if r[i] > 0 {
-				col = append(col, r[i])
-			}
-		}
-		speed[i] = 1
-		if len(col) > 0 {
-			speed[i] = median(col)
-		}
 	}
 	for i := range before {
 		before[i].NsPerRun /= speed[i]
@@ -166,7 +137,7 @@ func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample
 	for i := range after {
 		after[i].NsPerRun /= speed[len(before)+i]
 	}
-	return median(speed[len(before):]) / median(speed[:len(before)]), len(rel)
+	return median(speed[len(before):]) / median(speed[:len(before)]), n
 }
 
 // controls yields, in key order, the two sides (as sides reads them) of
