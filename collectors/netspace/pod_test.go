@@ -64,6 +64,9 @@ func TestPodEth0(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if links, err := collectors.Links(); err == nil && len(links[tcxID]) == 1 {
+		t.Logf("the pod's eth0 by its ifindex in the host's namespace: %s", links[tcxID][0].Target)
+	}
 	byPod := func(ino uint64) string {
 		if ino == podIno {
 			return "pod " + p.Spec.Namespace + "/" + p.Spec.Name
