@@ -41,7 +41,8 @@ type Config struct {
 	Label Label
 }
 
-// Scanner places device attachments in their network namespaces.
+// Scanner places device attachments in their network namespaces. One
+// caller at a time: the sampler's owners scan, under its lock.
 type Scanner struct {
 	cfg  Config
 	self uint64
