@@ -83,7 +83,7 @@ test-vm:
 	$(GO) test -count=1 -p 1 -run 'InVM' ./internal/vmtest/ ./collectors/ ./profile/ ./daemon/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./collectors/loadrec/ ./daemon/... ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/ ./bench/hooks/ ./bench/plots/ ./internal/regress/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./collectors/ ./collectors/netspace/ ./collectors/loadrec/ ./daemon/... ./store/ ./profile/ ./internal/top/ ./cmd/bpfperf/ ./bench/ ./bench/hooks/ ./bench/plots/ ./internal/regress/
 
 # Go fuzz targets over what users and disks hand us: suite, map-init and
 # object files, bench reports, pprof input, time ranges, store records.

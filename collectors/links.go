@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -17,6 +18,12 @@ type AttachPoint struct {
 	LinkID uint32 `json:"link_id"`
 	Type   string `json:"type"`   // bpftool's link type name, "type_N" if unknown
 	Target string `json:"target"` // e.g. "ifindex 1 (lo)", "sched_switch"; "" if the kernel does not tell
+	// Netns names the network namespace of a device target that is not
+	// the daemon's own ("pod ns-a/web-0", "netns blue", "netns
+	// 4026532871"), where the ifindex and name of Target are the
+	// device's in that namespace; "" in the daemon's own namespace, and
+	// for every other target. collectors/netspace sets it.
+	Netns string `json:"netns,omitempty"`
 	// Missed is the kernel's count of events a kprobe, kretprobe or
 	// kprobe_multi link fired for but never ran the program on (a probe
 	// hit inside another probe's handler, no free return-probe instance),
@@ -28,7 +35,26 @@ type AttachPoint struct {
 // SameLink reports whether a and b are the same link on the same target,
 // whatever their missed counts.
 func (a AttachPoint) SameLink(b AttachPoint) bool {
-	return a.LinkID == b.LinkID && a.Type == b.Type && a.Target == b.Target
+	return a.LinkID == b.LinkID && a.Type == b.Type && a.Target == b.Target && a.Netns == b.Netns
+}
+
+// NetnsTarget is Target as people read it: in another network namespace
+// the device is named by its namespace and name, "pod ns-a/web-0 eth0
+// ingress" (its ifindex there would mean another device here); in the
+// daemon's own namespace Target as it is, "ifindex 6 (bv1) ingress".
+func (a AttachPoint) NetnsTarget() string {
+	if a.Netns == "" {
+		return a.Target
+	}
+	index, name, rest, ok := DeviceTarget(a.Target)
+	if !ok {
+		return a.Netns + " " + a.Target
+	}
+	dev := name
+	if dev == "" {
+		dev = "ifindex " + strconv.Itoa(index)
+	}
+	return a.Netns + " " + dev + rest
 }
 
 // linkTypes are bpftool's names for enum bpf_link_type, indexed by value.
@@ -276,3 +302,27 @@ func ifaceTarget(ifindex int, name string) string {
 	}
 	return fmt.Sprintf("ifindex %d (%s)", ifindex, name)
 }
+
+// DeviceTarget reads a device target as ifaceTarget and the callers that
+// add a direction write it: "ifindex 6 (bv1) ingress" is 6, "bv1" and "
+// ingress"; "ifindex 6" is 6, "" and "". ok is false for a target that
+// names no device.
+func DeviceTarget(target string) (ifindex int, name, rest string, ok bool) {
+	m := deviceTarget.FindStringSubmatch(target)
+	if m == nil {
+		return 0, "", "", false
+	}
+	ifindex, err := strconv.Atoi(m[1])
+	if err != nil {
+		return 0, "", "", false
+	}
+	return ifindex, m[2], m[3], true
+}
+
+// DeviceTargetOf is the target of a device attachment, as Links and
+// NetAttach write it: "ifindex 6 (bv1)" and the rest (" ingress").
+func DeviceTargetOf(ifindex int, name, rest string) string {
+	return ifaceTarget(ifindex, name) + rest
+}
+
+var deviceTarget = regexp.MustCompile(`^ifindex (\d+)(?: \(([^)]*)\))?(.*)$`)

@@ -171,3 +171,45 @@ func attachCPUClock(t *testing.T, prog *ebpf.Program) (link.Link, error) {
 	t.Cleanup(func() { unix.Close(fd) })
 	return link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
 }
+
+// TestDeviceTarget: device targets read back as written, and a device in
+// another network namespace is named by it and its name there.
+func TestDeviceTarget(t *testing.T) {
+	for _, c := range []struct {
+		target      string
+		index       int
+		name, rest  string
+		ok          bool
+		netnsTarget string // with Netns "netns blue"
+	}{
+		{"ifindex 6 (bv1) ingress", 6, "bv1", " ingress", true, "netns blue bv1 ingress"},
+		{"ifindex 6 (bv1)", 6, "bv1", "", true, "netns blue bv1"},
+		{"ifindex 2 egress", 2, "", " egress", true, "netns blue ifindex 2 egress"},
+		{"ifindex 2", 2, "", "", true, "netns blue ifindex 2"},
+		{"tracepoint sched_switch", 0, "", "", false, "netns blue tracepoint sched_switch"},
+		{"ifindex x", 0, "", "", false, "netns blue ifindex x"},
+	} {
+		index, name, rest, ok := DeviceTarget(c.target)
+		if index != c.index || name != c.name || rest != c.rest || ok != c.ok {
+			t.Errorf("DeviceTarget(%q) = %d, %q, %q, %v", c.target, index, name, rest, ok)
+		}
+		if ok && DeviceTargetOf(index, name, rest) != c.target {
+			t.Errorf("DeviceTargetOf(%d, %q, %q) = %q, want %q", index, name, rest, DeviceTargetOf(index, name, rest), c.target)
+		}
+		ap := AttachPoint{Type: "tcx", Target: c.target}
+		if got := ap.NetnsTarget(); got != c.target {
+			t.Errorf("NetnsTarget of %q in the daemon's namespace = %q", c.target, got)
+		}
+		ap.Netns = "netns blue"
+		if got := ap.NetnsTarget(); got != c.netnsTarget {
+			t.Errorf("NetnsTarget of %q in netns blue = %q, want %q", c.target, got, c.netnsTarget)
+		}
+	}
+	// eth0 in two namespaces is two attach points of one program.
+	a := AttachPoint{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "netns a"}
+	b := a
+	b.Netns = "netns b"
+	if got := MergeAttach(map[uint32][]AttachPoint{1: {a}}, map[uint32][]AttachPoint{1: {a, b}}); len(got[1]) != 2 || a.SameLink(b) {
+		t.Errorf("MergeAttach of eth0 in two namespaces = %+v, want both", got[1])
+	}
+}

@@ -14,10 +14,11 @@ import (
 // says the table changed while it was read (NLM_F_DUMP_INTR).
 const dumpTries = 3
 
-// netDevice is one network device and the programs XDP runs on it.
-type netDevice struct {
-	index int
-	name  string
+// NetDevice is one network device of a namespace.
+type NetDevice struct {
+	Index int
+	Name  string
+	Kind  string   // its driver's link kind ("veth", "netkit"); "" for most hardware
 	xdp   []uint32 // program ids, one per attach mode in use
 }
 
@@ -34,21 +35,32 @@ type netDevice struct {
 // have a link: tcx links are a separate hook. Requires Linux 4.13 (XDP
 // program ids).
 func NetAttach() (map[uint32][]AttachPoint, error) {
+	_, out, err := NetView()
+	return out, err
+}
+
+// NetView is NetAttach with the devices it read, for a caller that looks
+// further at them (collectors/netspace asks each for its tcx and netkit
+// links): one dump of the namespace's devices serves both.
+func NetView() ([]NetDevice, map[uint32][]AttachPoint, error) {
 	devs, err := retryDump(netDevices)
 	if err != nil {
-		return nil, fmt.Errorf("list network devices: %w", err)
+		return nil, nil, fmt.Errorf("list network devices: %w", err)
 	}
 	out := make(map[uint32][]AttachPoint)
 	for _, dev := range devs {
 		for _, id := range dev.xdp {
-			out[id] = appendNew(out[id], AttachPoint{Type: "xdp", Target: ifaceTarget(dev.index, dev.name)})
+			out[id] = appendNew(out[id], AttachPoint{Type: "xdp", Target: ifaceTarget(dev.Index, dev.Name)})
 		}
 	}
 	if err := addTC(out, devs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return devs, out, nil
 }
+
+// XDPProgs are the ids of the programs XDP runs on dev, one per mode.
+func (dev NetDevice) XDPProgs() []uint32 { return dev.xdp }
 
 // netDevices dumps the namespace's devices with their XDP programs. It
 // reads the per-mode program ids itself, where netlink.LinkList would
@@ -56,29 +68,31 @@ func NetAttach() (map[uint32][]AttachPoint, error) {
 // IFLA_XDP_PROG_ID, which the kernel leaves out when two modes run
 // programs at once (one offloaded to the NIC beside a driver or generic
 // one; driver and generic together the kernel refuses).
-func netDevices() ([]netDevice, error) {
+func netDevices() ([]NetDevice, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
 	if err != nil {
 		return nil, err
 	}
-	devs := make([]netDevice, 0, len(msgs))
+	devs := make([]NetDevice, 0, len(msgs))
 	for _, m := range msgs {
 		ifi := nl.DeserializeIfInfomsg(m)
 		attrs, err := nl.ParseRouteAttr(m[ifi.Len():])
 		if err != nil {
 			return nil, fmt.Errorf("parse link message: %w", err)
 		}
-		dev := netDevice{index: int(ifi.Index)}
+		dev := NetDevice{Index: int(ifi.Index)}
 		for _, a := range attrs {
 			switch a.Attr.Type {
 			case unix.IFLA_IFNAME:
-				dev.name = cString(a.Value)
+				dev.Name = cString(a.Value)
 			case unix.IFLA_XDP:
 				if dev.xdp, err = xdpProgIDs(a.Value); err != nil {
-					return nil, fmt.Errorf("parse xdp of ifindex %d: %w", dev.index, err)
+					return nil, fmt.Errorf("parse xdp of ifindex %d: %w", dev.Index, err)
 				}
+			case unix.IFLA_LINKINFO:
+				dev.Kind = linkKind(a.Value)
 			}
 		}
 		devs = append(devs, dev)
@@ -104,6 +118,21 @@ func xdpProgIDs(b []byte) ([]uint32, error) {
 	return ids, nil
 }
 
+// linkKind reads IFLA_INFO_KIND from a nested IFLA_LINKINFO; "" where
+// it cannot.
+func linkKind(b []byte) string {
+	attrs, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return ""
+	}
+	for _, a := range attrs {
+		if a.Attr.Type == unix.IFLA_INFO_KIND {
+			return cString(a.Value)
+		}
+	}
+	return ""
+}
+
 // clsactParents are where a clsact qdisc hangs its ingress and egress
 // filters: TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS / TC_H_MIN_EGRESS). The
 // older ingress qdisc takes filters at the first only; it has one filter
@@ -121,14 +150,14 @@ var clsactParents = []struct {
 // dump finds the devices that have one, so filters are dumped only there:
 // the kernel dumps filters one device and parent at a time. Filters of
 // classful qdiscs (a bpf classifier under htb) are not read.
-func addTC(out map[uint32][]AttachPoint, devs []netDevice) error {
+func addTC(out map[uint32][]AttachPoint, devs []NetDevice) error {
 	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(nil) })
 	if err != nil {
 		return fmt.Errorf("list qdiscs: %w", err)
 	}
 	names := make(map[int]string, len(devs))
 	for _, dev := range devs {
-		names[dev.index] = dev.name
+		names[dev.Index] = dev.Name
 	}
 	for _, q := range qdiscs {
 		parents := clsactParents
@@ -173,10 +202,10 @@ func retryDump[T any](dump func() ([]T, error)) ([]T, error) {
 	return nil, err
 }
 
-// MergeAttach appends to links[prog] each attach point of more whose type
-// and target that program does not have yet, so attachments reported by
-// both Links and NetAttach or PerfEventAttach are listed once. It returns
-// links, made if nil.
+// MergeAttach appends to links[prog] each attach point of more whose
+// type, target and namespace that program does not have yet, so
+// attachments reported by both Links and NetAttach or PerfEventAttach are
+// listed once. It returns links, made if nil.
 func MergeAttach(links, more map[uint32][]AttachPoint) map[uint32][]AttachPoint {
 	if links == nil {
 		links = make(map[uint32][]AttachPoint, len(more))
@@ -189,10 +218,11 @@ func MergeAttach(links, more map[uint32][]AttachPoint) map[uint32][]AttachPoint 
 	return links
 }
 
-// appendNew appends ap to aps unless an entry has its type and target.
+// appendNew appends ap to aps unless an entry has its type, target and
+// namespace.
 func appendNew(aps []AttachPoint, ap AttachPoint) []AttachPoint {
 	for _, a := range aps {
-		if a.Type == ap.Type && a.Target == ap.Target {
+		if a.Type == ap.Type && a.Target == ap.Target && a.Netns == ap.Netns {
 			return aps
 		}
 	}

@@ -60,40 +60,20 @@ func addTCFilter(t *testing.T, dev netlink.Link, parent uint32, prog *ebpf.Progr
 	return del
 }
 
-// bpftoolNet is `bpftool net -j` (bpftool 7.1) for one namespace.
-type bpftoolNet struct {
-	XDP []struct {
-		Devname string `json:"devname"`
-		Ifindex int    `json:"ifindex"`
-		Mode    string `json:"mode"`
-		ID      uint32 `json:"id"`
-	} `json:"xdp"`
-	TC []struct {
-		Devname string `json:"devname"`
-		Ifindex int    `json:"ifindex"`
-		Kind    string `json:"kind"`
-		ID      uint32 `json:"id"`
-	} `json:"tc"`
-}
-
 // bpftoolNetAttach is what bpftool net says is attached to devs, as
 // attach points. It lists XDP programs attached through a link too.
 func bpftoolNetAttach(t *testing.T, devs map[int]string) map[uint32][]AttachPoint {
 	t.Helper()
-	var bt []bpftoolNet
-	bpftool(t, &bt, "net", "show")
 	out := make(map[uint32][]AttachPoint)
-	for _, ns := range bt {
-		for _, x := range ns.XDP {
-			if devs[x.Ifindex] == x.Devname {
-				out[x.ID] = append(out[x.ID], AttachPoint{Type: "xdp", Target: fmt.Sprintf("ifindex %d (%s)", x.Ifindex, x.Devname)})
-			}
+	for _, a := range privtest.BpftoolNet(t, "") {
+		if devs[a.Ifindex] != a.Devname {
+			continue
 		}
-		for _, f := range ns.TC {
-			dir, ok := strings.CutPrefix(f.Kind, "clsact/")
-			if devs[f.Ifindex] == f.Devname && ok {
-				out[f.ID] = append(out[f.ID], AttachPoint{Type: "tc", Target: fmt.Sprintf("ifindex %d (%s) %s", f.Ifindex, f.Devname, dir)})
-			}
+		switch dir, ok := strings.CutPrefix(a.Dir, "clsact/"); {
+		case a.Kind == "xdp":
+			out[a.ID] = append(out[a.ID], AttachPoint{Type: "xdp", Target: fmt.Sprintf("ifindex %d (%s)", a.Ifindex, a.Devname)})
+		case ok:
+			out[a.ID] = append(out[a.ID], AttachPoint{Type: "tc", Target: fmt.Sprintf("ifindex %d (%s) %s", a.Ifindex, a.Devname, dir)})
 		}
 	}
 	return sortedAttach(out)

@@ -15,6 +15,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/collectors/netspace"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
 	"github.com/bpfperf/bpfperf/daemon/httpapi"
@@ -206,6 +207,19 @@ func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*s
 	return duty, nil
 }
 
+// devicesOf reads programs on network devices in every network
+// namespace, a pod's eth0 named as the pod's (collectors/netspace); nil,
+// netlink's in the daemon's own namespace only, where its own cannot be
+// read.
+func devicesOf(cfg Config) sampler.Devices {
+	devs, err := netspace.New(netspace.Config{ProcRoot: cfg.ProcRoot})
+	if err != nil {
+		cfg.Logger.Warn("devices in other network namespaces are not told apart", "err", err)
+		return nil
+	}
+	return devs
+}
+
 // assemble makes the rooms and wires them: each one's calls upward are
 // hooks set here.
 func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *sampler.DutyCycle) error {
@@ -215,7 +229,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, LinksFailReads: cfg.LinksFailReads},
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)

@@ -124,7 +124,11 @@ func attachLine(points []api.AttachPoint) string {
 		if a.Missed != nil {
 			link += ", missed " + fmtCount(*a.Missed) // kprobe links, Linux 6.7+
 		}
-		attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (%s)", a.Type, a.Target, link)))
+		target := a.Target
+		if a.Netns != "" {
+			target += " in " + a.Netns // the ifindex and name are the device's there
+		}
+		attach = append(attach, strings.TrimSpace(fmt.Sprintf("%s %s (%s)", a.Type, target, link)))
 	}
 	return strings.Join(attach, "; ")
 }

@@ -256,7 +256,7 @@ func attachLabel(points []collectors.AttachPoint) string {
 	}
 	parts := make([]string, 0, len(points))
 	for _, a := range points {
-		parts = append(parts, strings.TrimSuffix(a.Type+":"+a.Target, ":"))
+		parts = append(parts, strings.TrimSuffix(a.Type+":"+a.NetnsTarget(), ":"))
 	}
 	slices.Sort(parts)
 	return strings.Join(slices.Compact(parts), ",")

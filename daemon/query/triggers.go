@@ -208,12 +208,13 @@ func (q *Query) programsOf(ids map[uint32][]profile.TriggerCost) map[uint32]prog
 }
 
 // devices are the network attachments among a program's attach points
-// ("ifindex 4 (eth0)").
+// ("tcx ifindex 4 (eth0) ingress"; in another network namespace by the
+// namespace and the name there, "tcx pod ns-a/web-0 eth0 ingress").
 func devices(attach []collectors.AttachPoint) []string {
 	var out []string
 	for _, a := range attach {
 		if strings.HasPrefix(a.Target, "ifindex ") {
-			out = append(out, a.Type+" "+a.Target)
+			out = append(out, a.Type+" "+a.NetnsTarget())
 		}
 	}
 	return out

@@ -42,3 +42,19 @@ func TestResolveUnknown(t *testing.T) {
 		t.Errorf("xdp:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestTriggerDevices: a network softirq's row names the program's devices
+// as before in the daemon's network namespace, and by namespace and name
+// in another, where its ifindex is another device's out here.
+func TestTriggerDevices(t *testing.T) {
+	info := infoOf(&collectors.Meta{Attach: []collectors.AttachPoint{
+		{Type: "xdp", Target: "ifindex 4 (eth0)"},
+		{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "pod ns-a/loader-7d9f8b6c5-x2k4p"},
+		{Type: "perf_event", Target: "tracepoint sched_switch"},
+	}})
+	r := triggerRow(7, info, profile.TriggerCost{Trigger: profile.Trigger{Context: "softirq/net_rx"}, Samples: 1, Nanos: 10}, 10, 0)
+	want := "softirq/net_rx on xdp ifindex 4 (eth0), tcx pod ns-a/loader-7d9f8b6c5-x2k4p eth0 ingress"
+	if r.Workload != want {
+		t.Errorf("workload %q, want %q", r.Workload, want)
+	}
+}

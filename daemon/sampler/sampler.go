@@ -106,6 +106,19 @@ type Config struct {
 	// each sweep's counters to the whole interval while stats are on for
 	// part of it (duty.go); nil otherwise.
 	Duty *DutyCycle
+	// Devices adds the programs netlink attaches and places device links
+	// in their network namespaces (collectors/netspace); nil: netlink's
+	// attachments in the daemon's own namespace only.
+	Devices Devices
+}
+
+// Devices is what reads programs on network devices, in every network
+// namespace: collectors/netspace.
+type Devices interface {
+	// Attach returns links with device links placed and netlink's
+	// attachments merged in; others asks it to look beyond the daemon's
+	// namespace even where no link needs it.
+	Attach(links map[uint32][]collectors.AttachPoint, others bool) (map[uint32][]collectors.AttachPoint, error)
 }
 
 // LoaderSource says who loaded a program, once: daemon/loaders.
@@ -823,8 +836,15 @@ func (s *Sampler) refreshOwners(now time.Time) {
 		s.log.Warn("read bpf links", "err", err)
 	}
 	// Programs attached without a link: through netlink (tc filters, XDP),
-	// as bpftool net lists them.
-	if net, err := collectors.NetAttach(); err != nil {
+	// as bpftool net lists them, and with Devices in every network
+	// namespace, device links named in theirs; the other namespaces
+	// are entered only while a network program is loaded.
+	if s.cfg.Devices != nil {
+		var err error
+		if links, err = s.cfg.Devices.Attach(links, s.netProgsLoaded()); err != nil {
+			s.log.Warn("read device attachments", "err", err)
+		}
+	} else if net, err := collectors.NetAttach(); err != nil {
 		s.log.Warn("read netlink attachments", "err", err)
 	} else {
 		links = collectors.MergeAttach(links, net)
@@ -868,6 +888,19 @@ func (s *Sampler) refreshOwners(now time.Time) {
 			p.meta.Owners = []collectors.Owner{{Pin: p.meta.Pin}}
 		}
 	}
+}
+
+// netProgsLoaded says whether a program of a type that attaches to
+// network devices is loaded (netkit's are sched_cls). Called with s.mu
+// held.
+func (s *Sampler) netProgsLoaded() bool {
+	for _, p := range s.progs {
+		switch p.meta.Type {
+		case "sched_cls", "sched_act", "xdp":
+			return true
+		}
+	}
+	return false
 }
 
 // record is p as the store records it, first seen now, which it keeps as

@@ -87,11 +87,18 @@ func RunnerOf(m collectors.Meta, selfPID int) string {
 var ifindexName = regexp.MustCompile(`ifindex \d+ \(([^)]*)\)`)
 
 // Attach describes attach points for an identity: by device name, not by
-// ifindex, which a device gets anew when it is made again.
+// ifindex, which a device gets anew when it is made again. A device in the
+// daemon's network namespace is "dev NAME", as identities stored before
+// namespaces were told apart say; one in another namespace is named by
+// the namespace first, "pod ns-a/web-0 eth0" (AttachPoint.NetnsTarget).
 func Attach(aps []collectors.AttachPoint) string {
 	var parts []string
 	for _, ap := range aps {
-		s := strings.TrimSpace(ap.Type + " " + ifindexName.ReplaceAllString(ap.Target, "dev $1"))
+		target := ifindexName.ReplaceAllString(ap.Target, "dev $1")
+		if ap.Netns != "" {
+			target = ap.NetnsTarget()
+		}
+		s := strings.TrimSpace(ap.Type + " " + target)
 		if !slices.Contains(parts, s) {
 			parts = append(parts, s)
 		}

@@ -31,6 +31,43 @@ func TestKeyParsesBack(t *testing.T) {
 	}
 }
 
+// TestAttachNetns: a device in the daemon's network namespace reads as
+// identities stored before namespaces were told apart read ("tcx dev
+// bv1 ingress"), so they still match; one in another namespace is named
+// by the namespace and its name there, never by its ifindex, which is
+// another device's here.
+func TestAttachNetns(t *testing.T) {
+	for _, c := range []struct {
+		ap   collectors.AttachPoint
+		want string
+	}{
+		{collectors.AttachPoint{Type: "tcx", Target: "ifindex 2 (ifb0) ingress"}, "tcx dev ifb0 ingress"},
+		{collectors.AttachPoint{Type: "tc", Target: "ifindex 6 (bv1) egress"}, "tc dev bv1 egress"},
+		{collectors.AttachPoint{Type: "xdp", Target: "ifindex 6 (bv1)"}, "xdp dev bv1"},
+		{collectors.AttachPoint{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "pod ns-a/loader-7d9f8b6c5-x2k4p"}, "tcx pod ns-a/loader-7d9f8b6c5-x2k4p eth0 ingress"},
+		{collectors.AttachPoint{Type: "xdp", Target: "ifindex 2 (eth0)", Netns: "netns blue"}, "xdp netns blue eth0"},
+		{collectors.AttachPoint{Type: "tc", Target: "ifindex 3 (veth1) egress", Netns: "netns 4026532871"}, "tc netns 4026532871 veth1 egress"},
+		{collectors.AttachPoint{Type: "tcx", Target: "ifindex 2 ingress", Netns: "netns unknown"}, "tcx netns unknown ifindex 2 ingress"},
+	} {
+		if got := Attach([]collectors.AttachPoint{c.ap}); got != c.want {
+			t.Errorf("Attach(%+v) = %q, want %q", c.ap, got, c.want)
+		}
+	}
+	// The same device name in two namespaces is two attach points.
+	two := Attach([]collectors.AttachPoint{
+		{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "netns a"},
+		{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "netns b"},
+		{Type: "tcx", Target: "ifindex 4 (eth0) ingress"},
+	})
+	if want := "tcx dev eth0 ingress, tcx netns a eth0 ingress, tcx netns b eth0 ingress"; two != want {
+		t.Errorf("Attach of eth0 in three namespaces = %q, want %q", two, want)
+	}
+	id := Identity{Type: "sched_cls", Name: "ingress", Attach: "tcx pod ns-a/web-0 eth0 ingress", Runner: "container pod 0f1e/ab12"}
+	if got, ok := Parse(id.Key()); !ok || got != id {
+		t.Errorf("Parse(%q) = %+v, %v", id.Key(), got, ok)
+	}
+}
+
 func TestOf(t *testing.T) {
 	m := collectors.Meta{Type: "sched_cls", Name: "tc_count",
 		Attach: []collectors.AttachPoint{{Type: "tcx", Target: "ifindex 9 (bv2) ingress"}, {Type: "tcx", Target: "ifindex 7 (bv1) ingress"}},

@@ -1,11 +1,13 @@
 package privtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -93,45 +95,19 @@ func FramesFromNetns(t testing.TB) (netlink.Link, func(n int) error) {
 		ifindex int
 		err     error
 	}
-	done := make(chan made, 1)
-	go func() {
-		runtime.LockOSThread()
-		m := made{fd: -1}
-		defer func() { done <- m }()
-		orig, err := netns.Get()
+	m := made{fd: -1}
+	m.err = InNetns("/run/netns/"+nsName, func() error {
+		peer, err := netlink.LinkByName(peerName)
 		if err != nil {
-			m.err = err
-			return
+			return err
 		}
-		defer orig.Close()
-		ns, err := netns.GetFromName(nsName)
-		if err != nil {
-			m.err = err
-			return
+		if err := netlink.LinkSetUp(peer); err != nil {
+			return err
 		}
-		defer ns.Close()
-		if m.err = netns.Set(ns); m.err != nil {
-			return
-		}
-		func() {
-			peer, err := netlink.LinkByName(peerName)
-			if err != nil {
-				m.err = err
-				return
-			}
-			if m.err = netlink.LinkSetUp(peer); m.err != nil {
-				return
-			}
-			m.ifindex = peer.Attrs().Index
-			m.fd, m.err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		}()
-		if err := netns.Set(orig); err != nil {
-			m.err = fmt.Errorf("back to the host's network namespace: %w", err)
-			return // still locked: the thread goes with the goroutine
-		}
-		runtime.UnlockOSThread()
-	}()
-	m := <-done
+		m.ifindex = peer.Attrs().Index
+		m.fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
 	if m.err != nil {
 		if m.fd >= 0 {
 			unix.Close(m.fd)
@@ -155,4 +131,133 @@ func FramesFromNetns(t testing.TB) (netlink.Link, func(n int) error) {
 		}
 		return nil
 	}
+}
+
+// InNetns runs fn on an OS thread locked for it inside the network
+// namespace of path (/run/netns/NAME, /proc/PID/ns/net), so that the netlink sockets
+// it opens and the ifindexes it gives bpf(2) (tcx and XDP links) are
+// that namespace's; the thread goes back to the caller's namespace
+// after, or ends with its goroutine where it cannot.
+func InNetns(path string, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromPath(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			done <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			done <- fmt.Errorf("back to the caller's network namespace: %w", err)
+			return // still locked: the thread goes with the goroutine
+		}
+		runtime.UnlockOSThread()
+		done <- ferr
+	}()
+	return <-done
+}
+
+// PodNetns is a network namespace set up as a pod's: a veth pair whose
+// peer, eth0, sits in the namespace. Both ends have the same ifindex, so
+// eth0's ifindex looked up in the host's namespace names the host end,
+// another device.
+type PodNetns struct {
+	Name  string       // under /run/netns
+	Host  netlink.Link // the veth's host end
+	Index int          // eth0's ifindex in Name, and the host end's
+}
+
+// VethIntoNetns makes a PodNetns, removed when the test ends.
+func VethIntoNetns(t testing.TB) PodNetns {
+	t.Helper()
+	tag := fmt.Sprintf("%04x", rand.Uint32()&0xffff)
+	p := PodNetns{Name: "bpfperf-test-" + tag}
+	if out, err := exec.Command("ip", "netns", "add", p.Name).CombinedOutput(); err != nil {
+		Skip(t, fmt.Sprintf("ip netns add: %v: %s", err, out))
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", p.Name).Run() })
+	host := "bpN" + tag
+	var out []byte
+	var err error
+	for range 5 { // an index taken on the host: try another
+		p.Index = 40000 + rand.IntN(20000)
+		index := fmt.Sprint(p.Index)
+		out, err = exec.Command("ip", "link", "add", host, "index", index, "type", "veth", "peer", "name", "eth0", "netns", p.Name, "index", index).CombinedOutput()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("ip link add %s type veth peer in %s: %v: %s", host, p.Name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", host).Run() })
+	if p.Host, err = netlink.LinkByName(host); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// NetAttached is one program `bpftool net` lists on a device: Kind "xdp"
+// or "tc" (netlink's filters; bpftool 7.3 and later list tcx links as
+// "tc" with Dir "tcx/ingress"), Dir the qdisc's side ("clsact/ingress").
+type NetAttached struct {
+	Kind    string
+	Devname string
+	Ifindex int
+	Dir     string
+	ID      uint32
+}
+
+// BpftoolNet is what `bpftool net -j` lists, in the caller's network
+// namespace for netns "", else through `ip netns exec NETNS`: the
+// kernel's view through another implementation than ours, the oracle of
+// the tests of netlink attachments and of devices in other namespaces.
+func BpftoolNet(tb testing.TB, netns string) []NetAttached {
+	tb.Helper()
+	argv := []string{"bpftool", "net", "-j"}
+	if netns != "" {
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		tb.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	var doc []struct {
+		XDP []struct {
+			Devname string `json:"devname"`
+			Ifindex int    `json:"ifindex"`
+			ID      uint32 `json:"id"`
+		} `json:"xdp"`
+		TC []struct {
+			Devname string `json:"devname"`
+			Ifindex int    `json:"ifindex"`
+			Kind    string `json:"kind"`
+			ID      uint32 `json:"id"`
+		} `json:"tc"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		tb.Fatalf("decode %s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	var all []NetAttached
+	for _, d := range doc {
+		for _, x := range d.XDP {
+			all = append(all, NetAttached{Kind: "xdp", Devname: x.Devname, Ifindex: x.Ifindex, ID: x.ID})
+		}
+		for _, f := range d.TC {
+			all = append(all, NetAttached{Kind: "tc", Devname: f.Devname, Ifindex: f.Ifindex, Dir: f.Kind, ID: f.ID})
+		}
+	}
+	return all
 }

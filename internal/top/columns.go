@@ -99,7 +99,7 @@ func attachCell(r *Row) string {
 	}
 	parts := make([]string, len(r.Attach))
 	for i, a := range r.Attach {
-		parts[i] = strings.TrimSpace(a.Type + " " + a.Target)
+		parts[i] = strings.TrimSpace(a.Type + " " + a.NetnsTarget())
 	}
 	return strings.Join(parts, ", ")
 }

@@ -186,7 +186,7 @@ async function load() {
     ['loaded', fmt.time(m.loaded_at)], ['uid', m.uid], ['GPL compatible', m.gpl_compatible],
     ['bytes xlated / jited / memlock', `${m.bytes_xlated} / ${m.bytes_jited} / ${m.bytes_memlock}`],
     ['verified insns', m.verified_insns], ['maps', (m.map_ids || []).join(', ')], ['BTF id', m.btf_id],
-    ['attached', (m.attach || []).map((a) => `${a.type} ${a.target}`).join('; ') || '–'],
+    ['attached', (m.attach || []).map((a) => `${a.type} ${a.target}${a.netns ? ` in ${a.netns}` : ''}`).join('; ') || '–'],
     ['held by', (m.pids || []).map((o) => `${o.comm} (${o.pid})`).join(', ') || '–'],
     ['run_cnt / run_time_ns', `${fmt.count(det.run_cnt)} / ${fmt.count(det.run_time_ns)}`],
     ['avg ns/run since load', fmt.ns(det.avg_ns_per_run_since_load)],

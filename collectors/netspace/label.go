@@ -1,0 +1,65 @@
+package netspace
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/bpfperf/bpfperf/collectors"
+)
+
+// Label names a network namespace from its inode for people: "pod
+// ns-a/web-0" for a Kubernetes pod's. It returns "" where it cannot tell,
+// and the names this package finds stand (see Scanner.label). The hook
+// where pod metadata from the container runtime plugs in (issue 43).
+type Label func(ino uint64) string
+
+// label names ns: the hook's name, else the pod whose cgroup its
+// processes are in ("pod <uid>": the cgroup tells the uid, not the
+// name), else its name under /run/netns ("netns blue"), else its inode
+// ("netns 4026532871"). A pod comes first because CNI bind-mounts a
+// pod's namespace under /run/netns too, as cni-<uuid>.
+func (s *Scanner) label(ns Namespace) string {
+	if s.cfg.Label != nil {
+		if l := s.cfg.Label(ns.Inode); l != "" {
+			return l
+		}
+	}
+	if uid := podUID(s.cfg.ProcRoot, ns.PIDs); uid != "" {
+		return "pod " + uid
+	}
+	if ns.Name != "" {
+		return "netns " + ns.Name
+	}
+	return "netns " + strconv.FormatUint(ns.Inode, 10)
+}
+
+// podUID is the uid of the Kubernetes pod the first of pids that is in
+// a pod's cgroup belongs to, as collectors.UnitAndContainer reads it
+// from a cgroup path (/kubepods/besteffort/pod<uid>/<container>, or the
+// systemd driver's kubepods-besteffort-pod<uid>.slice); "" for none.
+func podUID(procRoot string, pids []int) string {
+	for _, pid := range pids {
+		b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			// "0::/kubepods/...", or a v1 hierarchy's "4:memory:/kubepods/..."
+			_, path, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			if _, path, ok = strings.Cut(path, ":"); !ok {
+				continue
+			}
+			_, container := collectors.UnitAndContainer(path)
+			if pod, ok := strings.CutPrefix(container, "pod "); ok {
+				uid, _, _ := strings.Cut(pod, "/")
+				return uid
+			}
+		}
+	}
+	return ""
+}
