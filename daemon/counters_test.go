@@ -249,7 +249,9 @@ func TestCountersPMUInVM(t *testing.T) {
 // windows end to end, a regression its tail decides, and a window on a
 // program we did not write.
 func TestLatencyInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "execsnoop", "bpftool")}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
+	// 4 minutes: the four took 1m50s of the default 2 on a quiet CI host,
+	// and TestRegressionByTail may try three times, 23 s each.
+	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "execsnoop", "bpftool"), Timeout: 4 * time.Minute}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
 		[]string{"TestLatencyEndToEnd", "TestLatencyPerRunEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
 }
 
