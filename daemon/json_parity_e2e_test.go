@@ -634,7 +634,7 @@ var (
 		"interval": "interval_ms", "programs loaded": "programs_loaded", "programs seen": "programs_seen",
 		"store": "store_path", "store size": "store_bytes", "last sample": "last_sample",
 		"last sweep": "last_sweep_ms,last_sweep_read,programs_loaded", "last write": "last_write_ms",
-		"daemon cpu": "cpu_percent", "daemon rss": "rss_bytes", "daemon heap": "heap_live_bytes",
+		"daemon cpu": "cpu_percent,uptime_seconds", "daemon rss": "rss_bytes", "daemon heap": "heap_live_bytes",
 		"stats duty": "stats_duty", "sweep": "sweep,sweep_detail", "loaders": "loaders", "holders": "holders",
 		"sweep bpf cost": "sweep_bpf_ms,sweep_bpf_cpu_percent",
 		"profiling":      "profiling.continuous,profiling.hz,profiling.event,profiling.window_ms,profiling.every_ms,profiling.stored_profiles",
