@@ -11,7 +11,8 @@
 #                      (docs/performance.md)
 #   make docs          regenerate docs/flags.md from the flag definitions
 #   make install       install the binaries, the unit and sysusers.d (DESTDIR, PREFIX)
-#   make deb           build dist/bpfperf_<version>_<arch>.deb (nfpm)
+#   make deb           build dist/bpfperf_<version>_<arch>.deb (nfpm); with
+#                      GOARCH=arm64, the binaries and the package for arm64
 #   make image         build dist/bpfperf-image.tar, the OCI image for amd64 and
 #                      arm64 (no container engine needed; internal/image)
 
@@ -25,6 +26,9 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DEMO    ?= /tmp/bpfperf-demo
+# Debian's architecture name is Go's for amd64 and arm64: `make deb
+# GOARCH=arm64` packages arm64 binaries.
+DEBARCH := $(or $(GOARCH),$(shell $(GO) env GOARCH))
 
 .PHONY: all build deb image deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
 
@@ -37,8 +41,9 @@ build:
 # The Debian package: binaries in /usr/bin, the unit, sysusers.d. Built by
 # internal/deb's mkdeb (nfpm as a library, its own module so nfpm's
 # dependencies stay out of the daemon's).
+# mkdeb itself runs on this machine whatever GOARCH the binaries are for.
 deb: build
-	$(GO) -C internal/deb run ./cmd/mkdeb -root $(CURDIR) -bin $(CURDIR)/bin -version $(VERSION)
+	env -u GOARCH -u GOOS $(GO) -C internal/deb run ./cmd/mkdeb -root $(CURDIR) -bin $(CURDIR)/bin -version $(VERSION) -arch $(DEBARCH)
 
 # The container image: static bpfperfd and bpfperf for each platform, one
 # OCI index, as an archive (ctr images import, podman load) and a layout.
