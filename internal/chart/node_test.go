@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -633,4 +636,64 @@ func sysctl(t *testing.T, name string) int {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestHostNetworkNeeded: a tc program attached on a host device through
+// netlink (not a BPF link) has that device as its attach point in the
+// chart's pod, which shares the host's network namespace, as bpftool
+// net shows it; with hostNetwork off the daemon's netlink dump sees only
+// the pod's interfaces and the program has no attach point.
+func TestHostNetworkNeeded(t *testing.T) {
+	n := nodeWithImage(t)
+	privtest.LockStats(t)
+	// The host's end of a veth pair is a device of the host's namespace.
+	dev := privtest.VethsInNetns(t, 1)[0]
+	privtest.AddClsact(t, dev)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: fmt.Sprintf("hnet_%d", os.Getpid()%100000), Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}})
+	id := privtest.Keep(t, prog, err)
+	filter := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: dev.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS, Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+		Fd: prog.FD(), Name: "hnet", DirectAction: true}
+	if err := netlink.FilterAdd(filter); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netlink.FilterDel(filter) })
+	// The oracle: bpftool net, in the host's namespace.
+	out, err := exec.Command("bpftool", "net", "show", "dev", dev.Attrs().Name).Output()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("id %d", id)) {
+		t.Fatalf("bpftool net show dev %s: %v\n%s", dev.Attrs().Name, err, out)
+	}
+
+	// attach waits until the daemon has scanned the program's holders (so
+	// its attach points too) and returns them.
+	attach := func(c *api.Client, want bool) []api.AttachPoint {
+		var d api.ProgDetail
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+			d, err = c.Show(strconv.Itoa(int(id)))
+			if err == nil && len(d.Owners) > 0 && (!want || len(d.Attach) > 0) {
+				return d.Attach
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("program %d: %+v, %v", id, d, err)
+			}
+		}
+	}
+	on := runChart(t, n, "bpfperf-hostnet", renderFor(t, t.TempDir()))
+	got := attach(on.client(t, n), true)
+	if !slices.ContainsFunc(got, func(a api.AttachPoint) bool { return strings.Contains(a.Target, "("+dev.Attrs().Name+")") }) {
+		t.Errorf("with hostNetwork: attach points %+v, want device %s", got, dev.Attrs().Name)
+	}
+	t.Logf("with hostNetwork: %+v", got)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.RemovePod(ctx, on.pod.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	off := runChart(t, n, "bpfperf-podnet", renderFor(t, t.TempDir(), "--set", "hostNetwork=false"))
+	if got := attach(off.client(t, n), false); len(got) != 0 {
+		t.Errorf("without hostNetwork: attach points %+v: hostNetwork is not needed for them", got)
+	} else {
+		t.Logf("without hostNetwork: no attach point for program %d", id)
+	}
 }
