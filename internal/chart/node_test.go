@@ -271,9 +271,11 @@ func TestChartPodOnNode(t *testing.T) {
 
 	c, _ := p.objs.Container()
 	for name, probe := range map[string][]string{"liveness": chart.Probe(c.LivenessProbe), "readiness": chart.Probe(c.ReadinessProbe)} {
+		start := time.Now()
 		if code, out, err := p.exec(n, probe); err != nil || code != 0 {
 			t.Errorf("%s probe %q: exit %d, %v\n%s", name, probe, code, err, out)
 		}
+		t.Logf("%s probe: %v (CRI exec included)", name, time.Since(start).Round(time.Millisecond))
 	}
 
 	// A program loaded now, while the daemon follows loads.
@@ -348,6 +350,7 @@ func TestChartPodOnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("bpfperfd in the pod: %s resident, %s at most (VmHWM), %d programs on the host", procStatus(t, pid)["VmRSS"], procStatus(t, pid)["VmHWM"], s.ProgramsLoaded)
 	t.Logf("status in the pod: sweep %s (%s); holders %s; loaders %s", s.Sweep, s.SweepDetail, s.Holders, s.Loaders)
 	// What needs CAP_BPF and CAP_PERFMON on the kernel (a tracing
 	// program for each iterator, perf events for the load records) runs
