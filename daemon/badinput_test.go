@@ -160,6 +160,11 @@ func TestDaemonBadInput(t *testing.T) {
 		stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "second.sock"), "--host-lock", lock)
 		oneLineError(t, "second daemon on the host", stdout, stderr, code, "one bpfperfd per host: another one runs here (pid "+strconv.Itoa(first.cmd.Process.Pid)+", socket "+first.socket)
 		first.cli(t, "status")
+		// A wait that runs out is refused all the same, saying it waited.
+		_, stderr, code = run(bin.daemon, "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "third.sock"), "--host-lock", lock, "--host-lock-wait", "500ms")
+		if code == 0 || !strings.Contains(stderr, "waiting for the host lock") || !strings.Contains(stderr, "one bpfperfd per host: another one runs here (pid "+strconv.Itoa(first.cmd.Process.Pid)) || !strings.Contains(stderr, "waited 500ms") {
+			t.Errorf("a wait of 500ms that runs out: exit %d, stderr:\n%s", code, stderr)
+		}
 
 		// With --host-lock-wait one waits instead, says so, and starts
 		// once the first is gone: the kernel dropped its lock.
