@@ -15,6 +15,9 @@
 #                      GOARCH=arm64, the binaries and the package for arm64
 #   make image         build dist/bpfperf-image.tar, the OCI image for amd64 and
 #                      arm64 (no container engine needed; internal/image)
+#   make chart         lint the Helm chart and package it as dist/bpfperf-<version>.tgz
+#   sudo make chart-test   the chart's tests: helm lint and template checked, and
+#                      its pod run on a real containerd node (internal/chart)
 
 GO      ?= go
 PREFIX  ?= /usr/local
@@ -30,7 +33,7 @@ DEMO    ?= /tmp/bpfperf-demo
 # GOARCH=arm64` packages arm64 binaries.
 DEBARCH := $(or $(GOARCH),$(shell $(GO) env GOARCH))
 
-.PHONY: all build deb image deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
+.PHONY: all build deb image chart chart-test deps docs install uninstall test test-vm bench fuzz soak generate check-generate compare-api demo run clean
 
 all: build
 
@@ -49,6 +52,16 @@ deb: build
 # OCI index, as an archive (ctr images import, podman load) and a layout.
 image:
 	$(GO) run ./internal/image/cmd/mkimage -version $(VERSION) -commit $(COMMIT) -o dist/bpfperf-image.tar -layout dist/oci
+
+# The Helm chart, with the helm tools/helm pins (built into the tools
+# cache the first time: internal/chart/cmd/helm).
+HELM = $(GO) run ./internal/chart/cmd/helm
+chart:
+	$(HELM) lint --strict charts/bpfperf
+	$(HELM) package charts/bpfperf -d dist
+
+chart-test:
+	$(GO) test -count=1 -v -timeout 15m ./internal/chart/
 
 deps:
 	./.ci/deps

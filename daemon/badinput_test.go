@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
@@ -159,11 +160,68 @@ func TestDaemonBadInput(t *testing.T) {
 		stdout, stderr, code := run(bin.daemon, "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "second.sock"), "--host-lock", lock)
 		oneLineError(t, "second daemon on the host", stdout, stderr, code, "one bpfperfd per host: another one runs here (pid "+strconv.Itoa(first.cmd.Process.Pid)+", socket "+first.socket)
 		first.cli(t, "status")
+		// A wait that runs out is refused all the same, saying it waited.
+		_, stderr, code = run(bin.daemon, "--state-dir", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "third.sock"), "--host-lock", lock, "--host-lock-wait", "500ms")
+		if code == 0 || !strings.Contains(stderr, "waiting for the host lock") || !strings.Contains(stderr, "one bpfperfd per host: another one runs here (pid "+strconv.Itoa(first.cmd.Process.Pid)) || !strings.Contains(stderr, "waited 500ms") {
+			t.Errorf("a wait of 500ms that runs out: exit %d, stderr:\n%s", code, stderr)
+		}
+
+		// With --host-lock-wait one waits instead, says so, and starts
+		// once the first is gone: the kernel dropped its lock.
+		state := t.TempDir()
+		sock := filepath.Join(state, "api.sock")
+		logPath := filepath.Join(state, "stderr")
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFile.Close()
+		waiter := exec.Command(bin.daemon, "--state-dir", state, "--socket", sock, "--interval", "200ms", "--host-lock", lock, "--host-lock-wait", "1m")
+		waiter.Stderr = logFile
+		if err := waiter.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- waiter.Wait() }()
+		defer func() {
+			waiter.Process.Signal(syscall.SIGTERM)
+			<-exited
+		}()
+		waitLog := func(want string, within time.Duration) {
+			t.Helper()
+			for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+				b, _ := os.ReadFile(logPath)
+				if strings.Contains(string(b), want) {
+					return
+				}
+				select {
+				case err := <-exited:
+					t.Fatalf("the waiting daemon exited (%v) before its log said %q:\n%s", err, want, b)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the waiting daemon's log does not say %q in %v:\n%s", want, within, b)
+				}
+			}
+		}
+		waitLog("waiting for the host lock: another bpfperfd runs here", 10*time.Second)
+		if _, _, code := run(bin.cli, "--socket", sock, "status"); code == 0 {
+			t.Error("the waiting daemon answers while the first one runs")
+		}
 		if err := first.stop(t, syscall.SIGTERM); err != nil {
 			t.Errorf("first daemon: %v\n%s", err, first.stderr)
 		}
-		// Once it is gone, the lock is free (the kernel dropped it).
-		second := startDaemon(t, t.TempDir(), "--host-lock", lock)
-		second.cli(t, "status")
+		stopped := time.Now()
+		waitLog("host lock taken", 5*time.Second)
+		for deadline := time.Now().Add(startWait); ; time.Sleep(100 * time.Millisecond) {
+			if _, _, code := run(bin.cli, "--socket", sock, "status"); code == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(logPath)
+				t.Fatalf("the waiting daemon does not answer %v after the first stopped:\n%s", startWait, b)
+			}
+		}
+		t.Logf("the waiting daemon answered %v after the first one stopped", time.Since(stopped).Round(time.Millisecond))
 	})
 }

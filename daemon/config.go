@@ -32,9 +32,12 @@ type Config struct {
 	SocketGroup string // group owning the socket, if it exists
 	// HostLock is the file held locked while the daemon runs, one daemon
 	// per host (hostlock.go); "" or "none" runs without it.
-	HostLock  string
-	Interval  time.Duration // sampling interval
-	StatsMode string        // "auto", "fd" or "sysctl"
+	HostLock string
+	// HostLockWait is how long a daemon waits for the host lock another
+	// holds before it gives up (0: it does not wait).
+	HostLockWait time.Duration
+	Interval     time.Duration // sampling interval
+	StatsMode    string        // "auto", "fd" or "sysctl"
 	// StatsDuty is a fixed percent of each interval stats are on
 	// (sampler/duty.go); 100 keeps them on all the time, 0 leaves the share
 	// to StatsBudget.

@@ -79,11 +79,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := checkStart(&cfg); err != nil {
 		return err
 	}
-	lock, err := acquireHostLock(cfg.HostLock, cfg.Socket)
+	lock, err := acquireHostLock(ctx, cfg.HostLock, cfg.Socket, cfg.HostLockWait, log)
 	if err != nil {
 		return err
 	}
 	defer lock.release()
+	// After the lock: a daemon that waited for it finds the socket of the
+	// one that held it closed, not answering.
+	if err := checkSocketFree(cfg.Socket); err != nil {
+		return err
+	}
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -159,9 +164,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 }
 
 // checkStart proves, before anything is opened, that the daemon may read
-// programs and that its paths and socket are usable. A first sweep that
-// skipped a few programs (a partial refusal) read the rest, which is
-// enough.
+// programs and that its paths are usable (the socket is checked once the
+// host lock is held). A first sweep that skipped a few programs (a
+// partial refusal) read the rest, which is enough.
 func checkStart(cfg *Config) error {
 	var skipped *collectors.SkippedError
 	if _, err := collectors.Sweep(nil); err != nil && !errors.As(err, &skipped) {
@@ -170,10 +175,7 @@ func checkStart(cfg *Config) error {
 		}
 		return fmt.Errorf("read programs: %w", err)
 	}
-	if err := cfg.checkPaths(); err != nil {
-		return err
-	}
-	return checkSocketFree(cfg.Socket)
+	return cfg.checkPaths()
 }
 
 // openStore opens the store in the state dir; damage found while running

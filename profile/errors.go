@@ -26,6 +26,11 @@ var (
 	// ErrNoEventValue means the profile has neither an event value per
 	// sample nor a fixed period, so event totals cannot be estimated.
 	ErrNoEventValue = errors.New("profile has no event values")
+	// ErrAddressesHidden means /proc/kallsyms lists every address as 0:
+	// the kernel hides its addresses from this process (kptr_restrict, or
+	// perf_event_paranoid above 1, without CAP_SYSLOG), and so does it
+	// the JIT addresses of BPF programs. Kernel and BPF frames go unnamed.
+	ErrAddressesHidden = errors.New("kernel addresses are hidden from bpfperfd: kernel and BPF frames go unnamed (it needs CAP_SYSLOG where kernel.kptr_restrict or perf_event_paranoid > 1 hide them)")
 )
 
 // DurationError is a capture duration outside the allowed range. It matches

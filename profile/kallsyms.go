@@ -3,7 +3,6 @@ package profile
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -35,8 +34,6 @@ type ksym struct {
 // address may lie and still be taken as inside it: kallsyms has no sizes,
 // and the next symbol may be far away in the module area.
 const moduleSymbolReach = 256 << 10
-
-var errKallsymsHidden = errors.New("kallsyms addresses are hidden (kptr_restrict, or not root)")
 
 func readKallsyms(path string) (*kallsyms, error) {
 	b, err := os.ReadFile(path)
@@ -96,7 +93,7 @@ func readKallsyms(path string) (*kallsyms, error) {
 		}
 	}
 	if !nonzero {
-		return nil, fmt.Errorf("read kallsyms: %w", errKallsymsHidden)
+		return nil, fmt.Errorf("read kallsyms: %w", ErrAddressesHidden)
 	}
 	k.data = string(names)
 	k.syms = slices.Clip(k.syms)

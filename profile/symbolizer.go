@@ -43,8 +43,14 @@ type SymbolizerConfig struct {
 type Symbolizer struct {
 	cfg SymbolizerConfig
 
-	mu      sync.RWMutex
-	ks      *kallsyms
+	mu sync.RWMutex
+	ks *kallsyms
+	// ksErr is the last failed read of kallsyms, at ksErrAt: it is not
+	// read again before KallsymsMaxAge, or every kernel frame of every
+	// sample would read it again (a window then took minutes without
+	// CAP_SYSLOG, and never ended).
+	ksErr   error
+	ksErrAt time.Time
 	progs   map[uint32]*program
 	index   []*function // every learned function, by start address
 	maxLen  uint64
@@ -117,21 +123,33 @@ func NewSymbolizer(cfg SymbolizerConfig) *Symbolizer {
 // LoadKallsyms reads kallsyms again. Lookups read it on first use.
 func (s *Symbolizer) LoadKallsyms() error {
 	ks, err := readKallsyms(filepath.Join(s.cfg.ProcRoot, "kallsyms"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
+		s.ksErr, s.ksErrAt = err, time.Now()
 		return err
 	}
-	s.mu.Lock()
-	s.ks = ks
-	s.mu.Unlock()
+	s.ks, s.ksErr = ks, nil
 	return nil
+}
+
+// KallsymsErr is why kallsyms could not be read last time it was
+// (ErrAddressesHidden, say); nil once it was.
+func (s *Symbolizer) KallsymsErr() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ksErr
 }
 
 func (s *Symbolizer) kallsyms() (*kallsyms, error) {
 	s.mu.RLock()
-	ks := s.ks
+	ks, kerr, at := s.ks, s.ksErr, s.ksErrAt
 	s.mu.RUnlock()
 	if ks != nil {
 		return ks, nil
+	}
+	if kerr != nil && time.Since(at) < s.cfg.KallsymsMaxAge {
+		return nil, kerr
 	}
 	if err := s.LoadKallsyms(); err != nil {
 		return nil, err

@@ -179,8 +179,39 @@ func TestKallsyms(t *testing.T) {
 	if f := sym.Lookup(0xffffffffc0002004, 0); f.ProgTag != "" || f.ProgName != "" {
 		t.Errorf("dispatcher: %+v", f)
 	}
-	if _, err := readKallsyms("testdata/kallsyms-hidden"); !errors.Is(err, errKallsymsHidden) {
+	if _, err := readKallsyms("testdata/kallsyms-hidden"); !errors.Is(err, ErrAddressesHidden) {
 		t.Errorf("hidden kallsyms: %v", err)
+	}
+}
+
+// TestKallsymsHiddenReadOnce: kallsyms that hides its addresses is read
+// once per KallsymsMaxAge, not at each lookup. Without CAP_SYSLOG (in a
+// pod lacking it) every kernel frame of every sample read the file again,
+// and a profile window never ended.
+func TestKallsymsHiddenReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	copyFile := func(from string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kallsyms"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile("testdata/kallsyms-hidden")
+	sym := NewSymbolizer(SymbolizerConfig{ProcRoot: dir, KallsymsMaxAge: time.Hour})
+	if f := sym.Lookup(0xffffffff81000100, 0); f.Func != "" || !errors.Is(sym.KallsymsErr(), ErrAddressesHidden) {
+		t.Errorf("hidden: %+v, %v", f, sym.KallsymsErr())
+	}
+	// Shown now, but not read again within the hour.
+	copyFile("testdata/kallsyms")
+	if f := sym.Lookup(0xffffffff81000100, 0); f.Func != "" {
+		t.Errorf("kallsyms read again within KallsymsMaxAge: %+v", f)
+	}
+	sym.cfg.KallsymsMaxAge = time.Nanosecond
+	if f := sym.Lookup(0xffffffff81000100, 0); f.Func != "do_syscall_64" || sym.KallsymsErr() != nil {
+		t.Errorf("after KallsymsMaxAge: %+v, %v", f, sym.KallsymsErr())
 	}
 }
 

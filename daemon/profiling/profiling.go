@@ -68,6 +68,9 @@ type Profiling struct {
 	windows     int64
 	lastErr     error
 	storeFailed bool
+	// namesHidden: the last window could not name kernel and BPF frames
+	// (logged once when it starts).
+	namesHidden bool
 	// For /metrics: each loaded program's sampled CPU time summed over
 	// the continuous windows since the daemon started, and the samples
 	// the kernel dropped, by event.
@@ -247,6 +250,17 @@ func (p *Profiling) window(pp *pprof.Profile, err error) {
 	info.ID = id
 	p.last = info
 	p.lastErr = err
+	if kerr := p.prof.Symbolizer().KallsymsErr(); kerr != nil {
+		// Stored all the same, unnamed where kernel or BPF code ran;
+		// status says why (a pod without CAP_SYSLOG, say).
+		if err == nil {
+			p.lastErr = kerr
+		}
+		if !p.namesHidden {
+			p.log.Warn("profiling: kernel and BPF frames unnamed", "err", kerr)
+		}
+	}
+	p.namesHidden = p.prof.Symbolizer().KallsymsErr() != nil
 	if err != nil {
 		// Log a failing store once, not every window.
 		if !p.storeFailed {

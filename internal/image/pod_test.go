@@ -103,7 +103,7 @@ func TestImageRunsAsPod(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bpfperf status in the pod never answered: %v\nthe daemon's log:\n%s", lastErr, containerLog(ctx, n, c))
+			t.Fatalf("bpfperf status in the pod never answered: %v\nthe daemon's log:\n%s", lastErr, n.Log(ctx, c))
 		}
 	}
 	t.Logf("$ bpfperf status (in the pod)\n%s", status)
@@ -127,17 +127,4 @@ func TestImageRunsAsPod(t *testing.T) {
 		}
 	}
 	t.Logf("the pod's bpfperfd lists %d programs, program %d (%s) among them", len(rows), id, name)
-}
-
-// containerLog is what the container wrote, as the CRI logged it.
-func containerLog(ctx context.Context, n *node.Node, id string) string {
-	st, err := n.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-	if err != nil {
-		return err.Error()
-	}
-	b, err := os.ReadFile(st.GetStatus().GetLogPath())
-	if err != nil {
-		return fmt.Sprintf("exit %d, %s: %v", st.GetStatus().GetExitCode(), st.GetStatus().GetReason(), err)
-	}
-	return string(b)
 }

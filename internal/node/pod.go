@@ -26,6 +26,9 @@ type PodSpec struct {
 	Namespace, Name string
 	Labels          map[string]string
 	Containers      []ContainerSpec
+	// HostPID and HostNetwork share the host's pid and network
+	// namespaces, as a pod spec's hostPID and hostNetwork do.
+	HostPID, HostNetwork bool
 }
 
 // ContainerSpec is one container of a pod.
@@ -34,16 +37,36 @@ type ContainerSpec struct {
 	Image   string   // IdleImage when empty
 	Command []string // the image's entrypoint when empty
 	Args    []string // the image's Cmd when empty
+	Env     []string // KEY=value
 	// Caps are added to the runtime's default set, named as in a pod
-	// spec ("BPF", "NET_ADMIN"); the container is never privileged.
-	Caps []string
+	// spec ("BPF", "NET_ADMIN"), DropCaps taken from it ("ALL" drops
+	// every one, before Caps are added, as a pod spec's drop: [ALL]
+	// does); the container is never privileged.
+	Caps, DropCaps []string
 	// Mounts bind host paths into the container (a host tool such as
-	// execsnoop, which the image lacks), read-only.
+	// execsnoop, which the image lacks), read-only unless Writable.
 	Mounts []Mount
+	// ReadOnlyRoot mounts the image's root file system read-only.
+	ReadOnlyRoot bool
+	// RunAsUser runs the container's processes as this uid (nil: the
+	// image's user).
+	RunAsUser *int64
+	// NoNewPrivs is allowPrivilegeEscalation: false.
+	NoNewPrivs bool
+	// Seccomp is "RuntimeDefault" (the runtime's profile), or "" for
+	// none (unconfined, the kubelet's default).
+	Seccomp string
 }
 
-// Mount is a read-only bind mount of a host path.
-type Mount struct{ Host, Container string }
+// Mount is a bind mount of a host path, read-only unless Writable. With
+// HostToContainer, mounts made under Host later show in the container
+// (rslave); the host's mount must be shared or slave, which Propagates
+// tells.
+type Mount struct {
+	Host, Container string
+	Writable        bool
+	HostToContainer bool
+}
 
 // Pod is a running pod.
 type Pod struct {
@@ -104,6 +127,12 @@ func (n *Node) runPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 		labels[k] = v
 	}
 	nsOpts := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
+	if spec.HostPID {
+		nsOpts.Pid = runtimeapi.NamespaceMode_NODE
+	}
+	if spec.HostNetwork {
+		nsOpts.Network = runtimeapi.NamespaceMode_NODE
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: spec.Name, Namespace: spec.Namespace, Uid: uid},
 		Hostname:     spec.Name,
@@ -113,6 +142,11 @@ func (n *Node) runPod(ctx context.Context, spec PodSpec) (*Pod, error) {
 			CgroupParent:    p.CgroupParent,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: nsOpts},
 		},
+	}
+	if spec.HostNetwork {
+		// The host's UTS namespace comes with its network: a kubelet
+		// names only pods with a network of their own.
+		cfg.Hostname = ""
 	}
 	run, err := n.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
@@ -137,21 +171,44 @@ func (n *Node) startContainer(ctx context.Context, p *Pod, cs ContainerSpec, att
 	}
 	var mounts []*runtimeapi.Mount
 	for _, m := range cs.Mounts {
-		mounts = append(mounts, &runtimeapi.Mount{HostPath: m.Host, ContainerPath: m.Container, Readonly: true})
+		cm := &runtimeapi.Mount{HostPath: m.Host, ContainerPath: m.Container, Readonly: !m.Writable}
+		if m.HostToContainer {
+			cm.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+		}
+		mounts = append(mounts, cm)
+	}
+	var envs []*runtimeapi.KeyValue
+	for _, e := range cs.Env {
+		k, v, _ := strings.Cut(e, "=")
+		envs = append(envs, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
+	}
+	sc := &runtimeapi.LinuxContainerSecurityContext{
+		Capabilities:     &runtimeapi.Capability{AddCapabilities: cs.Caps, DropCapabilities: cs.DropCaps},
+		NamespaceOptions: p.sandbox.Linux.SecurityContext.NamespaceOptions,
+		ReadonlyRootfs:   cs.ReadOnlyRoot,
+		NoNewPrivs:       cs.NoNewPrivs,
+	}
+	if cs.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *cs.RunAsUser}
+	}
+	switch cs.Seccomp {
+	case "":
+	case "RuntimeDefault":
+		sc.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	default:
+		return Container{}, fmt.Errorf("seccomp %q: want RuntimeDefault or none", cs.Seccomp)
 	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: cs.Name, Attempt: attempt},
 		Image:    &runtimeapi.ImageSpec{Image: img},
 		Command:  cs.Command,
 		Args:     cs.Args,
+		Envs:     envs,
 		Mounts:   mounts,
 		LogPath:  fmt.Sprintf("%s/%d.log", cs.Name, attempt),
 		Labels: map[string]string{labelContainerName: cs.Name, labelPodName: p.Spec.Name,
 			labelPodNamespace: p.Spec.Namespace, labelPodUID: p.UID},
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			Capabilities:     &runtimeapi.Capability{AddCapabilities: cs.Caps},
-			NamespaceOptions: p.sandbox.Linux.SecurityContext.NamespaceOptions,
-		}},
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: sc},
 	}
 	created, err := n.Runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.sandbox})
 	if err != nil {
@@ -162,7 +219,70 @@ func (n *Node) startContainer(ctx context.Context, p *Pod, cs ContainerSpec, att
 		return c, err
 	}
 	c.PID, err = n.containerPID(ctx, c.ID)
+	if err != nil {
+		if st, _ := n.Status(ctx, c.ID); st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			// Gone already (a command that refused to run): a test
+			// reads its exit code and log, as from a kubelet's pod.
+			return c, nil
+		}
+	}
 	return c, err
+}
+
+// Status is the CRI's status of container id.
+func (n *Node) Status(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	st, err := n.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		return nil, err
+	}
+	return st.GetStatus(), nil
+}
+
+// Log is what container id wrote to stdout and stderr, as the CRI logged
+// it (a kubelet's `kubectl logs`), or why it cannot be read.
+func (n *Node) Log(ctx context.Context, id string) string {
+	st, err := n.Status(ctx, id)
+	if err != nil {
+		return err.Error()
+	}
+	b, err := os.ReadFile(st.GetLogPath())
+	if err != nil {
+		return fmt.Sprintf("exit %d, %s: %v", st.GetExitCode(), st.GetReason(), err)
+	}
+	return string(b)
+}
+
+// Propagates tells whether mounts made later under path on the host can
+// show in a container (a HostToContainer mount): the host mount holding
+// path must be shared or a slave. systemd makes / shared on a real node;
+// a host without it keeps its mounts private, and the runtime refuses
+// HostToContainer there.
+func Propagates(path string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	best, shared := "", false
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// "36 35 0:30 / /sys/fs/bpf rw,relatime shared:12 - bpf bpf rw"
+		pre, _, ok := strings.Cut(s.Text(), " - ")
+		fields := strings.Fields(pre)
+		if !ok || len(fields) < 6 {
+			continue
+		}
+		mp := fields[4]
+		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
+			best, shared = mp, false
+			for _, opt := range fields[6:] {
+				if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
+					shared = true
+				}
+			}
+		}
+	}
+	return shared, s.Err()
 }
 
 // RestartContainer replaces the i-th container of p with a new one of the
