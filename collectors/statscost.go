@@ -220,17 +220,51 @@ func calibrationProgram() (*ebpf.Program, error) {
 // daemon closed its own stats fd, true means another holder keeps them
 // on. The program is closed before it returns.
 func StatsOnNow() (bool, error) {
-	prog, err := calibrationProgram()
+	p, err := NewStatsProbe()
 	if err != nil {
 		return false, err
 	}
-	defer MarkOwn(prog)()
-	defer prog.Close()
-	if _, _, err := prog.Benchmark(calibrationPacket, 1, nil); err != nil {
+	defer p.Close()
+	return p.On()
+}
+
+// StatsProbe asks, as often as needed, whether run-time stats count at
+// that moment: a calibration program of the daemon's own (marked so),
+// run once a question, whose run count moves only while stats are on. It
+// holds one program until Close: keep it for a bounded time.
+type StatsProbe struct {
+	prog   *ebpf.Program
+	unmark func()
+	runs   uint64
+}
+
+// NewStatsProbe loads the probe's program.
+func NewStatsProbe() (*StatsProbe, error) {
+	prog, err := calibrationProgram()
+	if err != nil {
+		return nil, err
+	}
+	return &StatsProbe{prog: prog, unmark: MarkOwn(prog)}, nil
+}
+
+// On runs the program once and says whether the kernel counted the run.
+func (p *StatsProbe) On() (bool, error) {
+	if _, _, err := p.prog.Benchmark(calibrationPacket, 1, nil); err != nil {
 		return false, fmt.Errorf("test run: %w", err)
 	}
-	n, err := runCount(prog)
-	return n > 0, err
+	n, err := runCount(p.prog)
+	if err != nil {
+		return false, err
+	}
+	on := n > p.runs
+	p.runs = n
+	return on, nil
+}
+
+// Close unloads the probe's program.
+func (p *StatsProbe) Close() {
+	p.prog.Close()
+	p.unmark()
 }
 
 func runCount(prog *ebpf.Program) (uint64, error) {
