@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/collectors/loadrec"
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/evict"
 )
 
 // maxPending bounds the loaders kept for programs the sampler has not
@@ -106,22 +106,10 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 	}
 }
 
-// dropOldest makes room: the quarter recorded first goes, so that a burst
-// past the bound pays one sort for many loads. Called with mu held, only
-// when the bound is reached.
+// dropOldest makes room: the quarter recorded first goes. Called with mu
+// held, only when the bound is reached.
 func (l *Loaders) dropOldest() {
-	type entry struct {
-		id uint32
-		at time.Time
-	}
-	all := make([]entry, 0, len(l.pending))
-	for id, lo := range l.pending {
-		all = append(all, entry{id, lo.At})
-	}
-	slices.SortFunc(all, func(a, b entry) int { return a.at.Compare(b.at) })
-	for _, e := range all[:max(1, len(all)/4)] {
-		delete(l.pending, e.id)
-	}
+	evict.OldestQuarter(l.pending, func(lo collectors.Loader) time.Time { return lo.At })
 }
 
 // cgroupOf names the loader's cgroup: its cgroup id through the cgroup2
