@@ -106,17 +106,31 @@ func (q *Query) triggerRows(by map[uint32][]profile.TriggerCost, over time.Durat
 	for _, p := range order {
 		info := progs[p.id]
 		for _, c := range resolveUnknown(by[p.id], info) {
-			rows = append(rows, triggerRow(p.id, info, c, p.total, over))
+			r := triggerRow(p.id, info, c, p.total, over)
+			q.namePod(&r)
+			rows = append(rows, r)
 		}
 	}
 	return rows
 }
 
+// namePod names r's workload by its pod where its cgroup is a container
+// the CRI socket has named; the cache answers, so a cgroup of a container
+// gone before the daemon asked keeps its ids.
+func (q *Query) namePod(r *api.TriggerRow) {
+	if r.Container == "" || q.Pods == nil {
+		return
+	}
+	if pod, _ := q.Pods.Lookup(r.Cgroup); pod != nil {
+		r.Pod, r.Workload = pod, pod.String()
+	}
+}
+
 // workloadMatches says whether ref names r's workload: its name, unit,
-// container, pod uid or cgroup path.
+// container, pod uid, pod (podMatches) or cgroup path.
 func workloadMatches(r api.TriggerRow, ref string) bool {
 	return ref == r.Workload || ref == r.Unit || ref == r.Container || ref == r.Cgroup || ref == r.Context ||
-		(r.Container != "" && strings.HasPrefix(r.Container, "pod "+ref))
+		(r.Container != "" && strings.HasPrefix(r.Container, "pod "+ref)) || podMatches(r.Pod, ref)
 }
 
 // progInfo is what a trigger row shows of its program.
