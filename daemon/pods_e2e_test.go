@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,11 +45,7 @@ var podLoaderCaps = []string{"BPF", "PERFMON", "SYS_ADMIN"}
 //     on; it comes back when the socket does, and a container started
 //     then is named again.
 func TestPodLoaders(t *testing.T) {
-	privtest.Root(t)
-	privtest.Tracefs(t)
-	n := node.Start(t)
-	img := loaderImage(t, n)
-	tp := tracepointID(t, "syscalls", "sys_enter_getppid")
+	n, img, tp := loaderNode(t)
 	cri := startCRIProxy(t)
 	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", cri.path)
 	ctx := context.Background()
@@ -146,6 +143,62 @@ func TestPodLoaders(t *testing.T) {
 	}
 }
 
+// TestPodIdentityFromContainerIDs (issue 43): an identity settled with the
+// runner of a pod's container by ids (a daemon that does not read the CRI
+// socket: one from before pod names, or --cri.socket none) is carried on
+// by the next daemon, which names pods, once the container restarts with a
+// changed program: its identity is the workload's, exactly one new_version
+// against the old tag, and the identity's history holds the old
+// instance's points too.
+func TestPodIdentityFromContainerIDs(t *testing.T) {
+	n, img, tp := loaderNode(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	d := startDaemon(t, state, "--profile.every", "0", "--cri.socket", "none")
+	name := uniqueName("podid")
+	p := n.RunPod(t, node.PodSpec{
+		Namespace: "ns-b", Name: "agent-7d9f8b6c5-z2k4q", Labels: map[string]string{"app": "agent", "pod-template-hash": "7d9f8b6c5"},
+		Containers: []node.ContainerSpec{{Name: "agent", Image: img, Args: []string{name, "100", tp}, Caps: podLoaderCaps}},
+	})
+	seen := map[uint32]bool{}
+	v1 := settledIdentity(t, d, newProg(t, d, name, seen))
+	byIDs := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by container pod " + p.UID + "/" + p.Containers[0].ID[:12]
+	if v1.Identity != byIDs || v1.Pod != nil {
+		t.Fatalf("without the CRI socket: identity %q, pod %+v; want %q and none", v1.Identity, v1.Pod, byIDs)
+	}
+	time.Sleep(time.Second) // points of the old identity
+	if err := d.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, d.stderr)
+	}
+
+	d = startDaemon(t, state, "--profile.every", "0", "--cri.socket", node.Socket)
+	// The container restarts with a changed program, as a pod whose image
+	// was changed in place.
+	p.Spec.Containers[0].Args = []string{name, "300", tp}
+	if err := n.RestartContainer(ctx, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	v2 := settledIdentity(t, d, newProg(t, d, name, seen))
+	want := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by k8s ns-b/Deployment/agent/agent"
+	if v2.Identity != want || v2.Tag == v1.Tag {
+		t.Errorf("after the restart: identity %q, tag %s (was %s); want %q and another tag", v2.Identity, v2.Tag, v1.Tag, want)
+	}
+	var nv []api.Event
+	eventually(t, "a new_version", func() bool { nv = newVersionsOf(t, d, name); return len(nv) > 0 })
+	if len(nv) != 1 || nv[0].ID != v2.ID || nv[0].Detail != "previous tag "+v1.Tag {
+		t.Errorf("new_version events %+v, want one, of program %d against tag %s", nv, v2.ID, v1.Tag)
+	}
+	var pts []api.HistoryPoint
+	d.json(t, &pts, "history", v2.IdentityID, "--since", "5m")
+	ids := map[uint32]bool{}
+	for _, pt := range pts {
+		ids[pt.ID] = true
+	}
+	if !ids[v1.ID] || !ids[v2.ID] {
+		t.Errorf("history of %s has points of programs %v; want the old instance %d and the new %d", v2.IdentityID, ids, v1.ID, v2.ID)
+	}
+}
+
 // newProg waits for a loaded program named name not in seen, and adds it.
 func newProg(t *testing.T, d *daemonProc, name string, seen map[uint32]bool) uint32 {
 	t.Helper()
@@ -228,6 +281,16 @@ func criPod(t *testing.T, n *node.Node, p *node.Pod) api.Pod {
 func newVersionsOf(t *testing.T, d *daemonProc, name string) []api.Event {
 	t.Helper()
 	return slices.DeleteFunc(eventsOf(t, d, "new_version"), func(e api.Event) bool { return e.Name != name })
+}
+
+// loaderNode is the test node, with an image of tploader and the id of
+// the tracepoint its programs attach to.
+func loaderNode(t *testing.T) (n *node.Node, img, tp string) {
+	t.Helper()
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	n = node.Start(t)
+	return n, loaderImage(t, n), tracepointID(t, "syscalls", "sys_enter_getppid")
 }
 
 // loaderImage builds tploader into an image of a name of its own, so that
