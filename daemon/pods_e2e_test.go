@@ -47,7 +47,8 @@ var podLoaderCaps = []string{"BPF", "PERFMON", "SYS_ADMIN"}
 func TestPodLoaders(t *testing.T) {
 	n, img, tp := loaderNode(t)
 	cri := startCRIProxy(t)
-	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", cri.path)
+	web := freeAddr(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", cri.path, "--web.listen-address", web)
 	ctx := context.Background()
 
 	name := uniqueName("podld")
@@ -64,7 +65,7 @@ func TestPodLoaders(t *testing.T) {
 		id := newProg(t, d, name, seen)
 		detail := settledIdentity(t, d, id)
 		t.Logf("%s: program %d, %s", what, id, detail.Identity)
-		checkPodNames(t, n, d, detail, p)
+		checkPodNames(t, n, d, detail, p, web)
 		return detail
 	}
 
@@ -220,9 +221,9 @@ func newProg(t *testing.T, d *daemonProc, name string, seen map[uint32]bool) uin
 	return id
 }
 
-// checkPodNames checks that show, progs and owners name the pod and
-// container of p as the CRI answers for them.
-func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDetail, p *node.Pod) {
+// checkPodNames checks that show, progs, owners and /metrics (on web)
+// name the pod and container of p as the CRI answers for them.
+func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDetail, p *node.Pod, web string) {
 	t.Helper()
 	want := criPod(t, n, p)
 	if detail.Pod == nil || *detail.Pod != want {
@@ -254,6 +255,14 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 		return strings.HasPrefix(l, owner+" ") && strings.Contains(l, want.String())
 	}) {
 		t.Errorf("owners does not name the pod %s of %s:\n%s", want.String(), owner, out)
+	}
+	_, _, body := get(t, "http://"+web+"/metrics")
+	labels := []string{`id="` + id + `"`, `namespace="` + want.Namespace + `"`, `pod="` + want.Pod + `"`,
+		`container="` + want.Container + `"`, `workload="Deployment/loader"`}
+	if !slices.ContainsFunc(strings.Split(string(body), "\n"), func(l string) bool {
+		return strings.HasPrefix(l, "bpfperf_program_info{") && !slices.ContainsFunc(labels, func(s string) bool { return !strings.Contains(l, s) })
+	}) {
+		t.Errorf("/metrics has no bpfperf_program_info with %v", labels)
 	}
 }
 
