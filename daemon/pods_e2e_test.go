@@ -41,6 +41,8 @@ var podLoaderCaps = []string{"BPF", "PERFMON", "SYS_ADMIN"}
 //     identity, exactly one new_version;
 //   - a second pod of the workload at once: slot #2, no version of the
 //     first;
+//   - a pod of another workload that makes the program run: triggers
+//     names it by its pod;
 //   - the CRI socket stopped: status says so in one line, the daemon runs
 //     on; it comes back when the socket does, and a container started
 //     then is named again.
@@ -48,7 +50,7 @@ func TestPodLoaders(t *testing.T) {
 	n, img, tp := loaderNode(t)
 	cri := startCRIProxy(t)
 	web := freeAddr(t)
-	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", cri.path, "--web.listen-address", web)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--cri.socket", cri.path, "--web.listen-address", web)
 	ctx := context.Background()
 
 	name := uniqueName("podld")
@@ -108,6 +110,40 @@ func TestPodLoaders(t *testing.T) {
 	}
 	if nv = newVersionsOf(t, d, name); len(nv) != 1 || nv[0].ID != slow.ID || nv[0].Identity != want {
 		t.Errorf("new_version events %+v, want one, of program %d (%s)", nv, slow.ID, want)
+	}
+
+	// A pod of another workload makes the program run: triggers names it
+	// by its pod, which only the profiler has seen (no loader, no holder).
+	drv := n.RunPod(t, node.PodSpec{
+		Namespace: "ns-c", Name: "driver-6f7d8c9b5-h4k2m", Labels: map[string]string{"app": "driver", "pod-template-hash": "6f7d8c9b5"},
+		Containers: []node.ContainerSpec{{Name: "driver", Image: img, Args: []string{"drive", "2"}}},
+	})
+	driver := criPod(t, n, drv, "Deployment/driver")
+	cg, err := drv.Containers[0].Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first answer with the driver's cgroup names it: the request
+	// waits a moment for the CRI's answer.
+	var row api.TriggerRow
+	eventuallyWithin(t, 20*time.Second, "triggers to show the driver's cgroup", func() bool {
+		var tr api.Triggers
+		if d.query(&tr, "triggers", strconv.Itoa(int(slow.ID))) != nil {
+			return false
+		}
+		i := slices.IndexFunc(tr.Rows, func(r api.TriggerRow) bool { return r.Cgroup == cg })
+		if i >= 0 {
+			row = tr.Rows[i]
+		}
+		return i >= 0
+	})
+	if row.Pod == nil || *row.Pod != driver || row.Workload != driver.String() {
+		t.Errorf("the driver's trigger row: workload %q, pod %+v; want %+v", row.Workload, row.Pod, driver)
+	}
+	if out := d.cli(t, "triggers", strconv.Itoa(int(slow.ID))); !strings.Contains(out, driver.String()) {
+		t.Errorf("triggers does not name the driver's pod %s:\n%s", driver.String(), out)
+	} else {
+		t.Logf("triggers:\n%s", out)
 	}
 
 	// The socket goes: status says so, the daemon runs on, names come
@@ -225,7 +261,7 @@ func newProg(t *testing.T, d *daemonProc, name string, seen map[uint32]bool) uin
 // name the pod and container of p as the CRI answers for them.
 func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDetail, p *node.Pod, web string) {
 	t.Helper()
-	want := criPod(t, n, p)
+	want := criPod(t, n, p, "Deployment/loader")
 	if detail.Pod == nil || *detail.Pod != want {
 		t.Errorf("program %d: pod %+v, want %+v (the CRI's)", detail.ID, detail.Pod, want)
 	}
@@ -267,9 +303,9 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 }
 
 // criPod is p's first container as the CRI answers for it (the pod
-// sandbox's and the container's status), with the workload a Deployment
-// named loader gives its pods.
-func criPod(t *testing.T, n *node.Node, p *node.Pod) api.Pod {
+// sandbox's and the container's status), with workload, what the
+// Deployment the test plays gives its pods.
+func criPod(t *testing.T, n *node.Node, p *node.Pod, workload string) api.Pod {
 	t.Helper()
 	ctx := context.Background()
 	ps, err := n.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
@@ -282,7 +318,7 @@ func criPod(t *testing.T, n *node.Node, p *node.Pod) api.Pod {
 	}
 	md := ps.GetStatus().GetMetadata()
 	return api.Pod{Namespace: md.GetNamespace(), Pod: md.GetName(), UID: md.GetUid(), Container: cs.GetStatus().GetMetadata().GetName(),
-		ContainerID: cs.GetStatus().GetId(), Workload: "Deployment/loader"}
+		ContainerID: cs.GetStatus().GetId(), Workload: workload}
 }
 
 // newVersionsOf are the new_version events of programs named name (not

@@ -3,9 +3,12 @@
 // named NAME that loops TURNS times at each run (another count is another
 // program: a new version), attaches it with a perf link to the tracepoint
 // whose id is TPID, and holds it until it is told to stop. The id comes
-// from the host's tracefs: a container has none mounted.
+// from the host's tracefs: a container has none mounted. With drive, it
+// calls getppid(2) as fast as it can for SECONDS instead, then waits: a
+// pod's workload that makes a sys_enter_getppid program run.
 //
 //	tploader NAME TURNS TPID
+//	tploader drive SECONDS
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -31,18 +35,31 @@ func main() {
 }
 
 func run(args []string) error {
+	// SIGTERM first: as pid 1 the kernel ignores it without a handler,
+	// and StopContainer would wait its whole timeout.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	if len(args) == 2 && args[0] == "drive" {
+		secs, err := strconv.ParseFloat(args[1], 64)
+		if err != nil {
+			return fmt.Errorf("usage: tploader drive SECONDS")
+		}
+		for end := time.Now().Add(time.Duration(secs * float64(time.Second))); time.Now().Before(end); {
+			for range 1000 {
+				syscall.Getppid()
+			}
+		}
+		<-stop
+		return nil
+	}
 	if len(args) != 3 {
-		return fmt.Errorf("usage: tploader NAME TURNS TPID")
+		return fmt.Errorf("usage: tploader NAME TURNS TPID | tploader drive SECONDS")
 	}
 	turns, err1 := strconv.Atoi(args[1])
 	tp, err2 := strconv.Atoi(args[2])
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("usage: tploader NAME TURNS TPID")
 	}
-	// SIGTERM first: as pid 1 the kernel ignores it without a handler,
-	// and StopContainer would wait its whole timeout.
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: args[0], Type: ebpf.TracePoint, License: "GPL",
 		Instructions: spin.Loop(int32(turns)),
