@@ -31,14 +31,15 @@ import (
 var podLoaderCaps = []string{"BPF", "PERFMON", "SYS_ADMIN"}
 
 // TestPodLoaders (issue 43): a Deployment-style pod ns-a/loader-7d9f8b6c5-...
-// whose container loads and holds a tracepoint program. progs, show and
-// owners name its namespace, pod, container and workload as the CRI lists
-// them, and its identity's runner is the workload's container:
+// whose container loads and holds a tracepoint program. progs, show,
+// owners and /metrics name its namespace, pod, container and workload as
+// the CRI lists them, and its identity's runner is the workload's
+// container:
 //
 //   - the container restarted (new id), then the pod deleted and made
 //     again (new uid and name): the same identity, no new_version;
-//   - a rollout (new pod-template-hash) with a slower program: the same
-//     identity, exactly one new_version;
+//   - a rollout (new pod-template-hash) with a slower program (10 times the
+//     loop turns): the same identity, exactly one new_version;
 //   - a second pod of the workload at once: slot #2, no version of the
 //     first;
 //   - a pod of another workload that makes the program run: triggers
