@@ -8,8 +8,10 @@
 package podnames
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -35,7 +37,7 @@ const (
 	// retry is how long a container the runtime did not list, or a lookup
 	// that failed, stays unknown before it is asked again; also how often
 	// a socket that is missing or refuses is tried again.
-	retry = 5 * time.Second
+	retry = 5 * time.Second // Config.Retry's default
 	// askAgain is when a container the runtime did not list is asked
 	// again: past the index's MinInterval.
 	askAgain = 1100 * time.Millisecond
@@ -46,25 +48,29 @@ const (
 // Config configures Names.
 type Config struct {
 	// Socket is the CRI socket; "" picks the first of pods.DefaultSockets
-	// that exists, Off turns names off.
+	// that exists (looked for again while none does), Off turns names off.
 	Socket string
 	Logger *slog.Logger
 	// Index is the CRI's Config, less Socket (tests shorten its times).
 	Index pods.Config
+	// Retry is how often a socket that is missing or refuses is tried
+	// again; 5 s when 0.
+	Retry time.Duration
 }
 
 // Names is the cache of pods by container id, filled in the background.
 // A nil *Names names nothing.
 type Names struct {
-	socket string
+	socket string // as configured: "" for the first of the usual that exists
 	off    string // why names are off, "" while on
 	log    *slog.Logger
-	icfg   pods.Config
+	retry  time.Duration
 	want   chan string
 	stop   context.CancelFunc
 	done   chan struct{}
 
 	mu      sync.Mutex
+	icfg    pods.Config // its Socket the one in use (or last tried)
 	idx     *pods.Index
 	openErr error // why the socket could not be opened, while it cannot
 	cache   map[string]entry
@@ -86,31 +92,18 @@ type entry struct {
 // refuses is no error: Status says so, containers keep their ids, and the
 // socket is tried again every few seconds.
 func Open(cfg Config) *Names {
-	n := &Names{log: cfg.Logger, icfg: cfg.Index, cache: map[string]entry{}, want: make(chan string, maxQueued), done: make(chan struct{})}
+	n := &Names{log: cfg.Logger, icfg: cfg.Index, retry: cmp.Or(cfg.Retry, retry), cache: map[string]entry{}, want: make(chan string, maxQueued), done: make(chan struct{})}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
-	switch cfg.Socket {
-	case Off:
+	if cfg.Socket == Off {
 		n.off = "off (--cri.socket " + Off + "): containers are named by pod uid and container id"
-	case "":
-		for _, s := range pods.DefaultSockets {
-			if _, err := os.Stat(s); err == nil {
-				n.socket = s
-				break
-			}
-		}
-		if n.socket == "" {
-			n.off = "no CRI socket at " + strings.Join(pods.DefaultSockets, " or ") + " (--cri.socket names one): containers are named by pod uid and container id"
-		}
-	default:
-		n.socket = cfg.Socket
-	}
-	if n.off != "" {
 		close(n.done)
 		return n
 	}
-	n.icfg.Socket = n.socket
+	// "": the first of the usual sockets that exists, looked for again
+	// at each retry while none does (a runtime started after the daemon).
+	n.socket = cfg.Socket
 	n.reopen()
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
@@ -126,9 +119,27 @@ func (n *Names) reopen() *pods.Index {
 	if n.idx != nil {
 		return n.idx
 	}
+	socket := n.socket
+	if socket == "" {
+		if socket = firstExisting(pods.DefaultSockets); socket == "" {
+			n.openErr = fmt.Errorf("no CRI socket at %s (--cri.socket names one)", strings.Join(pods.DefaultSockets, " or "))
+			return nil
+		}
+	}
+	n.icfg.Socket = socket
 	idx, err := pods.Open(n.icfg)
 	n.idx, n.openErr = idx, err
 	return idx
+}
+
+// firstExisting is the first of paths that exists, "" for none.
+func firstExisting(paths []string) string {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // Close stops the lookups.
@@ -168,7 +179,7 @@ func (n *Names) Lookup(cgroup string) (pod *collectors.Pod, pending bool) {
 	switch {
 	case known && (e.pod != nil || e.pending):
 		return e.pod, e.pending && up
-	case known && now.Sub(e.at) < retry:
+	case known && now.Sub(e.at) < n.retry:
 		return nil, false
 	}
 	select {
@@ -188,7 +199,7 @@ func (n *Names) Lookup(cgroup string) (pod *collectors.Pod, pending bool) {
 // when it is back even where no lookup asks.
 func (n *Names) run(ctx context.Context) {
 	defer close(n.done)
-	tick := time.NewTicker(retry)
+	tick := time.NewTicker(n.retry)
 	defer tick.Stop()
 	for {
 		select {
@@ -220,7 +231,7 @@ func (n *Names) due() bool {
 		}
 		return true
 	}
-	if _, err := os.Stat(n.socket); err != nil {
+	if _, err := os.Stat(n.icfg.Socket); err != nil {
 		return true
 	}
 	return n.idx == nil || time.Since(n.idx.Status().Listed) >= relist
@@ -243,7 +254,7 @@ func (n *Names) answer(ctx context.Context, id string) {
 	case down && !wasDown:
 		n.log.Warn("pod names: the CRI socket does not answer; containers are named by pod uid and container id until it does", "err", err)
 	case !down && wasDown:
-		n.log.Info("pod names: the CRI socket answers again", "socket", n.socket)
+		n.log.Info("pod names: the CRI socket answers", "socket", n.icfg.Socket)
 	}
 	if id == "" {
 		return
@@ -287,7 +298,7 @@ func (n *Names) Status() string {
 		return n.off
 	}
 	n.mu.Lock()
-	idx, openErr, known := n.idx, n.openErr, 0
+	idx, openErr, socket, known := n.idx, n.openErr, n.icfg.Socket, 0
 	for _, e := range n.cache {
 		if e.pod != nil {
 			known++
@@ -299,13 +310,13 @@ func (n *Names) Status() string {
 	case openErr != nil:
 		return openErr.Error() + fallback
 	case idx == nil:
-		return "CRI socket " + n.socket + ": connecting again" + fallback
+		return "CRI socket " + socket + ": connecting again" + fallback
 	}
 	st := idx.Status()
 	if st.Err != nil {
 		return st.Err.Error() + fallback
 	}
-	s := "CRI socket " + n.socket
+	s := "CRI socket " + st.Socket
 	if st.Listed.IsZero() {
 		return s + ": connected, not listed yet"
 	}

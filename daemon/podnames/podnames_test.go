@@ -88,3 +88,32 @@ func TestNoSocket(t *testing.T) {
 		t.Error("a nil Names names something")
 	}
 }
+
+// TestDefaultSocketAppears: with no socket named and none of the usual
+// ones there (a runtime started after the daemon), status says so; once
+// one appears it is used, without a restart.
+func TestDefaultSocketAppears(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "containerd.sock")
+	defaults := pods.DefaultSockets
+	pods.DefaultSockets = []string{sock}
+	defer func() { pods.DefaultSockets = defaults }()
+	n := Open(Config{Retry: 50 * time.Millisecond, Index: pods.Config{Timeout: 200 * time.Millisecond}})
+	defer n.Close()
+	if st := n.Status(); !strings.Contains(st, "no CRI socket at "+sock) {
+		t.Errorf("status before the socket: %q", st)
+	}
+	ln, err := net.Listen("unix", sock) // answers nothing: status names it with its error
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(n.Status(), sock+": ") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := n.Status()
+	t.Log(st)
+	if !strings.Contains(st, sock+": ") || strings.Contains(st, "no CRI socket") {
+		t.Errorf("status once the socket is there: %q", st)
+	}
+}
