@@ -141,6 +141,11 @@ func TestPodLoaders(t *testing.T) {
 	if row.Pod == nil || *row.Pod != driver || row.Workload != driver.String() {
 		t.Errorf("the driver's trigger row: workload %q, pod %+v; want %+v", row.Workload, row.Pod, driver)
 	}
+	var byWorkload api.Triggers
+	d.json(t, &byWorkload, "triggers", strconv.Itoa(int(slow.ID)), "--workload", "ns-c/Deployment/driver")
+	if len(byWorkload.Rows) != 1 || byWorkload.Rows[0].Cgroup != cg {
+		t.Errorf("triggers --workload ns-c/Deployment/driver: %+v, want the driver's row alone", byWorkload.Rows)
+	}
 	if out := d.cli(t, "triggers", strconv.Itoa(int(slow.ID))); !strings.Contains(out, driver.String()) {
 		t.Errorf("triggers does not name the driver's pod %s:\n%s", driver.String(), out)
 	} else {
@@ -292,6 +297,11 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 		return strings.HasPrefix(l, owner+" ") && strings.Contains(l, want.String())
 	}) {
 		t.Errorf("owners does not name the pod %s of %s:\n%s", want.String(), owner, out)
+	}
+	var only api.Owners
+	d.json(t, &only, "owners", "--owner", want.Namespace+"/"+want.Pod)
+	if len(only.Owners) != 1 || only.Owners[0].Owner != owner {
+		t.Errorf("owners --owner %s/%s: %+v, want %s alone", want.Namespace, want.Pod, only.Owners, owner)
 	}
 	_, _, body := get(t, "http://"+web+"/metrics")
 	labels := []string{`id="` + id + `"`, `namespace="` + want.Namespace + `"`, `pod="` + want.Pod + `"`,
