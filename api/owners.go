@@ -18,6 +18,8 @@ type OwnerRow struct {
 	Unit      string `json:"unit,omitempty"`
 	Cgroup    string `json:"cgroup,omitempty"`
 	Container string `json:"container,omitempty"`
+	// Pod is its container's pod by name, where the CRI socket named it.
+	Pod *Pod `json:"k8s,omitempty"`
 	// Present: it holds loaded programs or maps now. In a --since view an
 	// owner whose programs and maps are all gone reads false.
 	Present  bool `json:"present"`

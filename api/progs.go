@@ -26,6 +26,10 @@ type ProgRow struct {
 	// Where is where the program is attached, as its identity says it
 	// ("tcx dev bv1 ingress"); empty where it is attached nowhere known.
 	Where string `json:"where,omitempty"`
+	// Pod is the Kubernetes pod and container that run the program (its
+	// loader's, else its first holder's), where the node's CRI socket
+	// named it; absent elsewhere.
+	Pod *Pod `json:"k8s,omitempty"`
 	// Instances is how many programs a row of `progs --group name` sums
 	// (SumByName); absent on a row of one program.
 	Instances int  `json:"instances,omitempty"`
@@ -94,6 +98,10 @@ type Owner = collectors.Owner
 // record (collectors.Loader).
 type Loader = collectors.Loader
 
+// Pod is a container by its Kubernetes names: namespace, pod, container,
+// workload (collectors.Pod).
+type Pod = collectors.Pod
+
 // AttachPoint is one place a program is attached: a BPF link, a netlink
 // attachment or a perf event (collectors.AttachPoint).
 type AttachPoint = collectors.AttachPoint
@@ -101,8 +109,8 @@ type AttachPoint = collectors.AttachPoint
 // SumByName folds rows that share a type and a name (one object attached
 // to many devices or cgroups, a tool running twice) into one row each, in
 // first-seen order: counters and rates summed (SumRates), Instances
-// counting the programs, ID the lowest of them, Where and Identity kept
-// only where all agree.
+// counting the programs, ID the lowest of them, Where, Identity and Pod
+// kept only where all agree.
 func SumByName(rows []ProgRow) []ProgRow {
 	type key struct{ typ, name string }
 	at := map[key]int{}
@@ -114,7 +122,7 @@ func SumByName(rows []ProgRow) []ProgRow {
 		if !ok {
 			at[k] = len(out)
 			g := ProgRow{ID: r.ID, Type: r.Type, Name: r.Name, KernelName: r.KernelName, Tag: r.Tag, Loaded: r.Loaded, Own: r.Own,
-				Identity: r.Identity, IdentityID: r.IdentityID, Where: r.Where, Counters: r.Counters, Instances: 1, BootID: r.BootID}
+				Identity: r.Identity, IdentityID: r.IdentityID, Where: r.Where, Pod: r.Pod, Counters: r.Counters, Instances: 1, BootID: r.BootID}
 			out = append(out, g)
 			rates = append(rates, []Rates{r.Rates})
 			continue
@@ -134,6 +142,9 @@ func SumByName(rows []ProgRow) []ProgRow {
 		}
 		if g.Identity != r.Identity {
 			g.Identity, g.IdentityID = "", ""
+		}
+		if g.Pod != nil && (r.Pod == nil || *g.Pod != *r.Pod) {
+			g.Pod = nil
 		}
 		rates[i] = append(rates[i], r.Rates)
 	}

@@ -46,6 +46,10 @@ type Status struct {
 	// Loaders is how each program's loader is known: the kernel's load
 	// records followed (and any lost), or why not.
 	Loaders string `json:"loaders,omitempty"`
+	// Pods is where containers' Kubernetes names come from: the CRI
+	// socket and what it lists, or why there are none (no socket, one
+	// that does not answer: containers go by pod uid and container id).
+	Pods string `json:"pods,omitempty"`
 	// The iterator's own run time (its bpf_stats), the collection cost paid
 	// in the kernel: the last sweep's, and since it loaded as a share of
 	// one CPU.

@@ -23,11 +23,14 @@ type TriggerRow struct {
 	Cgroup    string `json:"cgroup,omitempty"`
 	Unit      string `json:"unit,omitempty"`      // systemd unit the cgroup names
 	Container string `json:"container,omitempty"` // "pod <uid>/<id>", or a plain runtime's short id
+	// Pod is the container's pod by name, where the CRI socket named it.
+	Pod *Pod `json:"k8s,omitempty"`
 	// Devices are the program's network attachments, for samples in a
 	// network softirq: the packets of those devices triggered it.
 	Devices []string `json:"devices,omitempty"`
-	// Workload is the one name to show: the container, else the unit,
-	// else the cgroup ("/ (root cgroup)" for the root), else the context
+	// Workload is the one name to show: the pod ("NAMESPACE/POD
+	// (container NAME)"), else the container, else the unit, else the
+	// cgroup ("/ (root cgroup)" for the root), else the context
 	// (and devices).
 	Workload string `json:"workload"`
 	Samples  int64  `json:"samples"`

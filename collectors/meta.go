@@ -54,11 +54,15 @@ type Loader struct {
 	Comm string `json:"comm,omitempty"`
 	// Cgroup is its cgroup v2 path, and Unit and Container what that path
 	// names (UnitAndContainer).
-	Cgroup    string    `json:"cgroup,omitempty"`
-	CgroupID  uint64    `json:"cgroup_id,omitempty"`
-	Unit      string    `json:"unit,omitempty"`
-	Container string    `json:"container,omitempty"`
-	At        time.Time `json:"at"`
+	Cgroup    string `json:"cgroup,omitempty"`
+	CgroupID  uint64 `json:"cgroup_id,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Container string `json:"container,omitempty"`
+	// Pod is the container's pod by name, where the CRI socket lists it;
+	// nil elsewhere (no Kubernetes, a plain runtime, a socket that is
+	// down: Container still names it by ids).
+	Pod *Pod      `json:"k8s,omitempty"`
+	At  time.Time `json:"at"`
 	// Source says how the command and cgroup were found.
 	Source string `json:"source,omitempty"`
 }

@@ -9,6 +9,8 @@ type Owner struct {
 	Cgroup    string `json:"cgroup,omitempty"`
 	Unit      string `json:"unit,omitempty"`
 	Container string `json:"container,omitempty"`
+	// Pod is the container's pod by name, where the CRI socket lists it.
+	Pod *Pod `json:"k8s,omitempty"`
 	// Pin is the bpffs path of an object no process holds (PID 0).
 	Pin string `json:"pin,omitempty"`
 }

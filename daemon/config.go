@@ -53,7 +53,11 @@ type Config struct {
 	CPUsOnlineFile string
 	// BPFFS is where pinned objects are looked for, to charge objects no
 	// process holds to their pin path; usually /sys/fs/bpf.
-	BPFFS       string
+	BPFFS string
+	// CRISocket is the container runtime's CRI socket, which names
+	// containers by their pods (daemon/podnames): "" for the first of
+	// the usual ones that exists, "none" for none.
+	CRISocket   string
 	OwnersEvery time.Duration // how often owners and attach points are refreshed
 	Retention   store.Retention
 	Profile     ProfileConfig // CPU profiling (daemon/profiling)

@@ -23,6 +23,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/loaders"
 	"github.com/bpfperf/bpfperf/daemon/mapwatch"
 	"github.com/bpfperf/bpfperf/daemon/metrics"
+	"github.com/bpfperf/bpfperf/daemon/podnames"
 	"github.com/bpfperf/bpfperf/daemon/profiling"
 	"github.com/bpfperf/bpfperf/daemon/query"
 	"github.com/bpfperf/bpfperf/daemon/regressions"
@@ -58,6 +59,9 @@ type Daemon struct {
 	cpus      cpuWatch
 	// loaders follows the kernel's load records; nil where it cannot.
 	loaders *loaders.Loaders
+	// pods names containers by their Kubernetes pods, from the CRI
+	// socket; it names none where there is none.
+	pods *podnames.Names
 
 	// detector is regression detection (daemon/regressions), fed by the
 	// sampling loop only.
@@ -138,7 +142,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer scanner.Close()
 	// Loads from now on are known by their loader (daemon/loaders); where
 	// the kernel refuses the records, runners come from holders alone.
-	lds, err := loaders.Start(cfg.ProcRoot, log)
+	// Containers are named by their pods where the node's CRI socket
+	// answers: asked in the background, never on the sampler's tick or
+	// the load records' ring.
+	pods := podnames.Open(podnames.Config{Socket: cfg.CRISocket, Logger: log})
+	defer pods.Close()
+	lds, err := loaders.Start(cfg.ProcRoot, log, pods)
 	if err != nil {
 		log.Warn("loaders unknown: the kernel's load records could not be followed; runners come from what holds each program", "err", err)
 	}
@@ -146,6 +155,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), duty: duty, cpus: newCPUWatch(cfg.CPUsOnlineFile)}
 	d.statsCost.Store(&cost)
 	d.loaders = lds
+	d.pods = pods
 	if err := d.assemble(sw, scanner, duty); err != nil {
 		return err
 	}
@@ -231,7 +241,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg)},
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)
@@ -255,7 +265,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found, Timed: d.lat.TimedBetween,
 	})
 	d.query = &query.Query{
-		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr,
+		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr, Pods: d.pods,
 		BootID: d.bootID, Boot: d.boot, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Now: cfg.Now,
 	}
 	d.api = httpapi.New(httpapi.Config{
@@ -263,6 +273,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	}, httpapi.Rooms{
 		Store: db, Stats: d.stats, Sampler: smp, Profiling: d.prof, Counters: d.ctr, Latency: d.lat, Metrics: d.metrics, Query: d.query,
 		BootID: d.bootID, Started: d.started, Self: d.self, StatsCost: d.statsCostStatus, MeasureStatsCost: d.measureStatsCost,
+		Pods: d.pods.Status,
 	})
 	d.cost.Sample(d.started)
 	d.lastLoop.Store(d.started.UnixNano())

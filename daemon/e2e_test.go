@@ -18,6 +18,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/node"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -65,7 +66,9 @@ func TestMain(m *testing.M) {
 	if cli != "" {
 		bin.cli = cli
 	}
-	code := m.Run()
+	// The pods' tests share a container node (internal/node), which the
+	// last test binary to let go of it stops.
+	code := node.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -598,6 +598,7 @@ var (
 		"ID": "id", "TYPE": "type", "NAME": "name", "WHERE": "where", "TAG": "tag",
 		"RUNS/S": "runs_per_sec", "AVG/RUN": "avg_ns_per_run", "CPU%": "cpu_percent", "SAMPLED%": "sampled_cpu_percent",
 		"RUN_CNT": "run_cnt", "RUN_TIME_NS": "run_time_ns", "STATE": "loaded,unloaded_at|loaded",
+		"POD": "k8s.namespace,k8s.pod,k8s.container",
 	}
 	perRunKeys = map[string]string{
 		"MECHANISM": "mechanism", "COUNTED": "counted_runs", "SAMPLES": "samples", "CPU-CLOCK": "totals.cpu-clock",
@@ -612,7 +613,7 @@ var (
 		"identity": "identity_id,identity", "state": "loaded,unloaded_at|loaded", "loaded_at": "meta.loaded_at",
 		"uid": "meta.uid", "gpl_compatible": "meta.gpl_compatible", "bytes_xlated": "meta.bytes_xlated",
 		"bytes_jited": "meta.bytes_jited", "bytes_memlock": "meta.bytes_memlock", "verified_insns": "meta.verified_insns",
-		"btf_id": "meta.btf_id", "map_ids": "meta.map_ids",
+		"btf_id": "meta.btf_id", "map_ids": "meta.map_ids", "pod": "k8s.namespace,k8s.pod,k8s.container,k8s.workload,k8s.pod_uid",
 		"attach": "meta.attach.type,meta.attach.target,meta.attach.link_id|meta.attach.type",
 		"loader": "meta.loader.comm,meta.loader.pid,meta.loader.at", "pin": "meta.pin", "pids": "meta.pids.comm,meta.pids.pid",
 		"run_cnt": "run_cnt", "run_time_ns": "run_time_ns", "recursion_misses": "recursion_misses",
@@ -635,7 +636,7 @@ var (
 		"store": "store_path", "store size": "store_bytes", "last sample": "last_sample",
 		"last sweep": "last_sweep_ms,last_sweep_read,programs_loaded", "last write": "last_write_ms",
 		"daemon cpu": "cpu_percent,uptime_seconds", "daemon rss": "rss_bytes", "daemon heap": "heap_live_bytes",
-		"stats duty": "stats_duty", "sweep": "sweep,sweep_detail", "loaders": "loaders", "holders": "holders",
+		"stats duty": "stats_duty", "sweep": "sweep,sweep_detail", "loaders": "loaders", "holders": "holders", "pods": "pods",
 		"sweep bpf cost": "sweep_bpf_ms,sweep_bpf_cpu_percent",
 		"profiling":      "profiling.continuous,profiling.hz,profiling.event,profiling.window_ms,profiling.every_ms,profiling.stored_profiles",
 		"stats cost":     "stats_cost.detail|stats_cost.ns_per_run,stats_cost.runs_per_sec",
@@ -662,7 +663,7 @@ var (
 	mapPointKeys        = map[string]string{"TIME": "time", "ENTRIES": "entries", "FILL": "fill_percent", "MEMORY": "bytes_memlock"}
 	eventsKeys          = map[string]string{"TIME": "time", "KIND": "kind", "ID": "id", "NAME": "name", "TAG": "tag", "DETAIL": "detail"}
 	ownersKeys          = map[string]string{
-		"OWNER": "owner", "UNIT/CONTAINER": "container|unit", "PROGS": "programs", "RUNS/S": "runs_per_sec", "CPU%": "cpu_percent",
+		"OWNER": "owner", "UNIT/CONTAINER": "k8s.pod|container|unit", "PROGS": "programs", "RUNS/S": "runs_per_sec", "CPU%": "cpu_percent",
 		"SAMPLED%": "sampled_cpu_percent", "MAPS": "maps", "MAP MEMORY": "map_bytes", "STATE": "present",
 	}
 	workloadsKeys = map[string]string{"WORKLOAD": "workload", "CONTEXT": "context", "PROGS": "programs", "SAMPLES": "samples", "CPU%": "cpu_percent", "PROGRAMS": "programs"}

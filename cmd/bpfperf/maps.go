@@ -94,8 +94,8 @@ func joinIDs(ids []uint32) string {
 	return strings.Join(s, ",")
 }
 
-// ownersText names owners as comm(pid), with the unit or container where
-// the cgroup names one.
+// ownersText names owners as comm(pid), with the pod, unit or container
+// where the cgroup names one.
 func ownersText(owners []api.Owner) string {
 	s := make([]string, 0, len(owners))
 	for _, o := range owners {
@@ -104,7 +104,10 @@ func ownersText(owners []api.Owner) string {
 			continue
 		}
 		where := o.Container
-		if where == "" {
+		switch {
+		case o.Pod != nil:
+			where = o.Pod.String()
+		case where == "":
 			where = o.Unit
 		}
 		if where != "" {

@@ -55,7 +55,10 @@ func ownersTable(rows []api.OwnerRow, window bool) table {
 	}
 	for _, r := range rows {
 		where := r.Container
-		if where == "" {
+		switch {
+		case r.Pod != nil:
+			where = r.Pod.String()
+		case where == "":
 			where = r.Unit
 		}
 		row := []string{r.Owner, dash(where), strconv.Itoa(r.Programs), fmtRate(r.RunsPerSec), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), strconv.Itoa(r.Maps), fmtBytes(int64(r.MapBytes))}

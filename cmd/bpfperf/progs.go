@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
@@ -54,6 +55,12 @@ func progsTable(rows []api.ProgRow, all bool) table {
 		header: []string{"ID", "TYPE", "NAME", "WHERE", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "SAMPLED%", "RUN_CNT", "RUN_TIME_NS"},
 		fields: []string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"},
 	}
+	// POD only where some program runs in a pod the CRI named: most hosts
+	// have none.
+	pods := slices.ContainsFunc(rows, func(r api.ProgRow) bool { return r.Pod != nil })
+	if pods {
+		t.header = slices.Insert(t.header, 4, "POD")
+	}
 	if all {
 		t.header = append(t.header, "STATE")
 	}
@@ -67,6 +74,13 @@ func progsTable(rows []api.ProgRow, all bool) table {
 			id = fmt.Sprintf("%d progs", r.Instances)
 		}
 		row := []string{id, r.Type, name, orDash(r.Where), r.Tag, fmtRate(r.RunsPerSec), fmtNs(r.AvgNsPerRun), fmtPercent(r.CPUPercent), fmtPercent(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs)}
+		if pods {
+			pod := "-"
+			if r.Pod != nil {
+				pod = r.Pod.String()
+			}
+			row = slices.Insert(row, 4, pod)
+		}
 		if all {
 			state := "loaded"
 			if !r.Loaded {

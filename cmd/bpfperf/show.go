@@ -98,6 +98,10 @@ func showFields(d api.ProgDetail) [][2]string {
 		{"avg/run since load", fmtNs(d.AvgNsSinceLoad)},
 		{"cpu", fmtPercent(d.CPUPercent)},
 	}
+	if d.Pod != nil {
+		at := slices.IndexFunc(kv, func(p [2]string) bool { return p[0] == "loader" })
+		kv = slices.Insert(kv, at+1, [2]string{"pod", podLine(d.Pod)})
+	}
 	if missed, ok := linksMissed(m.Attach); ok {
 		// Beside recursion_misses: the other way a program's events go
 		// unseen, counted by the kprobe links.
@@ -186,6 +190,12 @@ func linksMissed(points []api.AttachPoint) (sum uint64, ok bool) {
 	return sum, ok
 }
 
+// podLine names the pod that runs a program: "NAMESPACE/POD (container
+// NAME), workload KIND/NAME, pod uid UID".
+func podLine(p *api.Pod) string {
+	return p.String() + ", workload " + p.Workload + ", pod uid " + p.UID
+}
+
 // identityLine is "ID (KEY)", or why there is none yet.
 func identityLine(r api.ProgRow) string {
 	if r.Identity == "" {
@@ -202,6 +212,8 @@ func loaderLine(lo *api.Loader) string {
 	}
 	s := fmt.Sprintf("%s(%d) at %s", cmp.Or(lo.Comm, "?"), lo.PID, fmtTime(lo.At))
 	switch {
+	case lo.Pod != nil:
+		s += ", pod " + lo.Pod.String()
 	case lo.Unit != "" && lo.Container != "":
 		s += ", unit " + lo.Unit + ", container " + lo.Container
 	case lo.Unit != "":

@@ -74,6 +74,9 @@ func statusFields(s api.Status) [][2]string {
 	if s.Loaders != "" {
 		kv = append(kv, [2]string{"loaders", s.Loaders})
 	}
+	if s.Pods != "" {
+		kv = append(kv, [2]string{"pods", s.Pods})
+	}
 	if s.Holders != "" {
 		kv = append(kv, [2]string{"holders", s.Holders})
 	}

@@ -65,6 +65,7 @@ type workloadRow struct {
 	Cgroup     string   `json:"cgroup,omitempty"`
 	Unit       string   `json:"unit,omitempty"`
 	Container  string   `json:"container,omitempty"`
+	Pod        *api.Pod `json:"k8s,omitempty"`
 	Programs   []string `json:"programs"` // "name (id)", costliest first
 	Samples    int64    `json:"samples"`
 	CPUNs      int64    `json:"cpu_ns"`
@@ -81,7 +82,7 @@ func byWorkload(rows []api.TriggerRow) []workloadRow {
 		if !ok {
 			i = len(out)
 			at[k] = i
-			out = append(out, workloadRow{Workload: r.Workload, Context: r.Context, Cgroup: r.Cgroup, Unit: r.Unit, Container: r.Container})
+			out = append(out, workloadRow{Workload: r.Workload, Context: r.Context, Cgroup: r.Cgroup, Unit: r.Unit, Container: r.Container, Pod: r.Pod})
 		}
 		w := &out[i]
 		w.Programs = append(w.Programs, r.ProgName+" ("+strconv.FormatUint(uint64(r.ProgID), 10)+")")

@@ -57,6 +57,9 @@ func (d *daemon) status() api.Status {
 	st.Profiling = d.Profiling.Status()
 	st.Counters = d.Counters.Status()
 	st.Latency = d.Latency.Status()
+	if d.Pods != nil {
+		st.Pods = d.Pods()
+	}
 	return st
 }
 

@@ -64,6 +64,9 @@ type Rooms struct {
 	// MeasureStatsCost measures it again (stats off for a moment) and
 	// answers the new figure.
 	MeasureStatsCost func(context.Context) (*api.StatsCost, error)
+	// Pods says in one line where containers' pod names come from, or
+	// why there are none (daemon/podnames); nil: not asked.
+	Pods func() string
 }
 
 // Store is what the handlers read and write of the store themselves: its

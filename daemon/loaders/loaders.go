@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/collectors/loadrec"
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/evict"
 )
 
 // maxPending bounds the loaders kept for programs the sampler has not
@@ -39,12 +39,21 @@ type Loaders struct {
 	cgroups  *cgroupid.Resolver
 	procRoot string
 	log      *slog.Logger
+	// pods names a loader's container by its pod (nil: by ids only).
+	pods PodNamer
 
 	mu      sync.Mutex
 	pending map[uint32]collectors.Loader // by program id, until taken or unloaded
 	seen    uint64                       // loads recorded since Start
 	// onLoad, once set, is told of each load as its record arrives.
 	onLoad func(id uint32)
+}
+
+// PodNamer names the pod of a container's cgroup from what it has at
+// hand, never waiting for the runtime (daemon/podnames): asked as the load
+// record arrives, it looks the container up while it surely exists.
+type PodNamer interface {
+	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
 }
 
 // OnLoad has fn told of each program load as its record arrives, on the
@@ -62,9 +71,10 @@ func (l *Loaders) OnLoad(fn func(id uint32)) {
 
 // Start follows loads from now on. A kernel that refuses the records
 // (before 5.1, no perf_event_open) leaves loaders unknown: the error says
-// why, and the daemon runs on without them.
-func Start(procRoot string, log *slog.Logger) (*Loaders, error) {
-	l := &Loaders{procRoot: procRoot, log: log, pending: map[uint32]collectors.Loader{}}
+// why, and the daemon runs on without them. pods names the pods of loaders
+// in containers (nil: they go by ids).
+func Start(procRoot string, log *slog.Logger, pods PodNamer) (*Loaders, error) {
+	l := &Loaders{procRoot: procRoot, log: log, pods: pods, pending: map[uint32]collectors.Loader{}}
 	if r, err := cgroupid.New(filepath.Join(procRoot, "self/mountinfo")); err == nil {
 		l.cgroups = r
 	}
@@ -93,6 +103,11 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 		named = ld.CgroupTail
 	}
 	lo.Unit, lo.Container = collectors.UnitAndContainer(named)
+	if lo.Container != "" && l.pods != nil {
+		// Usually not known yet (a new container): this asks, and the
+		// sampler looks again before the identity settles.
+		lo.Pod, _ = l.pods.Lookup(named)
+	}
 	l.mu.Lock()
 	l.seen++
 	if len(l.pending) >= maxPending {
@@ -106,22 +121,10 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 	}
 }
 
-// dropOldest makes room: the quarter recorded first goes, so that a burst
-// past the bound pays one sort for many loads. Called with mu held, only
-// when the bound is reached.
+// dropOldest makes room: the quarter recorded first goes. Called with mu
+// held, only when the bound is reached.
 func (l *Loaders) dropOldest() {
-	type entry struct {
-		id uint32
-		at time.Time
-	}
-	all := make([]entry, 0, len(l.pending))
-	for id, lo := range l.pending {
-		all = append(all, entry{id, lo.At})
-	}
-	slices.SortFunc(all, func(a, b entry) int { return a.at.Compare(b.at) })
-	for _, e := range all[:max(1, len(all)/4)] {
-		delete(l.pending, e.id)
-	}
+	evict.OldestQuarter(l.pending, func(lo collectors.Loader) time.Time { return lo.At })
 }
 
 // cgroupOf names the loader's cgroup: its cgroup id through the cgroup2

@@ -50,3 +50,34 @@ func TestTakeOnceAndBound(t *testing.T) {
 		t.Error("a nil Loaders knows a loader or fails")
 	}
 }
+
+// fakePods names one container's pod, and records what it was asked.
+type fakePods struct {
+	pod   *collectors.Pod
+	asked []string
+}
+
+func (f *fakePods) Lookup(cgroup string) (*collectors.Pod, bool) {
+	f.asked = append(f.asked, cgroup)
+	return f.pod, false
+}
+
+// TestLoaderPod (issue 43): a load in a container asks for its pod as the
+// record arrives, from the cgroup's names the record kept where the cgroup
+// is gone, and hands the pod over with the loader; a load outside any
+// container asks nothing.
+func TestLoaderPod(t *testing.T) {
+	pod := &collectors.Pod{Namespace: "ns-a", Pod: "loader-7d9f8b6c5-x2k4p", Container: "loader", Workload: "Deployment/loader"}
+	f := &fakePods{pod: pod}
+	l := &Loaders{procRoot: t.TempDir(), log: slog.Default(), pods: f, pending: map[uint32]collectors.Loader{}}
+	tail := "pod0f1e2d3c-4b5a-4697-8877-665544332211/ebeb6f206c6c0123456789abcdef0123456789abcdef0123456789abcdef0123"
+	l.loaded(loadrec.Load{ProgID: 7, PID: 40, Comm: "agent", CgroupTail: tail})
+	lo, ok := l.Take(7)
+	if !ok || lo.Pod != pod || lo.Container != "pod 0f1e2d3c-4b5a-4697-8877-665544332211/ebeb6f206c6c" {
+		t.Errorf("Take(7) = %+v, %v; want the pod", lo, ok)
+	}
+	l.loaded(loadrec.Load{ProgID: 8, PID: 41, Comm: "tool", CgroupTail: "system.slice/tool.service"})
+	if lo, _ := l.Take(8); lo.Pod != nil || len(f.asked) != 1 || f.asked[0] != tail {
+		t.Errorf("asked %q, loader %+v: want the container's cgroup asked alone", f.asked, lo)
+	}
+}

@@ -109,7 +109,8 @@ type programSeries struct {
 	// What the info labels were made of, to rebuild them when it changes.
 	attach []collectors.AttachPoint
 	owners []collectors.Owner
-	labels [6]string // name, type, tag, attach, owner, identity
+	pod    collectors.Pod // the zero Pod for none
+	labels [6]string      // name, type, tag, attach, owner, identity
 }
 
 func newProgramFamilies(src Source, limit int) *programFamilies {
@@ -145,12 +146,16 @@ func newProgramSeries(id string) *programSeries {
 // changed (label names sorted, as the registry would). Called with the
 // sampler's lock held: meta is the sampler's.
 func (ps *programSeries) setInfo(m *collectors.Meta, identID string) {
+	var pod collectors.Pod
+	if p := m.RunPod(); p != nil {
+		pod = *p
+	}
 	if ps.info.Label != nil && ps.labels[0] == m.Name && ps.labels[1] == m.Type && ps.labels[2] == m.Tag && ps.labels[5] == identID &&
-		slices.EqualFunc(ps.attach, m.Attach, collectors.AttachPoint.SameLink) && slices.Equal(ps.owners, m.Owners) {
+		slices.EqualFunc(ps.attach, m.Attach, collectors.AttachPoint.SameLink) && slices.Equal(ps.owners, m.Owners) && ps.pod == pod {
 		return
 	}
 	id := ps.counters[0].Label[0].GetValue()
-	ps.attach, ps.owners = slices.Clone(m.Attach), slices.Clone(m.Owners)
+	ps.attach, ps.owners, ps.pod = slices.Clone(m.Attach), slices.Clone(m.Owners), pod
 	ps.labels = [6]string{m.Name, m.Type, m.Tag, attachLabel(m.Attach), ownerLabel(m.Owners), identID}
 	// identity is the identity's short id, to follow a program across
 	// reloads (its id changes; this does not); empty (as good as absent
@@ -158,6 +163,13 @@ func (ps *programSeries) setInfo(m *collectors.Meta, identID string) {
 	ps.info.Label = []*dto.LabelPair{
 		label("attach", ps.labels[3]), label("id", id), label("identity", identID), label("name", ps.labels[0]),
 		label("owner", ps.labels[4]), label("tag", ps.labels[2]), label("type", ps.labels[1]),
+	}
+	if pod.Pod != "" {
+		// The pod that runs it: one value each per program, so they add
+		// no series; absent (as good as empty) where none does.
+		ps.info.Label = append(ps.info.Label, label("container", pod.Container), label("namespace", pod.Namespace),
+			label("pod", pod.Pod), label("workload", pod.Workload))
+		slices.SortFunc(ps.info.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 }
 

@@ -26,14 +26,14 @@ const (
 
 var (
 	descTriggerShare = prometheus.NewDesc("bpfperf_program_trigger_share_ratio",
-		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
-		[]string{"id", "name", "workload", "context"}, nil)
+		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's Kubernetes workload (with namespace, pod and container), unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
+		[]string{"id", "name", "workload", "context", "namespace", "pod", "container"}, nil)
 	descHookCPU = prometheus.NewDesc("bpfperf_hook_cpu_ratio",
 		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, trampoline:<function>, kprobe, stats_clock. One series per kind of hook, attached tracepoint and traced function, the 20 costliest, the rest summed as hook=\"other\".",
 		[]string{"hook"}, nil)
 	descWorkloadCPU = prometheus.NewDesc("bpfperf_workload_triggered_cpu_ratio",
-		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled). The 20 largest workloads, the rest as workload=\"other\".",
-		[]string{"workload", "context"}, nil)
+		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled); a Kubernetes pod's container is a workload of its own, with namespace, pod and container. The 20 largest workloads, the rest as workload=\"other\".",
+		[]string{"workload", "context", "namespace", "pod", "container"}, nil)
 )
 
 // triggerCollector reports Source.Triggers.
@@ -56,7 +56,7 @@ func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHookCPU, prometheus.GaugeValue, rest, other)
 		})
 	rows := c.src.Triggers()
-	type key struct{ workload, context string }
+	type key struct{ workload, context, namespace, pod, container string }
 	byWorkload := map[key]float64{}
 	// Rows come by program, each program's costliest trigger first.
 	for start := 0; start < len(rows); {
@@ -67,24 +67,30 @@ func (c *triggerCollector) Collect(ch chan<- prometheus.Metric) {
 		id, name := strconv.FormatUint(uint64(rows[start].ProgID), 10), rows[start].ProgName
 		var rest float64
 		for i, r := range rows[start:end] {
+			k := key{workload: r.Workload, context: r.Context}
+			if p := r.Pod; p != nil {
+				// The labels users join on: each row is one container's
+				// cgroup already, so they split no series.
+				k = key{p.Workload, r.Context, p.Namespace, p.Pod, p.Container}
+			}
 			if i < topTriggers {
-				ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, r.Share, id, name, r.Workload, r.Context)
+				ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, r.Share, id, name, k.workload, k.context, k.namespace, k.pod, k.container)
 			} else {
 				rest += r.Share
 			}
-			byWorkload[key{r.Workload, r.Context}] += r.CPUPercent / 100
+			byWorkload[k] += r.CPUPercent / 100
 		}
 		if end-start > topTriggers {
-			ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, rest, id, name, other, other)
+			ch <- prometheus.MustNewConstMetric(descTriggerShare, prometheus.GaugeValue, rest, id, name, other, other, "", "", "")
 		}
 		start = end
 	}
-	largest(byWorkload, topWorkloads, func(a, b key) bool { return a.workload < b.workload },
+	largest(byWorkload, topWorkloads, func(a, b key) bool { return a.workload < b.workload || (a.workload == b.workload && a.pod < b.pod) },
 		func(k key, v float64) {
-			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, v, k.workload, k.context)
+			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, v, k.workload, k.context, k.namespace, k.pod, k.container)
 		},
 		func(rest float64) {
-			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, rest, other, other)
+			ch <- prometheus.MustNewConstMetric(descWorkloadCPU, prometheus.GaugeValue, rest, other, other, "", "", "")
 		})
 }
 

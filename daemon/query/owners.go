@@ -34,10 +34,17 @@ func OnlyOwner(rows []api.OwnerRow, ref string) ([]api.OwnerRow, error) {
 }
 
 // ownerMatches says whether ref names o: its name (comm[pid] or pin
-// path), pid, comm, unit or container.
+// path), pid, comm, unit, container or pod (podMatches).
 func ownerMatches(o api.OwnerRow, ref string) bool {
 	return ref == o.Owner || (o.PID != 0 && ref == strconv.Itoa(o.PID)) ||
-		(o.Comm != "" && ref == o.Comm) || (o.Unit != "" && ref == o.Unit) || (o.Container != "" && ref == o.Container)
+		(o.Comm != "" && ref == o.Comm) || (o.Unit != "" && ref == o.Unit) || (o.Container != "" && ref == o.Container) ||
+		podMatches(o.Pod, ref)
+}
+
+// podMatches says whether ref names pod p: "NAMESPACE/POD", the pod's
+// name, or its workload as "KIND/NAME" or "NAMESPACE/KIND/NAME".
+func podMatches(p *collectors.Pod, ref string) bool {
+	return p != nil && (ref == p.Namespace+"/"+p.Pod || ref == p.Pod || ref == p.Workload || ref == p.Namespace+"/"+p.Workload)
 }
 
 // ownerTally adds programs and maps up by owner.
@@ -62,6 +69,11 @@ func (t ownerTally) row(owners []collectors.Owner) *api.OwnerRow {
 			r.PID, r.Comm, r.Unit, r.Cgroup, r.Container = o.PID, o.Comm, o.Unit, o.Cgroup, o.Container
 		}
 		t[name] = r
+	}
+	if r.Pod == nil && kind == "process" {
+		// A map's holders are read apart from the programs', and may be
+		// named before their pod is.
+		r.Pod = o.Pod
 	}
 	return r
 }

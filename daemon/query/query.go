@@ -59,6 +59,12 @@ type Counters interface {
 	Fill(row *api.ProgRow)
 }
 
+// Pods names a container's pod from its cgroup, from what it knows now
+// (daemon/podnames): a document is never held up by the runtime.
+type Pods interface {
+	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
+}
+
 // Query builds the documents. Every field is set by the daemon's Run.
 type Query struct {
 	Store     Store
@@ -67,6 +73,8 @@ type Query struct {
 	Triggered Triggered
 	Maps      Maps
 	Counters  Counters
+	// Pods names containers by their pods; nil: by ids only.
+	Pods Pods
 	// This boot: its id and its number in the store.
 	BootID string
 	Boot   uint32

@@ -1,12 +1,14 @@
 package query
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/internal/identity"
@@ -125,9 +127,11 @@ func ambiguous(ref string, insts []Instance) error {
 }
 
 // SameProgram widens instances of one identity to every instance of it,
-// reloads and records from before identities were kept included: the
-// history of "this program". Instances of several identities (a name that
-// several programs share), or of none yet, are returned as they are.
+// reloads and records from before identities were kept included, and for a
+// workload's identity in a pod the instances its pods had under container
+// ids (identity.ContinuesPod): the history of "this program". Instances of
+// several identities (a name that several programs share), or of none yet,
+// are returned as they are.
 func (q *Query) SameProgram(insts []Instance) ([]Instance, error) {
 	key := ""
 	for _, in := range insts {
@@ -146,13 +150,27 @@ func (q *Query) SameProgram(insts []Instance) ([]Instance, error) {
 	}
 	var out []Instance
 	q.Sampler.Read(func(v sampler.View) {
-		for _, rec := range recs {
-			in := instanceOf(v, rec)
+		all := make([]Instance, len(recs))
+		pods := map[string]bool{} // uids of the pods the identity's instances ran in
+		for i, rec := range recs {
+			all[i] = instanceOf(v, rec)
+			if all[i].Ident == key {
+				if uid := podUIDOf(all[i]); uid != "" {
+					pods[uid] = true
+				}
+			}
+		}
+		for _, in := range all {
 			match := in.Ident == key
 			if !match && in.Ident == "" && in.Live == nil {
-				if old, ok := sampler.LegacyIdentityOf(rec); ok && identity.Continues(old, cur) {
+				if old, ok := sampler.LegacyIdentityOf(in.Rec); ok && identity.Continues(old, cur) {
 					match = true
 				}
+			}
+			if !match && in.Ident != "" && in.Live == nil && len(pods) > 0 {
+				old, ok := identity.Parse(in.Ident)
+				uid, byIDs := identity.PodUIDOf(old.Runner)
+				match = ok && byIDs && pods[uid] && identity.ContinuesPod(old, cur, uid)
 			}
 			if match {
 				out = append(out, in)
@@ -163,6 +181,21 @@ func (q *Query) SameProgram(insts []Instance) ([]Instance, error) {
 		return insts, nil
 	}
 	return out, nil
+}
+
+// podUIDOf is the uid of the pod that ran in, "" for none known: from its
+// live metadata, else its record's. Called inside Sampler.Read.
+func podUIDOf(in Instance) string {
+	m := &collectors.Meta{}
+	if in.Live != nil {
+		m = in.Live.Meta()
+	} else if len(in.Rec.Meta) == 0 || json.Unmarshal(in.Rec.Meta, m) != nil {
+		return ""
+	}
+	if p := m.RunPod(); p != nil {
+		return p.UID
+	}
+	return ""
 }
 
 // overlap reports whether two instances were loaded at the same time, in

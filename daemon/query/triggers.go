@@ -48,7 +48,9 @@ func (q *Query) Triggers(ref, workload string, since, until time.Time) (api.Trig
 		return out, err
 	}
 	out.Windows, out.DurationNs = tr.Windows, tr.Duration.Nanoseconds()
-	for _, r := range q.triggerRows(tr.ByProgram, tr.Duration, only) {
+	rows := q.triggerRows(tr.ByProgram, tr.Duration, only)
+	q.awaitPods(rows)
+	for _, r := range rows {
 		if workload == "" || workloadMatches(r, workload) {
 			out.Rows = append(out.Rows, r)
 		}
@@ -106,17 +108,53 @@ func (q *Query) triggerRows(by map[uint32][]profile.TriggerCost, over time.Durat
 	for _, p := range order {
 		info := progs[p.id]
 		for _, c := range resolveUnknown(by[p.id], info) {
-			rows = append(rows, triggerRow(p.id, info, c, p.total, over))
+			r := triggerRow(p.id, info, c, p.total, over)
+			q.namePod(&r)
+			rows = append(rows, r)
 		}
 	}
 	return rows
 }
 
+// namePod names r's workload by its pod where its cgroup is a container
+// the CRI socket has named; the cache answers, so a cgroup of a container
+// gone before the daemon asked keeps its ids. pending says the CRI is
+// being asked.
+func (q *Query) namePod(r *api.TriggerRow) (pending bool) {
+	if r.Container == "" || r.Pod != nil || q.Pods == nil {
+		return false
+	}
+	pod, pending := q.Pods.Lookup(r.Cgroup)
+	if pod != nil {
+		r.Pod, r.Workload = pod, pod.String()
+	}
+	return pending
+}
+
+// podWait bounds how long a triggers request waits for the pods of
+// containers the CRI is being asked about (those only the profiler has
+// seen: no loader or holder), so that a first request names them too.
+const podWait = 500 * time.Millisecond
+
+// awaitPods names the rows whose pods were being asked for, waiting at
+// most podWait. A request may wait; the sampler and /metrics never do.
+func (q *Query) awaitPods(rows []api.TriggerRow) {
+	for deadline := time.Now().Add(podWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		pending := false
+		for i := range rows {
+			pending = q.namePod(&rows[i]) || pending
+		}
+		if !pending {
+			return
+		}
+	}
+}
+
 // workloadMatches says whether ref names r's workload: its name, unit,
-// container, pod uid or cgroup path.
+// container, pod uid, pod (podMatches) or cgroup path.
 func workloadMatches(r api.TriggerRow, ref string) bool {
 	return ref == r.Workload || ref == r.Unit || ref == r.Container || ref == r.Cgroup || ref == r.Context ||
-		(r.Container != "" && strings.HasPrefix(r.Container, "pod "+ref))
+		(r.Container != "" && strings.HasPrefix(r.Container, "pod "+ref)) || podMatches(r.Pod, ref)
 }
 
 // progInfo is what a trigger row shows of its program.

@@ -3,8 +3,10 @@ package query
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/profile"
 )
 
@@ -56,5 +58,43 @@ func TestTriggerDevices(t *testing.T) {
 	want := "softirq/net_rx on xdp ifindex 4 (eth0), tcx pod ns-a/loader-7d9f8b6c5-x2k4p eth0 ingress"
 	if r.Workload != want {
 		t.Errorf("workload %q, want %q", r.Workload, want)
+	}
+}
+
+// fakePods names the containers of one cgroup.
+type fakePods map[string]*collectors.Pod
+
+func (f fakePods) Lookup(cgroup string) (*collectors.Pod, bool) { return f[cgroup], false }
+
+// TestTriggersNamePods (issue 43): a trigger in a container the CRI named
+// is its pod, NAMESPACE/POD (container NAME), and --workload takes the
+// pod's names; one not named keeps its ids, a unit its unit.
+func TestTriggersNamePods(t *testing.T) {
+	const named = "/kubepods/besteffort/pod0f1e2d3c-4b5a-4697-8877-665544332211/ebeb6f206c6c0123456789abcdef0123456789abcdef0123456789abcdef0123"
+	const unnamed = "/kubepods/besteffort/pod7a6b5c4d-4b5a-4697-8877-665544332211/a3589314a5470123456789abcdef0123456789abcdef0123456789abcdef0123"
+	pod := &collectors.Pod{Namespace: "ns-a", Pod: "loader-7d9f8b6c5-x2k4p", UID: "0f1e2d3c-4b5a-4697-8877-665544332211", Container: "loader", Workload: "Deployment/loader"}
+	live := sampler.NewFixture()
+	live.Put(sampler.FixtureProgram{Meta: collectors.Meta{ID: 4, Name: "p"}})
+	q := &Query{Sampler: live, Pods: fakePods{named: pod}}
+	rows := q.triggerRows(map[uint32][]profile.TriggerCost{4: {
+		{Trigger: profile.Trigger{Context: "task", Cgroup: named}, Samples: 3, Nanos: 30},
+		{Trigger: profile.Trigger{Context: "task", Cgroup: unnamed}, Samples: 2, Nanos: 20},
+		{Trigger: profile.Trigger{Context: "task", Cgroup: "/system.slice/cron.service"}, Samples: 1, Nanos: 10},
+	}}, time.Second, nil)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Workload)
+	}
+	want := []string{"ns-a/loader-7d9f8b6c5-x2k4p (container loader)", "pod 7a6b5c4d-4b5a-4697-8877-665544332211/a3589314a547", "cron.service"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("workloads %q, want %q", got, want)
+	}
+	if rows[0].Pod != pod || rows[1].Pod != nil {
+		t.Errorf("pods %+v, %+v: want the named one's only", rows[0].Pod, rows[1].Pod)
+	}
+	for _, ref := range []string{"ns-a/loader-7d9f8b6c5-x2k4p", "loader-7d9f8b6c5-x2k4p", "Deployment/loader", "ns-a/Deployment/loader", want[0]} {
+		if !workloadMatches(rows[0], ref) || workloadMatches(rows[1], ref) {
+			t.Errorf("--workload %q: does not pick the pod's row alone", ref)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/identity"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -13,7 +14,7 @@ type Fixture struct{ *Sampler }
 
 // NewFixture makes an empty fixture.
 func NewFixture() *Fixture {
-	return &Fixture{&Sampler{progs: map[uint32]*Program{}, lastTag: map[string]string{}, tickDone: make(chan struct{})}}
+	return &Fixture{&Sampler{progs: map[uint32]*Program{}, lastTag: map[string]string{}, podRunners: map[string][]identity.Identity{}, tickDone: make(chan struct{})}}
 }
 
 // FixtureProgram is a program as a fixture holds it.

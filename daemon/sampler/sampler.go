@@ -102,6 +102,9 @@ type Config struct {
 	// Loaders hands over the loader of a program whose load the kernel
 	// recorded while the daemon ran (daemon/loaders); nil: none known.
 	Loaders LoaderSource
+	// Pods names containers by their Kubernetes pods (daemon/podnames);
+	// nil: by ids only.
+	Pods PodSource
 	// Duty, at --stats.duty below 100% or under --stats.budget, scales
 	// each sweep's counters to the whole interval while stats are on for
 	// part of it (duty.go); nil otherwise.
@@ -128,6 +131,14 @@ type LoaderSource interface {
 	Status() string
 }
 
+// PodSource names the pod of a container's cgroup from what it has at
+// hand, never waiting for the runtime: the sampler asks under its lock.
+// pending says the answer is on its way, which an identity about to
+// settle waits for (up to settleWait).
+type PodSource interface {
+	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
+}
+
 // Sampler sweeps all programs each tick, keeps the current view for the
 // API and writes each tick to the store in one transaction.
 type Sampler struct {
@@ -152,6 +163,11 @@ type Sampler struct {
 	// kept, which a settled program may carry on (identity.Continues).
 	lastTag map[string]string
 	legacy  []legacyIdentity
+	// podRunners are the identities settled with the runner of a pod's
+	// container by ids ("container pod UID/ID": before pods had names, or
+	// while the CRI socket did not answer), by pod uid: a program of that
+	// pod named by its workload carries them on (identity.ContinuesPod).
+	podRunners map[string][]identity.Identity
 	// resume is the records of this boot's programs still loaded when the
 	// last daemon stopped, by instance: their identities carry on.
 	resume map[store.InstanceKey]store.Program
@@ -219,7 +235,7 @@ type Hooks struct {
 func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, hooks Hooks) (*Sampler, error) {
 	s := &Sampler{
 		cfg: cfg, sweeper: sw, holders: scanner, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
-		progs: map[uint32]*Program{}, lastTag: map[string]string{}, hooks: hooks, tickDone: make(chan struct{}), needAll: true,
+		progs: map[uint32]*Program{}, lastTag: map[string]string{}, podRunners: map[string][]identity.Identity{}, hooks: hooks, tickDone: make(chan struct{}), needAll: true,
 	}
 	// Remember the newest tag per identity already in the store, so a
 	// reload with new code after a daemon restart still counts as a new
@@ -236,6 +252,7 @@ func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID
 		}
 		if p.Identity != "" {
 			s.lastTag[p.Identity] = p.Tag
+			s.notePodRunner(p.Identity)
 		} else if id, ok := LegacyIdentityOf(p); ok {
 			s.legacy = append(s.legacy, legacyIdentity{id, p.Tag})
 		}
@@ -265,12 +282,33 @@ func LegacyIdentityOf(p store.Program) (identity.Identity, bool) {
 	return identity.Of(m, 0), true
 }
 
+// notePodRunner keeps key in podRunners where its runner is a pod's
+// container by ids.
+func (s *Sampler) notePodRunner(key string) {
+	id, ok := identity.Parse(key)
+	if !ok {
+		return
+	}
+	if uid, ok := identity.PodUIDOf(id.Runner); ok && !slices.Contains(s.podRunners[uid], id) {
+		s.podRunners[uid] = append(s.podRunners[uid], id)
+	}
+}
+
 // previousTag is the tag of the last program of identity id before this
-// one: the newest stored under its key, else that of a record stored before
-// identities were kept that id continues.
-func (s *Sampler) previousTag(id identity.Identity) (string, bool) {
+// one: the newest stored under its key, else that of an identity of the
+// same pod named by ids that id continues, else that of a record stored
+// before identities were kept that id continues. pod is the program's.
+func (s *Sampler) previousTag(id identity.Identity, pod *collectors.Pod) (string, bool) {
 	if tag, ok := s.lastTag[id.Key()]; ok {
 		return tag, true
+	}
+	if pod != nil {
+		olds := s.podRunners[pod.UID]
+		for i := len(olds) - 1; i >= 0; i-- {
+			if identity.ContinuesPod(olds[i], id, pod.UID) {
+				return s.lastTag[olds[i].Key()], true
+			}
+		}
 	}
 	for i := len(s.legacy) - 1; i >= 0; i-- {
 		if identity.Continues(s.legacy[i].ident, id) {
@@ -300,6 +338,7 @@ func (s *Sampler) waitingToSettle(now time.Time) bool {
 // record is stored again, with the identity. Called with s.mu held.
 func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
 	s.takeLoader(p)
+	s.namePod(p)
 	if id, ok := identity.Parse(p.resumed); ok && s.slots.Claim(id) {
 		p.ident = id
 	} else {
@@ -313,10 +352,11 @@ func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
 	p.identKey = p.ident.Key()
 	s.unsettled--
 	s.gen++
-	if old, ok := s.previousTag(p.ident); ok && old != p.meta.Tag {
+	if old, ok := s.previousTag(p.ident, p.meta.RunPod()); ok && old != p.meta.Tag {
 		t.Events = append(t.Events, store.Event{Time: now, Kind: "new_version", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey, Detail: "previous tag " + old})
 	}
 	s.lastTag[p.identKey] = p.meta.Tag
+	s.notePodRunner(p.identKey)
 	rec, err := s.record(p, p.firstSeen)
 	if err != nil {
 		return err
@@ -627,6 +667,23 @@ func (s *Sampler) takeLoader(p *Program) {
 	}
 }
 
+// namePod names the pod of p's loader's container, where its load record
+// named a container and the pod was not known then; pending says the
+// answer is on its way. Called with s.mu held.
+func (s *Sampler) namePod(p *Program) (pending bool) {
+	lo := p.meta.Loader
+	if lo == nil || lo.Pod != nil || lo.Container == "" || lo.Cgroup == "" || s.cfg.Pods == nil {
+		return false
+	}
+	pod, pending := s.cfg.Pods.Lookup(lo.Cgroup)
+	if pod != nil {
+		named := *lo // the loader may be shared with a stored record's
+		named.Pod = pod
+		p.meta.Loader = &named
+	}
+	return pending
+}
+
 // resumeFromStore carries on, for a program the last daemon already
 // settled (same instance, same tag), its identity and its loader: a
 // restart changes neither, even where the loader has exited since and no
@@ -721,14 +778,20 @@ const settleWait = 10 * time.Second
 // often attaches what it loaded a few seconds later, and the attach point
 // is part of the identity. So does every program while the last reading
 // failed in part (a link being set up answers EAGAIN): an identity fixed
-// from it would lack what it missed. Past settleWait it settles from what
-// is known. An instance the last daemon settled keeps its identity.
-// Called with s.mu held.
+// from it would lack what it missed. So does a program whose loader's pod
+// the CRI is being asked for (it takes the loader and the pod's name where
+// they have come). Past settleWait it settles from what is known. An
+// instance the last daemon settled keeps its identity. Called with s.mu
+// held.
 func (s *Sampler) readyToSettle(p *Program, now time.Time) bool {
+	s.takeLoader(p)
+	podPending := s.namePod(p) || s.holderPodPending(p)
 	switch {
 	case p.resumed != "" || now.Sub(p.firstSeen) >= settleWait:
 		return true
-	case !s.viewComplete:
+	case !s.viewComplete || podPending:
+		// The pod's name is part of the runner: one settled without it
+		// would be another identity than the next version's.
 		return false
 	}
 	return len(p.meta.Attach) > 0 || p.cur.RunCnt > 0
@@ -882,7 +945,7 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	pins := collectors.ScanPins(s.cfg.BPFFS)
 	for id, p := range s.progs {
 		p.meta.Attach = links[id]
-		p.meta.Owners = owners[id]
+		p.meta.Owners = s.namePods(owners[id])
 		p.meta.Pin = pins.Progs[id]
 		if len(p.meta.Owners) == 0 && p.meta.Pin != "" {
 			p.meta.Owners = []collectors.Owner{{Pin: p.meta.Pin}}
@@ -901,6 +964,37 @@ func (s *Sampler) netProgsLoaded() bool {
 		}
 	}
 	return false
+}
+
+// holderPodPending says whether the pod of the holder that would be p's
+// runner, where no loader is known, is being asked for: the next owners
+// reading names it. Called with s.mu held.
+func (s *Sampler) holderPodPending(p *Program) bool {
+	if p.meta.Loader != nil || s.cfg.Pods == nil {
+		return false
+	}
+	for _, o := range p.meta.Owners {
+		if o.PID != 0 && o.PID != s.selfPID && o.Container != "" && o.Pod == nil && o.Cgroup != "" {
+			_, pending := s.cfg.Pods.Lookup(o.Cgroup)
+			return pending
+		}
+	}
+	return false
+}
+
+// namePods names the pods of owners in containers, from what is known
+// now (the pods of holders asked for the first time are named at the
+// next reading). Called with s.mu held.
+func (s *Sampler) namePods(owners []collectors.Owner) []collectors.Owner {
+	if s.cfg.Pods == nil {
+		return owners
+	}
+	for i := range owners {
+		if o := &owners[i]; o.Container != "" && o.Cgroup != "" {
+			o.Pod, _ = s.cfg.Pods.Lookup(o.Cgroup)
+		}
+	}
+	return owners
 }
 
 // record is p as the store records it, first seen now, which it keeps as

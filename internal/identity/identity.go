@@ -30,8 +30,9 @@ type Identity struct {
 	// attached nowhere the kernel tells (a test-run program, a bpftrace
 	// probe whose holder is gone).
 	Attach string `json:"attach,omitempty"`
-	// Runner is who runs it: "unit NAME.service", "container ID", the
-	// holder's command, or "pin PATH" for a program only a pin holds.
+	// Runner is who runs it: "k8s NAMESPACE/KIND/NAME/CONTAINER" (a pod's
+	// workload), "unit NAME.service", "container ID", the holder's
+	// command, or "pin PATH" for a program only a pin holds.
 	Runner string `json:"runner,omitempty"`
 	// Slot tells apart programs loaded at the same time that are equal in
 	// everything else: 0 for the first, 2 for the second, and so on.
@@ -49,8 +50,9 @@ func Of(m collectors.Meta, selfPID int) Identity {
 // first, so that the next version of a program gets the same runner:
 //
 //   - loaded while the daemon watched (m.Loader, from the kernel's load
-//     record), by another process: the loader's systemd .service, else
-//     its container, else the pin that keeps the program, else the
+//     record), by another process: the loader's Kubernetes workload and
+//     container (PodRunner), else its systemd .service, else its
+//     container by ids, else the pin that keeps the program, else the
 //     loader's command. A loader that exited (bpftool prog load, a
 //     oneshot unit) still counts: it is a fact of the moment of loading.
 //   - loader unknown (loaded before the daemon started, its record lost):
@@ -67,6 +69,8 @@ func RunnerOf(m collectors.Meta, selfPID int) string {
 	}
 	if lo := m.Loader; lo != nil && lo.PID != 0 && lo.PID != selfPID {
 		switch {
+		case lo.Pod != nil:
+			return PodRunner(lo.Pod)
 		case strings.HasSuffix(lo.Unit, ".service"):
 			return "unit " + lo.Unit
 		case lo.Container != "":
@@ -81,6 +85,46 @@ func RunnerOf(m collectors.Meta, selfPID int) string {
 		return "pin " + pin
 	}
 	return Runner(m.Owners, selfPID)
+}
+
+// PodRunner is the runner of a program run from a Kubernetes pod's
+// container: "k8s NAMESPACE/KIND/NAME/CONTAINER", the pod's workload and
+// the container's name. A container restart (new container id), a pod made
+// again (new uid, new random name) and a rollout (new pod-template-hash)
+// all keep it, so the next program there is the next version of the last;
+// container ids and pod uids, which change with each, are left out.
+func PodRunner(p *collectors.Pod) string {
+	return "k8s " + p.Namespace + "/" + p.Workload + "/" + p.Container
+}
+
+// containerRunnerPrefix begins the runner of a pod's container named by
+// ids, "container pod UID/ID" (collectors.UnitAndContainer).
+const containerRunnerPrefix = "container pod "
+
+// PodUIDOf returns the pod uid of a runner naming a pod's container by ids
+// ("container pod UID/ID"), as runners were made before pods had names
+// and still are while the CRI socket does not answer.
+func PodUIDOf(runner string) (string, bool) {
+	rest, ok := strings.CutPrefix(runner, containerRunnerPrefix)
+	if !ok {
+		return "", false
+	}
+	uid, _, _ := strings.Cut(rest, "/")
+	return uid, uid != ""
+}
+
+// ContinuesPod reports whether cur, the identity of a program run from a
+// container of the pod with uid podUID and named by its workload
+// (PodRunner), carries on old, an identity whose runner named a container
+// of that same pod by ids: the same type, name, attach points and slot.
+// That pod's uid is all that ties the two, so an identity settled by ids
+// is carried on while its pod lives (its containers restarted after the
+// daemon began naming pods, or the socket answered again), not once the
+// pod was made again under a new uid.
+func ContinuesPod(old, cur Identity, podUID string) bool {
+	uid, ok := PodUIDOf(old.Runner)
+	return ok && uid == podUID && strings.HasPrefix(cur.Runner, "k8s ") && old.Type == cur.Type && old.Name == cur.Name &&
+		old.Attach == cur.Attach && old.Slot == cur.Slot
 }
 
 // ifindexName matches "ifindex 6 (bv1)", the device part of a target.
@@ -123,6 +167,8 @@ func Runner(owners []collectors.Owner, selfPID int) string {
 			continue
 		case o.PID == selfPID:
 			continue
+		case o.Pod != nil:
+			return PodRunner(o.Pod)
 		case strings.HasSuffix(o.Unit, ".service"):
 			return "unit " + o.Unit
 		case o.Container != "":

@@ -185,3 +185,83 @@ func TestTakePreferring(t *testing.T) {
 		t.Errorf("after freeing 3, took %d", again.Slot)
 	}
 }
+
+// TestPodRunner (issue 43): a loader in a pod the CRI named runs its
+// programs as its workload's container, which a container restart (new
+// id), a pod made again (new uid and name) and a rollout (new hash) keep;
+// without the pod's names the runner is the container by ids, as before.
+func TestPodRunner(t *testing.T) {
+	pod := func(uid, name, id string) *collectors.Pod {
+		return &collectors.Pod{Namespace: "ns-a", Pod: name, UID: uid, Container: "loader", ContainerID: id, Workload: "Deployment/loader"}
+	}
+	m := collectors.Meta{Type: "tracepoint", Name: "t", Attach: []collectors.AttachPoint{{Type: "perf_event", Target: "tracepoint sys_enter_getppid"}}}
+	want := "k8s ns-a/Deployment/loader/loader"
+	var first string
+	for i, lo := range []collectors.Loader{
+		{PID: 10, Container: "pod u1/aaaaaaaaaaaa", Pod: pod("u1", "loader-7d9f8b6c5-x2k4p", "aaaa")},
+		{PID: 11, Container: "pod u1/bbbbbbbbbbbb", Pod: pod("u1", "loader-7d9f8b6c5-x2k4p", "bbbb")}, // restarted
+		{PID: 12, Container: "pod u2/cccccccccccc", Pod: pod("u2", "loader-7d9f8b6c5-q8zrt", "cccc")}, // made again
+		{PID: 13, Container: "pod u3/dddddddddddd", Pod: pod("u3", "loader-5c8d9f7b6-m4n7v", "dddd")}, // rolled out
+	} {
+		m.Loader = &lo
+		id := Of(m, 1)
+		if id.Runner != want {
+			t.Errorf("loader %d: runner %q, want %q", i, id.Runner, want)
+		}
+		if i == 0 {
+			first = id.Key()
+		} else if id.Key() != first {
+			t.Errorf("loader %d: key %q, want the first's %q", i, id.Key(), first)
+		}
+		if got, ok := Parse(id.Key()); !ok || got != id {
+			t.Errorf("Parse(%q) = %+v, %v", id.Key(), got, ok)
+		}
+	}
+	// A holder in a pod names it where no loader is known.
+	m.Loader = nil
+	m.Owners = []collectors.Owner{{PID: 5, Comm: "agent", Container: "pod u1/aaaaaaaaaaaa", Pod: pod("u1", "loader-7d9f8b6c5-x2k4p", "aaaa")}}
+	if r := Of(m, 1).Runner; r != want {
+		t.Errorf("a holder in a pod: runner %q, want %q", r, want)
+	}
+	// Without the pod's names (no CRI socket): the container by ids.
+	m.Owners = nil
+	m.Loader = &collectors.Loader{PID: 10, Container: "pod u1/aaaaaaaaaaaa"}
+	if r := Of(m, 1).Runner; r != "container pod u1/aaaaaaaaaaaa" {
+		t.Errorf("no pod names: runner %q, want the container by ids", r)
+	}
+}
+
+// TestContinuesPod: an identity whose runner named a pod's container by
+// ids (settled before pods had names, or while the socket was down) is
+// carried on by the same program in that pod named by its workload, and
+// by nothing else.
+func TestContinuesPod(t *testing.T) {
+	old := Identity{Type: "tracepoint", Name: "t", Attach: "perf_event tracepoint sys_enter_getppid", Runner: "container pod u1/aaaaaaaaaaaa"}
+	cur := old
+	cur.Runner = "k8s ns-a/Deployment/loader/loader"
+	if uid, ok := PodUIDOf(old.Runner); !ok || uid != "u1" {
+		t.Errorf("PodUIDOf(%q) = %q, %v", old.Runner, uid, ok)
+	}
+	for _, r := range []string{"k8s ns-a/Deployment/loader/loader", "unit a.service", "container 0123456789ab", "execsnoop", "container pod "} {
+		if uid, ok := PodUIDOf(r); ok {
+			t.Errorf("PodUIDOf(%q) = %q: not a pod's container by ids", r, uid)
+		}
+	}
+	if !ContinuesPod(old, cur, "u1") {
+		t.Errorf("%q does not carry on %q in its own pod", cur.Key(), old.Key())
+	}
+	other := func(f func(*Identity)) Identity { c := cur; f(&c); return c }
+	for what, c := range map[string]Identity{
+		"another name":   other(func(c *Identity) { c.Name = "u" }),
+		"another attach": other(func(c *Identity) { c.Attach = "" }),
+		"another slot":   other(func(c *Identity) { c.Slot = 2 }),
+		"not a pod's":    other(func(c *Identity) { c.Runner = "execsnoop" }),
+	} {
+		if ContinuesPod(old, c, "u1") {
+			t.Errorf("%s: %q carries on %q", what, c.Key(), old.Key())
+		}
+	}
+	if ContinuesPod(old, cur, "u2") {
+		t.Error("a program of another pod (a pod made again: a new uid) carries on the old pod's identity")
+	}
+}

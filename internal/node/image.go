@@ -139,3 +139,26 @@ func buildStatic(ctx context.Context, dir, pkg string) ([]byte, error) {
 	}
 	return os.ReadFile(out)
 }
+
+// ImportCommand builds the main package pkg (an import path) static and
+// imports it as image ref, its one file and entrypoint /NAME, so a test's
+// container runs a command of this module (a BPF loader, say). It builds
+// again in each process even where the CRI has ref from an earlier run
+// (Root outlives a node): that one may be of older code.
+func (n *Node) ImportCommand(ctx context.Context, ref, pkg string) error {
+	dir, err := os.MkdirTemp("", "bpfperf-node-image")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildStatic(ctx, dir, pkg)
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(pkg)
+	tar := filepath.Join(dir, "image.tar")
+	if err := BuildImage(tar, []string{ref}, []string{"/" + name}, []File{{Name: name, Mode: 0o755, Data: bin}}); err != nil {
+		return err
+	}
+	return n.Import(ctx, tar, ref)
+}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/spin"
 )
 
 // Cgroup is a cgroup v2 directory a test made.
@@ -178,13 +179,7 @@ func GetppidTracepoint(tb testing.TB, name string, iterations int32) *ebpf.Progr
 	Tracefs(tb)
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: name, Type: ebpf.TracePoint, License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, iterations),
-			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
-			asm.JNE.Imm(asm.R1, 0, "loop"),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
+		Instructions: spin.Loop(iterations),
 	})
 	if err != nil {
 		tb.Fatal(err)

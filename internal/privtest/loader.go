@@ -16,6 +16,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/spin"
 )
 
 // lateAttachEnv makes a test binary a loader that attaches late
@@ -58,13 +60,7 @@ func lateAttachMain(v string) {
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: f[0], Type: ebpf.TracePoint, License: "GPL",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, int32(turns)),
-			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
-			asm.JNE.Imm(asm.R1, 0, "loop"),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
+		Instructions: spin.Loop(int32(turns)),
 	})
 	if err != nil {
 		fail(err)

@@ -22,6 +22,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/spin"
 )
 
 // RequireEnv is the environment variable CI sets so that a skipped
@@ -89,16 +91,10 @@ func Keep(tb testing.TB, p *ebpf.Program, err error) uint32 {
 // turns, so each run costs a measurable amount of time.
 func LoadLoop(name string, iterations int32) (*ebpf.Program, error) {
 	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    name,
-		Type:    ebpf.SocketFilter,
-		License: "MIT",
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, iterations),
-			asm.Sub.Imm(asm.R1, 1).WithSymbol("loop"),
-			asm.JNE.Imm(asm.R1, 0, "loop"),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
+		Name:         name,
+		Type:         ebpf.SocketFilter,
+		License:      "MIT",
+		Instructions: spin.Loop(iterations),
 	})
 }
 

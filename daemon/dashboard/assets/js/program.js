@@ -188,6 +188,8 @@ async function load() {
     ['verified insns', m.verified_insns], ['maps', (m.map_ids || []).join(', ')], ['BTF id', m.btf_id],
     ['attached', (m.attach || []).map((a) => `${a.type} ${a.target}${a.netns ? ` in ${a.netns}` : ''}`).join('; ') || '–'],
     ['held by', (m.pids || []).map((o) => `${o.comm} (${o.pid})`).join(', ') || '–'],
+    // The Kubernetes pod that runs it, where the CRI socket named it.
+    ['pod', det.k8s ? `${det.k8s.namespace}/${det.k8s.pod} (container ${det.k8s.container}), workload ${det.k8s.workload}` : '–'],
     ['run_cnt / run_time_ns', `${fmt.count(det.run_cnt)} / ${fmt.count(det.run_time_ns)}`],
     ['avg ns/run since load', fmt.ns(det.avg_ns_per_run_since_load)],
   ];
