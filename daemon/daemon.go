@@ -220,11 +220,21 @@ func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*s
 }
 
 // devicesOf reads programs on network devices in every network
-// namespace, a pod's eth0 named as the pod's (collectors/netspace); nil,
+// namespace, a pod's eth0 named as the pod's (collectors/netspace), by
+// namespace and name where the container runtime has told them; nil,
 // netlink's in the daemon's own namespace only, where its own cannot be
 // read.
-func devicesOf(cfg Config) sampler.Devices {
-	devs, err := netspace.New(netspace.Config{ProcRoot: cfg.ProcRoot})
+func devicesOf(cfg Config, names *podnames.Names) sampler.Devices {
+	label := func(_ uint64, podCgroup string) string {
+		if podCgroup == "" {
+			return ""
+		}
+		if p, _ := names.Lookup(podCgroup); p != nil && p.Namespace != "" && p.Pod != "" {
+			return "pod " + p.Namespace + "/" + p.Pod
+		}
+		return ""
+	}
+	devs, err := netspace.New(netspace.Config{ProcRoot: cfg.ProcRoot, Label: label})
 	if err != nil {
 		cfg.Logger.Warn("devices in other network namespaces are not told apart", "err", err)
 		return nil
@@ -241,7 +251,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg)},
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)

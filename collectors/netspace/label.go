@@ -9,11 +9,13 @@ import (
 	"github.com/bpfperf/bpfperf/collectors"
 )
 
-// Label names a network namespace from its inode for people: "pod
-// ns-a/web-0" for a Kubernetes pod's. It returns "" where it cannot tell,
-// and the names this package finds stand (see Scanner.label). The hook
-// where pod metadata from the container runtime plugs in (issue 43).
-type Label func(ino uint64) string
+// Label names a network namespace for people: "pod ns-a/web-0" for a
+// Kubernetes pod's. It gets the namespace's inode and, where one of its
+// processes is in a pod's cgroup, that cgroup's path (what the container
+// runtime's metadata is looked up by; daemon/podnames). It returns ""
+// where it cannot tell, and the names this package finds stand (see
+// Scanner.label).
+type Label func(ino uint64, podCgroup string) string
 
 // label names ns: the hook's name, else the pod whose cgroup its
 // processes are in ("pod <uid>": the cgroup tells the uid, not the
@@ -21,12 +23,13 @@ type Label func(ino uint64) string
 // ("netns 4026532871"). A pod comes first because CNI bind-mounts a
 // pod's namespace under /run/netns too, as cni-<uuid>.
 func (s *Scanner) label(ns Namespace) string {
+	uid, cgroup := podOf(s.cfg.ProcRoot, ns.PIDs)
 	if s.cfg.Label != nil {
-		if l := s.cfg.Label(ns.Inode); l != "" {
+		if l := s.cfg.Label(ns.Inode, cgroup); l != "" {
 			return l
 		}
 	}
-	if uid := podUID(s.cfg.ProcRoot, ns.PIDs); uid != "" {
+	if uid != "" {
 		return "pod " + uid
 	}
 	if ns.Name != "" {
@@ -35,11 +38,11 @@ func (s *Scanner) label(ns Namespace) string {
 	return "netns " + strconv.FormatUint(ns.Inode, 10)
 }
 
-// podUID is the uid of the Kubernetes pod the first of pids that is in
-// a pod's cgroup belongs to, as collectors.UnitAndContainer reads it
-// from a cgroup path (/kubepods/besteffort/pod<uid>/<container>, or the
-// systemd driver's kubepods-besteffort-pod<uid>.slice); "" for none.
-func podUID(procRoot string, pids []int) string {
+// podOf is the uid of the Kubernetes pod the first of pids that is in a
+// pod's cgroup belongs to, as collectors.UnitAndContainer reads it from a
+// cgroup path (/kubepods/besteffort/pod<uid>/<container>, or the systemd
+// driver's kubepods-besteffort-pod<uid>.slice), and that path; "" for none.
+func podOf(procRoot string, pids []int) (uid, cgroup string) {
 	for _, pid := range pids {
 		b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
 		if err != nil {
@@ -57,9 +60,9 @@ func podUID(procRoot string, pids []int) string {
 			_, container := collectors.UnitAndContainer(path)
 			if pod, ok := strings.CutPrefix(container, "pod "); ok {
 				uid, _, _ := strings.Cut(pod, "/")
-				return uid
+				return uid, path
 			}
 		}
 	}
-	return ""
+	return "", ""
 }

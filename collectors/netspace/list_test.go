@@ -88,7 +88,7 @@ func TestListAndLabel(t *testing.T) {
 		t.Errorf("namespace 200: %+v, want the name cni-7e1c and pids 30, 31", ns)
 	}
 
-	s := &Scanner{cfg: Config{ProcRoot: root, Label: func(ino uint64) string {
+	s := &Scanner{cfg: Config{ProcRoot: root, Label: func(ino uint64, _ string) string {
 		if ino == 600 {
 			return "pod ns-a/loader-7d9f8b6c5-x2k4p"
 		}

@@ -67,8 +67,11 @@ func TestPodEth0(t *testing.T) {
 	if links, err := collectors.Links(); err == nil && len(links[tcxID]) == 1 {
 		t.Logf("the pod's eth0 by its ifindex in the host's namespace: %s", links[tcxID][0].Target)
 	}
-	byPod := func(ino uint64) string {
-		if ino == podIno {
+	// The daemon's hook looks the pod up by the cgroup it is handed
+	// (daemon/podnames): that must be a cgroup of this pod's.
+	byPod := func(ino uint64, podCgroup string) string {
+		_, container := collectors.UnitAndContainer(podCgroup)
+		if ino == podIno && strings.HasPrefix(container, "pod "+p.UID) {
 			return "pod " + p.Spec.Namespace + "/" + p.Spec.Name
 		}
 		return ""
