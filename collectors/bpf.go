@@ -23,7 +23,7 @@ import (
 var (
 	// ErrNotPermitted is returned when the kernel refuses a bpf(2) command
 	// for lack of privilege.
-	ErrNotPermitted = errors.New("bpfperfd needs CAP_SYS_ADMIN (get-fd-by-id), CAP_BPF and CAP_PERFMON")
+	ErrNotPermitted = errors.New("bpfperfd needs CAP_SYS_ADMIN (get-fd-by-id; it covers CAP_BPF and CAP_PERFMON too)")
 	// ErrGone is returned when a program or link went away before it could
 	// be read. It matches os.ErrNotExist.
 	ErrGone = fmt.Errorf("bpf object is gone: %w", os.ErrNotExist)

@@ -148,8 +148,11 @@ func TestLatencyPerRunEndToEnd(t *testing.T) {
 		t.Fatalf("window %+v, per run %+v: want %d runs, each counted in cpu-clock", w, e, runs)
 	}
 	// Both have their own floor off; the event's readings wrap the
-	// clock's, so a run's CPU time is its time and a little more.
-	if e.P50 < 0.9*w.P50Ns || e.P50 > 1.5*w.P50Ns+e.Floor {
+	// clock's, so a run's CPU time is its time and a little more, give or
+	// take what the floors' calibration missed: under TCG a quarter of
+	// the event's floor (CI read 680 against 772 ns timed, floors of 380
+	// and about 680 ns taken off).
+	if e.P50 < 0.9*w.P50Ns-e.Floor/4 || e.P50 > 1.5*w.P50Ns+e.Floor {
 		t.Errorf("cpu-clock p50 %.0f against %.0f ns timed: want about the same", e.P50, w.P50Ns)
 	}
 	table := latencyWhile(t, d, drive, name, "--duration", "2s")

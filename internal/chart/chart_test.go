@@ -61,6 +61,8 @@ var nonDefault = []string{
 	"--set", "hostMounts.debugfs=/sys/kernel/debug",
 	"--set", "hostMounts.bpffs=",
 	"--set", "hostNetwork=false",
+	"--set", "cri.socketDir=/run/crio",
+	"--set", "cri.socketName=crio.sock",
 	"--set", "priorityClassName=system-node-critical",
 }
 
@@ -124,8 +126,9 @@ func TestRenderDefaults(t *testing.T) {
 	}
 
 	// Every mount is a host path at the same path, the store and the
-	// socket's directory the only writable ones.
-	want := map[string]bool{"/var/lib/bpfperf": true, "/run/bpfperf": true, "/sys/fs/bpf": false, "/sys/kernel/tracing": false, "/sys/fs/cgroup": false}
+	// socket's directory the only writable ones; the runtime's socket
+	// directory read-only.
+	want := map[string]bool{"/var/lib/bpfperf": true, "/run/bpfperf": true, "/sys/fs/bpf": false, "/sys/kernel/tracing": false, "/sys/fs/cgroup": false, "/run/containerd": false}
 	got := mounts(t, objs)
 	if len(got) != len(want) {
 		t.Errorf("mounts %v, want %v", got, want)
@@ -136,7 +139,7 @@ func TestRenderDefaults(t *testing.T) {
 		}
 	}
 
-	wantArgs := []string{"--state-dir=/var/lib/bpfperf", "--socket=/run/bpfperf/api.sock", "--host-lock=/run/bpfperf/bpfperfd.lock", "--host-lock-wait=2m", "--log-level=info", "--bpffs=/sys/fs/bpf"}
+	wantArgs := []string{"--state-dir=/var/lib/bpfperf", "--socket=/run/bpfperf/api.sock", "--host-lock=/run/bpfperf/bpfperfd.lock", "--host-lock-wait=2m", "--log-level=info", "--bpffs=/sys/fs/bpf", "--cri.socket=/run/containerd/containerd.sock"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -176,7 +179,7 @@ func TestRenderNonDefault(t *testing.T) {
 		t.Errorf("capabilities %v (%v): want the chart's and SYS_RESOURCE once each", caps, err)
 	}
 	wantArgs := []string{"--state-dir=/data/bpfperf", "--socket=/var/run/bpfperf-x/api.sock", "--host-lock=/var/run/bpfperf-x/bpfperfd.lock", "--host-lock-wait=30s", "--log-level=info",
-		"--interval=2s", "--web.listen-address=[$(POD_IP)]:9500", "--web.config.file=/etc/bpfperf/web/web-config.yml", "--profile.every=0"}
+		"--interval=2s", "--cri.socket=/run/crio/crio.sock", "--web.listen-address=[$(POD_IP)]:9500", "--web.config.file=/etc/bpfperf/web/web-config.yml", "--profile.every=0"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -191,7 +194,7 @@ func TestRenderNonDefault(t *testing.T) {
 		t.Errorf("liveness probe %q: want the moved socket", got)
 	}
 	got := mounts(t, objs)
-	want := map[string]bool{"/data/bpfperf": true, "/var/run/bpfperf-x/": true, "/sys/kernel/tracing": false, "/sys/kernel/debug": false, "/sys/fs/cgroup": false}
+	want := map[string]bool{"/data/bpfperf": true, "/var/run/bpfperf-x/": true, "/sys/kernel/tracing": false, "/sys/kernel/debug": false, "/sys/fs/cgroup": false, "/run/crio": false}
 	delete(got, "/etc/bpfperf/web")
 	if len(got) != len(want) {
 		t.Errorf("host mounts %v, want %v", got, want)

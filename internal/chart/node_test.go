@@ -88,6 +88,9 @@ func renderFor(t *testing.T, dir string, args ...string) *chart.Objects {
 		"--set", "daemon.stateDir=" + filepath.Join(dir, "state"),
 		"--set", "daemon.socketDir=" + filepath.Join(dir, "run"),
 		"--set", "daemon.interval=250ms",
+		// The node's containerd, where the chart's default is a node's
+		// /run/containerd.
+		"--set", "cri.socketDir=" + node.Dir,
 	}
 	return render(t, append(base, args...)...)
 }
@@ -276,6 +279,20 @@ func TestChartPodOnNode(t *testing.T) {
 			t.Errorf("%s probe %q: exit %d, %v\n%s", name, probe, code, err, out)
 		}
 		t.Logf("%s probe: %v (CRI exec included)", name, time.Since(start).Round(time.Millisecond))
+	}
+
+	// The runtime's socket through the chart's read-only mount of its
+	// directory: status names it and says nothing of a failure.
+	var status api.Status
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		status, err = client.Status()
+		if err == nil && strings.HasPrefix(status.Pods, "CRI socket "+node.Socket+": ") && !strings.Contains(status.Pods, "until it answers") {
+			t.Logf("status pods: %s", status.Pods)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status pods %q (%v): want the node's CRI socket answering", status.Pods, err)
+		}
 	}
 
 	// A program loaded now, while the daemon follows loads.
