@@ -1,0 +1,141 @@
+package profile
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/bpfperf/bpfperf/profile/kfilter"
+)
+
+// KernelFilter keeps samples that cannot be of BPF code out of the
+// sampling events' rings, in the kernel: profile/kfilter's Filter.
+// Behind an interface so the sampler's tests can put a broken one in.
+type KernelFilter interface {
+	// Attach sets the filter on one sampling event.
+	Attach(eventFD int) error
+	// SetRanges says which code a sample's call chain must touch.
+	SetRanges([]kfilter.Range) error
+	// Counts are the samples passed and dropped so far.
+	Counts() (kfilter.Counts, error)
+	Close() error
+}
+
+// LoadKernelFilter loads profile/kfilter's filter: the usual
+// SamplerConfig.Filter.
+func LoadKernelFilter() (KernelFilter, error) { return kfilter.Load() }
+
+// FilterStats say what the kernel filter did over a capture.
+type FilterStats struct {
+	// On is whether the capture was filtered; Reason says why not.
+	On     bool
+	Reason string
+	// Passed and Dropped count the samples the filter ran on.
+	Passed, Dropped uint64
+	// Pages is how many 4 KiB pages of code the filter passed at the
+	// capture's end.
+	Pages int
+}
+
+// traceRunnerTypes are the program types the kernel runs under
+// bpf_prog_active (trace_call_bpf, bpf_overflow_handler): while one runs,
+// a filtered event's sample is dropped without the filter running, so
+// such a program's own samples would all be lost. The sampler samples
+// unfiltered while one (not the caller's own) is loaded.
+var traceRunnerTypes = map[ebpf.ProgramType]bool{ebpf.Kprobe: true, ebpf.TracePoint: true, ebpf.PerfEvent: true}
+
+// hookFunctions are the kernel functions hookOf and trampolineHookOf name
+// hooks by that can be the only hook frame of a stack without a BPF
+// frame (hook.go): the filter passes their pages so that hook samples
+// are kept. The stats clocks, __bpf_prog_enter and the tracepoints'
+// __bpf_trace_<tp> count only under one of these or a trampoline.
+func hookFunction(name string) bool {
+	switch name {
+	case "trace_call_bpf", "__bpf_trace_run", "perf_syscall_enter", "perf_syscall_exit",
+		"syscall_trace_enter", "syscall_exit_work", "trace_sys_enter", "trace_sys_exit",
+		"__traceiter_sys_enter", "__traceiter_sys_exit":
+		return true
+	}
+	return strings.HasPrefix(name, "bpf_trace_run")
+}
+
+// bpfSymbolReach bounds a BPF symbol of kallsyms whose length is unknown:
+// trampolines and dispatchers take at most a page of JIT code; a program
+// the symbolizer could not read, at most up to the next symbol.
+const bpfSymbolReach = 4096
+
+// codeRanges is the code a sample's call chain must touch for Build to
+// keep it: every function the symbolizer learned, the BPF symbols of
+// kallsyms (trampolines, dispatchers, programs it could not read) and
+// the hook functions. A trampoline attached since kallsyms was read is
+// missing until the next read (see Sampler.refreshFilter).
+func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
+	ks, err := s.kallsyms()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	rs := make([]kfilter.Range, 0, len(s.index)+64)
+	for _, f := range s.index {
+		rs = append(rs, kfilter.Range{Start: f.start, End: f.end})
+	}
+	s.mu.RUnlock()
+	bpfMod := -1
+	for i, m := range ks.mods {
+		if m == "bpf" {
+			bpfMod = i
+		}
+	}
+	for i, sym := range ks.syms {
+		end := sym.addr + moduleSymbolReach
+		if i+1 < len(ks.syms) {
+			end = min(end, ks.syms[i+1].addr)
+		}
+		switch {
+		case int(sym.mod) == bpfMod && bpfMod > 0:
+			if !strings.HasPrefix(ks.name(sym), "bpf_prog_") {
+				end = min(end, sym.addr+bpfSymbolReach)
+			}
+		case sym.mod == 0 && hookFunction(ks.name(sym)):
+		default:
+			continue
+		}
+		rs = append(rs, kfilter.Range{Start: sym.addr, End: max(end, sym.addr+1)})
+	}
+	return rs, nil
+}
+
+// trampolineSettle is how long after a program with a trampoline is
+// learned kallsyms is read again for the filter: a tool attaches what it
+// loaded within moments, and the trampoline exists only once attached.
+const trampolineSettle = time.Second
+
+// reloadForTrampolines reads kallsyms again when a program that attaches
+// through a trampoline was learned more than trampolineSettle before now
+// and after kallsyms was read: its trampoline's code is then in the
+// filter's ranges. One attached later still is missing until the next
+// read (at the next capture that finds a newer such program, or an
+// unknown address in an unfiltered one).
+func (s *Symbolizer) reloadForTrampolines(now time.Time) bool {
+	s.mu.RLock()
+	t, ks := s.trampolined, s.ks
+	s.mu.RUnlock()
+	if t.IsZero() || now.Sub(t) < trampolineSettle || (ks != nil && ks.loaded.After(t.Add(trampolineSettle))) {
+		return false
+	}
+	return s.LoadKallsyms() == nil
+}
+
+// tracingLoaded reports whether a program of traceRunnerTypes that own
+// does not claim is among the learned ones.
+func (s *Symbolizer) tracingLoaded(own func(id uint32) bool) (uint32, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id, p := range s.progs {
+		if traceRunnerTypes[p.typ] && !kfilter.Ours(id) && (own == nil || !own(id)) && p.strikes == 0 {
+			return id, true
+		}
+	}
+	return 0, false
+}
