@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/internal/transientfd"
 
 	"github.com/bpfperf/bpfperf/profile/kfilter"
 )
@@ -127,15 +130,90 @@ func (s *Symbolizer) reloadForTrampolines(now time.Time) bool {
 	return s.LoadKallsyms() == nil
 }
 
-// tracingLoaded reports whether a program of traceRunnerTypes that own
-// does not claim is among the learned ones.
-func (s *Symbolizer) tracingLoaded(own func(id uint32) bool) (uint32, bool) {
+// tracing lists the learned programs of traceRunnerTypes that own does
+// not claim.
+func (s *Symbolizer) tracing(own func(id uint32) bool) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	var ids []uint32
 	for id, p := range s.progs {
 		if traceRunnerTypes[p.typ] && !kfilter.Ours(id) && (own == nil || !own(id)) && p.strikes == 0 {
-			return id, true
+			ids = append(ids, id)
 		}
 	}
-	return 0, false
+	return ids
+}
+
+// MaxTracingShare is how busy the tracing programs (traceRunnerTypes)
+// may be, together, by bpf_stats, with the filter on: their samples are
+// lost, so at most this share of one CPU's (at 99 Hz, one sample every
+// 20 s). Busier, the sampler samples unfiltered. A tool's rarely firing
+// tracepoint, such as another bpfperfd's load records, leaves it on.
+const MaxTracingShare = 0.0005
+
+// tracingRun is a tracing program's bpf_stats run time when last read.
+type tracingRun struct {
+	ns   uint64
+	when time.Time
+}
+
+// busyTracing returns a program among ids that ran over MaxTracingShare
+// of a CPU since the last call (since its load, the first time), by its
+// bpf_stats run time; the runs map is updated. A program that cannot be
+// read (gone) does not count. Where stats are off its run time stands
+// still and it counts as idle: a daemon keeps them on, at least part of
+// the time (--stats.duty).
+func busyTracing(ids []uint32, runs map[uint32]tracingRun, now time.Time) (uint32, float64, bool) {
+	busyID, busy, found := uint32(0), 0.0, false
+	seen := map[uint32]bool{}
+	for _, id := range ids {
+		seen[id] = true
+		ns, loaded, ok := runTime(id)
+		if !ok {
+			continue
+		}
+		last, had := runs[id]
+		if !had {
+			last = tracingRun{when: loaded}
+		}
+		runs[id] = tracingRun{ns: ns, when: now}
+		if span := now.Sub(last.when); span > 0 && ns >= last.ns {
+			if share := float64(ns-last.ns) / float64(span); share > MaxTracingShare && share > busy {
+				busyID, busy, found = id, share, true
+			}
+		}
+	}
+	for id := range runs {
+		if !seen[id] {
+			delete(runs, id)
+		}
+	}
+	return busyID, busy, found
+}
+
+// runTime reads a program's bpf_stats run time and its load time.
+func runTime(id uint32) (ns uint64, loaded time.Time, ok bool) {
+	transientfd.Open()
+	defer transientfd.Done()
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	st, err := prog.Stats()
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	if lt, ok := info.LoadTime(); ok {
+		// LoadTime is since boot (CLOCK_BOOTTIME).
+		var boot unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot) == nil {
+			loaded = time.Now().Add(lt - time.Duration(boot.Nano()))
+		}
+	}
+	return uint64(st.Runtime), loaded, true
 }

@@ -104,7 +104,10 @@ type Sampler struct {
 	filterErr error
 	filtered  bool
 	reason    string // why the current capture is not filtered
-	attr      *unix.PerfEventAttr
+	// tracingRuns are the run times of the tracing programs (filter.go)
+	// at the last capture's start.
+	tracingRuns map[uint32]tracingRun
+	attr        *unix.PerfEventAttr
 }
 
 // Sample is one sample: where a CPU was and which task ran on it.
@@ -268,6 +271,19 @@ func (s *Sampler) refreshFilter() error {
 	return s.filter.SetRanges(rs)
 }
 
+// tracingBusy says whether a tracing program (filter.go) ran over
+// MaxTracingShare of a CPU since the last look, and which.
+func (s *Sampler) tracingBusy() (string, bool) {
+	ids := s.cfg.Symbolizer.tracing(s.cfg.Own)
+	if s.tracingRuns == nil {
+		s.tracingRuns = map[uint32]tracingRun{}
+	}
+	if id, share, busy := busyTracing(ids, s.tracingRuns, time.Now()); busy {
+		return fmt.Sprintf("program %d (kprobe, tracepoint or perf_event) ran %.2f%% of a CPU: the kernel drops filtered samples while it runs", id, 100*share), true
+	}
+	return "", false
+}
+
 // filterMode decides whether the next capture is filtered, and why not.
 func (s *Sampler) filterMode() (bool, string) {
 	switch {
@@ -276,8 +292,8 @@ func (s *Sampler) filterMode() (bool, string) {
 	case s.filter == nil:
 		return false, s.filterErr.Error()
 	}
-	if id, ok := s.cfg.Symbolizer.tracingLoaded(s.cfg.Own); ok {
-		return false, fmt.Sprintf("program %d runs under bpf_prog_active (kprobe, tracepoint or perf_event): its samples would be lost", id)
+	if reason, busy := s.tracingBusy(); busy {
+		return false, reason
 	}
 	return true, ""
 }
@@ -424,6 +440,49 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	if s.filtered {
 		slow = filteredDrainInterval(s.cfg.Hz, s.cfg.RingPages)
 	}
+	// closeRings adds the rings' times and the filter's counts to the
+	// capture's, once the rings are disabled and drained.
+	var enabled, running uint64
+	closeRings := func() {
+		for i, r := range s.rings {
+			t := r.times()
+			enabled += t.enabled - before[i].enabled
+			running += t.running - before[i].running
+		}
+		if !s.filtered {
+			return
+		}
+		if counts, err := s.filter.Counts(); err == nil {
+			c.Filter.Passed += counts.Passed - counts0.Passed
+			c.Filter.Dropped += counts.Dropped - counts0.Dropped
+		}
+		if f, ok := s.filter.(interface{ Pages() (int, bool) }); ok {
+			c.Filter.Pages, _ = f.Pages()
+		}
+	}
+	// unfilter goes on with the capture on rings without the filter.
+	unfilter := func(reason string) error {
+		s.disable()
+		drain()
+		closeRings()
+		if err := s.setFiltered(false); err != nil {
+			return err
+		}
+		c.Filter.On, c.Filter.Reason, s.reason = false, reason, reason
+		learned = nil
+		before = before[:0]
+		for _, r := range s.rings {
+			before = append(before, r.times())
+		}
+		for _, r := range s.rings {
+			if err := r.enable(); err != nil {
+				s.disable()
+				return err
+			}
+		}
+		return nil
+	}
+
 	tick := time.NewTimer(slow)
 	defer tick.Stop()
 	end := time.NewTimer(d)
@@ -436,6 +495,16 @@ loop:
 			next := slow
 			if drain() > filteredFill {
 				next = fast
+			}
+			if s.filtered {
+				if reason, busy := s.tracingBusy(); busy {
+					// The rest of the window unfiltered: what the
+					// tracing program ran since the last drain is lost.
+					if err := unfilter(reason); err != nil {
+						return nil, err
+					}
+					next = fast
+				}
 			}
 			tick.Reset(next)
 		case <-learned:
@@ -453,22 +522,9 @@ loop:
 	s.disable()
 	c.Duration = time.Since(c.Start)
 	drain()
-	var enabled, running uint64
-	for i, r := range s.rings {
-		t := r.times()
-		enabled += t.enabled - before[i].enabled
-		running += t.running - before[i].running
-	}
+	closeRings()
 	if enabled > 0 {
 		c.RunningShare = float64(running) / float64(enabled)
-	}
-	if s.filtered {
-		if counts, err := s.filter.Counts(); err == nil {
-			c.Filter.Passed, c.Filter.Dropped = counts.Passed-counts0.Passed, counts.Dropped-counts0.Dropped
-		}
-		if f, ok := s.filter.(interface{ Pages() (int, bool) }); ok {
-			c.Filter.Pages, _ = f.Pages()
-		}
 	}
 	if s.tap != nil {
 		s.tap.ended(c)

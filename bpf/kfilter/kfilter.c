@@ -76,7 +76,7 @@ static __always_inline int verdict(int pass)
 }
 
 SEC("perf_event")
-int sample_filter(struct bpf_perf_event_data *ctx)
+int bpfperf_kfilter(struct bpf_perf_event_data *ctx)
 {
 	__u32 zero = 0;
 	__u32 *all = bpf_map_lookup_elem(&config, &zero);

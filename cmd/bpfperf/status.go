@@ -82,6 +82,9 @@ func statusFields(s api.Status) [][2]string {
 	}
 	if p := s.Profiling; p != nil {
 		kv = append(kv, [2]string{"profiling", profilingText(p)})
+		if f := p.Filter; f != nil {
+			kv = append(kv, [2]string{"profile filter", profileFilterText(f)})
+		}
 	}
 	if sc := s.StatsCost; sc != nil {
 		kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
@@ -165,4 +168,14 @@ func spreadText(sc *api.StatsCost) string {
 		s += "; unsettled: the host was too noisy"
 	}
 	return s
+}
+
+// profileFilterText says whether the kernel filter keeps samples outside
+// BPF code from the daemon, and how many it kept out.
+func profileFilterText(f *api.ProfilingFilter) string {
+	state := "on"
+	if !f.On {
+		state = "off (" + f.Reason + "): every sample reaches the daemon"
+	}
+	return fmt.Sprintf("%s; %d samples passed, %d dropped in the kernel since start; %d pages of BPF code", state, f.Passed, f.Dropped, f.Pages)
 }

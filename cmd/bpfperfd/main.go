@@ -66,6 +66,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "profile.every", Value: daemon.DefaultProfileEvery, Usage: "start a continuous CPU profile window this often (0 turns continuous profiling off)"},
 			&cli.DurationFlag{Name: "profile.duration", Usage: "length of each continuous window, at most --profile.every (default: --profile.every)"},
 			&cli.StringFlag{Name: "profile.event", Value: "cpu-clock", Usage: "what CPU profiles sample on: cpu-clock, or cycles, instructions, llc-misses (need a hardware PMU; fall back to cpu-clock)"},
+			&cli.BoolFlag{Name: "profile.unfiltered", Usage: "write every CPU sample to the daemon, not only those in BPF code and hooks (the kernel filter, issue 46, off)"},
 			&cli.IntFlag{Name: "profile.hz", Value: daemon.DefaultProfileHz, Usage: "CPU samples per second on each CPU (1 to 1000)"},
 			&cli.DurationFlag{Name: "profile.limit", Value: daemon.DefaultProfileLimit, Usage: "longest on-demand capture (bpfperf profile capture)"},
 			&cli.StringFlag{Name: "retention.profiles", Value: "7d", Usage: "how long CPU profiles are kept"},
@@ -152,7 +153,7 @@ func daemonConfig(c *cli.Context) (daemon.Config, error) {
 	if err != nil {
 		return daemon.Config{}, err
 	}
-	prof := daemon.ProfileConfig{Every: c.Duration("profile.every"), Duration: c.Duration("profile.duration"), Hz: c.Int("profile.hz"), Limit: c.Duration("profile.limit"), Retention: profiles, Event: c.String("profile.event")}
+	prof := daemon.ProfileConfig{Every: c.Duration("profile.every"), Duration: c.Duration("profile.duration"), Hz: c.Int("profile.hz"), Limit: c.Duration("profile.limit"), Retention: profiles, Event: c.String("profile.event"), Unfiltered: c.Bool("profile.unfiltered")}
 	if err := prof.Validate(); err != nil {
 		return daemon.Config{}, err
 	}

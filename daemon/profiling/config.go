@@ -29,6 +29,10 @@ type Config struct {
 	// need a hardware PMU and fall back to cpu-clock, with a warning that
 	// says why, where they do not open.
 	Event string
+	// Unfiltered turns the kernel filter off (--profile.unfiltered):
+	// every sample is written to the rings and dropped in user space
+	// unless it touches BPF code, as before the filter (issue 46).
+	Unfiltered bool
 }
 
 // Defaults for the profiling flags.

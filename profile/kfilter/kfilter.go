@@ -78,7 +78,7 @@ func Load() (*Filter, error) {
 		}
 		return nil, fmt.Errorf("load kfilter: %w", err)
 	}
-	if info, err := f.objs.SampleFilter.Info(); err == nil {
+	if info, err := f.objs.BpfperfKfilter.Info(); err == nil {
 		if id, ok := info.ID(); ok {
 			f.id = uint32(id)
 			loaded.Lock()
@@ -106,12 +106,12 @@ func Ours(id uint32) bool {
 }
 
 // Program is the filter program, for its id and bpf_stats.
-func (f *Filter) Program() *ebpf.Program { return f.objs.SampleFilter }
+func (f *Filter) Program() *ebpf.Program { return f.objs.BpfperfKfilter }
 
 // Attach sets the filter on a sampling perf event (PERF_EVENT_IOC_SET_BPF).
 // An event that refuses it fails with an error matching ErrNotSupported.
 func (f *Filter) Attach(eventFD int) error {
-	if err := unix.IoctlSetInt(eventFD, unix.PERF_EVENT_IOC_SET_BPF, f.objs.SampleFilter.FD()); err != nil {
+	if err := unix.IoctlSetInt(eventFD, unix.PERF_EVENT_IOC_SET_BPF, f.objs.BpfperfKfilter.FD()); err != nil {
 		return fmt.Errorf("%w: set bpf on perf event: %w", ErrNotSupported, err)
 	}
 	return nil

@@ -22,11 +22,11 @@ type kfilterFrames struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	kfilterMapConfig        = "config"
-	kfilterMapCounts        = "counts"
-	kfilterMapPages         = "pages"
-	kfilterMapScratch       = "scratch"
-	kfilterProgSampleFilter = "sample_filter"
+	kfilterMapConfig          = "config"
+	kfilterMapCounts          = "counts"
+	kfilterMapPages           = "pages"
+	kfilterMapScratch         = "scratch"
+	kfilterProgBpfperfKfilter = "bpfperf_kfilter"
 )
 
 // loadKfilter returns the embedded CollectionSpec for kfilter.
@@ -71,7 +71,7 @@ type kfilterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type kfilterProgramSpecs struct {
-	SampleFilter *ebpf.ProgramSpec `ebpf:"sample_filter"`
+	BpfperfKfilter *ebpf.ProgramSpec `ebpf:"bpfperf_kfilter"`
 }
 
 // kfilterMapSpecs contains maps before they are loaded into the kernel.
@@ -135,12 +135,12 @@ type kfilterVariables struct {
 //
 // It can be passed to loadKfilterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kfilterPrograms struct {
-	SampleFilter *ebpf.Program `ebpf:"sample_filter"`
+	BpfperfKfilter *ebpf.Program `ebpf:"bpfperf_kfilter"`
 }
 
 func (p *kfilterPrograms) Close() error {
 	return _KfilterClose(
-		p.SampleFilter,
+		p.BpfperfKfilter,
 	)
 }
 
