@@ -79,11 +79,19 @@ func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
 		return nil, err
 	}
 	s.mu.RLock()
-	rs := make([]kfilter.Range, 0, len(s.index)+64)
+	rs := make([]kfilter.Range, 0, len(s.index)+len(ks.filterRanges))
 	for _, f := range s.index {
 		rs = append(rs, kfilter.Range{Start: f.start, End: f.end})
 	}
 	s.mu.RUnlock()
+	ks.rangesOnce.Do(func() { ks.filterRanges = ks.codeRanges() })
+	return append(rs, ks.filterRanges...), nil
+}
+
+// codeRanges are kallsyms' part of Symbolizer.codeRanges, worked out once
+// a read: the walk of 122,000 symbols is most of what a refresh costs.
+func (ks *kallsyms) codeRanges() []kfilter.Range {
+	var rs []kfilter.Range
 	bpfMod := -1
 	for i, m := range ks.mods {
 		if m == "bpf" {
@@ -106,7 +114,7 @@ func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
 		}
 		rs = append(rs, kfilter.Range{Start: sym.addr, End: max(end, sym.addr+1)})
 	}
-	return rs, nil
+	return rs
 }
 
 // trampolineSettle is how long after a program with a trampoline is
@@ -114,17 +122,22 @@ func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
 // loaded within moments, and the trampoline exists only once attached.
 const trampolineSettle = time.Second
 
+// trampolineReadEvery bounds how often kallsyms is read for trampolines:
+// a read costs 150-250 ms of CPU on a 2-vCPU VM (5 MB the kernel formats),
+// and iterators, which have no trampoline but are of the same program
+// type, load often on a busy host.
+const trampolineReadEvery = time.Minute
+
 // reloadForTrampolines reads kallsyms again when a program that attaches
 // through a trampoline was learned more than trampolineSettle before now
-// and after kallsyms was read: its trampoline's code is then in the
-// filter's ranges. One attached later still is missing until the next
-// read (at the next capture that finds a newer such program, or an
-// unknown address in an unfiltered one).
+// and after kallsyms was read, and the last read is trampolineReadEvery
+// old: its trampoline's code is then in the filter's ranges. A trampoline
+// is missing from them for at most that long after its program loaded.
 func (s *Symbolizer) reloadForTrampolines(now time.Time) bool {
 	s.mu.RLock()
 	t, ks := s.trampolined, s.ks
 	s.mu.RUnlock()
-	if t.IsZero() || now.Sub(t) < trampolineSettle || (ks != nil && ks.loaded.After(t.Add(trampolineSettle))) {
+	if t.IsZero() || now.Sub(t) < trampolineSettle || (ks != nil && (ks.loaded.After(t.Add(trampolineSettle)) || now.Sub(ks.loaded) < trampolineReadEvery)) {
 		return false
 	}
 	return s.LoadKallsyms() == nil
