@@ -149,8 +149,8 @@ func (s *Symbolizer) tracing(own func(id uint32) bool) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var ids []uint32
-	for id, p := range s.progs {
-		if traceRunnerTypes[p.typ] && !kfilter.Ours(id) && (own == nil || !own(id)) && p.strikes == 0 {
+	for id, p := range s.tracers {
+		if !kfilter.Ours(id) && (own == nil || !own(id)) && p.strikes == 0 {
 			ids = append(ids, id)
 		}
 	}

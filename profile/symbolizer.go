@@ -60,6 +60,10 @@ type Symbolizer struct {
 	// trampoline (fentry, fexit, LSM, extension, struct_ops) was learned:
 	// kallsyms read before then may lack its trampoline.
 	trampolined time.Time
+	// tracers are the learned programs of traceRunnerTypes (filter.go):
+	// a filtered capture looks at them at each drain, and walking every
+	// program (10,000 on a big host) each time cost more than the drain.
+	tracers map[uint32]*program
 }
 
 // trampolineTypes attach through a trampoline, JIT code that kallsyms
@@ -196,6 +200,12 @@ func (s *Symbolizer) Learn(id uint32) error {
 	if trampolineTypes[p.typ] {
 		s.trampolined = time.Now()
 	}
+	if traceRunnerTypes[p.typ] {
+		if s.tracers == nil {
+			s.tracers = map[uint32]*program{}
+		}
+		s.tracers[id] = p
+	}
 	return nil
 }
 
@@ -310,6 +320,7 @@ func (s *Symbolizer) Prune() (int, error) {
 		p.strikes++
 		if p.strikes >= 2 {
 			delete(s.progs, id)
+			delete(s.tracers, id)
 			n++
 		}
 	}
