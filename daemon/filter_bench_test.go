@@ -88,6 +88,9 @@ func defaultsCPU(b *testing.B, args ...string) (float64, filterRates) {
 		r.nsPerRun = float64(st1.Runtime-st0.Runtime) / runs
 		r.runs = runs / secs
 	}
+	if f1 != nil {
+		b.Logf("%v: filter %+v", args, *f1) // on, or why not
+	}
 	if f1 != nil && f1.Passed+f1.Dropped > 0 {
 		r.passedShare = float64(f1.Passed) / float64(f1.Passed+f1.Dropped)
 	}
