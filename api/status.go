@@ -103,6 +103,21 @@ type ProfilingStatus struct {
 	StoredProfiles int     `json:"stored_profiles"`
 	StoredBytes    int64   `json:"stored_bytes"`
 	LastError      string  `json:"last_error,omitempty"`
+	// Filter is the kernel filter on the main event's samples, once a
+	// continuous window ended.
+	Filter *ProfilingFilter `json:"filter,omitempty"`
+}
+
+// ProfilingFilter is the kernel filter on the continuous profiler's
+// samples (profile/kfilter): whether the latest window was filtered and
+// why not, and the samples it passed and dropped since the daemon
+// started (before the filter, every sample reached the daemon).
+type ProfilingFilter struct {
+	On      bool   `json:"on"`
+	Reason  string `json:"reason,omitempty"` // why not on
+	Passed  uint64 `json:"passed"`
+	Dropped uint64 `json:"dropped"`
+	Pages   int    `json:"pages"` // 4 KiB pages of BPF and hook code it passes
 }
 
 // StatsCost is what bpf_stats costs this host: measured at the daemon's

@@ -262,17 +262,18 @@ func progFds(t *testing.T, pid int) int {
 	}
 	n := 0
 	for _, h := range bpfFds {
-		if !own[h.progID] && !loadersProg(h.progID) {
+		if !own[h.progID] && !heldForLife(h.progID) {
 			n++
 		}
 	}
 	return n
 }
 
-// loadersProg says whether program id is the loaders' sys_enter_bpf
+// heldForLife says whether program id is the loaders' sys_enter_bpf
 // tracepoint program (daemon/loaders), which bpfperfd holds, with its
-// link, for its whole life.
-func loadersProg(id string) bool {
+// link, for its whole life, or the profiler's kernel filter
+// (profile/kfilter), which it holds while profiling runs.
+func heldForLife(id string) bool {
 	n, err := strconv.ParseUint(id, 10, 32)
 	if err != nil {
 		return false
@@ -283,7 +284,7 @@ func loadersProg(id string) bool {
 	}
 	defer p.Close()
 	info, err := p.Info()
-	return err == nil && info.Name == "bpfperf_loadrec"
+	return err == nil && (info.Name == "bpfperf_loadrec" || info.Name == "bpfperf_kfilter")
 }
 
 func uniqueName(prefix string) string {

@@ -61,6 +61,7 @@ var optionalKeys = map[string]optionalReason{
 	"running_share":                  absent("no hardware PMU: only hardware events are multiplexed; cpu-clock runs all the time"),
 	"throttled":                      absent("no hardware PMU: the software cpu-clock event is not throttled at the test's rate"),
 	"lost":                           absent("no sample is lost at the test's rate on an idle 2-CPU host"),
+	"status:profiling.filter":        sometime(timing, "the kernel filter's state, from the first profile window on: absent before it ends, which the first polls may precede"),
 
 	// The kernel refuses fentry/fexit (tracing programs): no exact window
 	// is ever counted, so its fields and the answer to enable never show.

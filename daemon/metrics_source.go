@@ -34,8 +34,8 @@ func (s metricsSource) SampledNs(ids []uint32, into []int64) bool {
 }
 
 func (s metricsSource) Profiler() metrics.Profiler {
-	on, windows, lost := s.d.prof.Windows()
-	return metrics.Profiler{On: on, Windows: windows, Lost: lost}
+	on, windows, lost, f := s.d.prof.Windows()
+	return metrics.Profiler{On: on, Windows: windows, Lost: lost, Passed: f.Passed, Dropped: f.Dropped, Filtered: f.On}
 }
 
 func (s metricsSource) State() metrics.State {

@@ -116,6 +116,24 @@ func listProfiles(t *testing.T, d *daemonProc, args ...string) []api.ProfileInfo
 	return list
 }
 
+// waitSampledCPU waits for progs to show program id's sampled CPU % over
+// min.
+func waitSampledCPU(t *testing.T, d *daemonProc, id uint32, min float64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("progs to show a sampled CPU %% over %g for program %d", min, id), func() bool {
+		var rows []api.ProgRow
+		if d.query(&rows, "progs") != nil {
+			return false
+		}
+		for _, r := range rows {
+			if r.ID == id {
+				return r.SampledCPUPercent != nil && *r.SampledCPUPercent > min
+			}
+		}
+		return false
+	})
+}
+
 func TestProfileEndToEnd(t *testing.T) {
 	privtest.Root(t)
 	dir := t.TempDir()
@@ -168,18 +186,7 @@ func TestProfileEndToEnd(t *testing.T) {
 	}
 
 	// progs shows the busy program's sampled CPU %.
-	eventually(t, "progs to show a sampled CPU % for the hot program", func() bool {
-		var rows []api.ProgRow
-		if d.query(&rows, "progs") != nil {
-			return false
-		}
-		for _, r := range rows {
-			if r.ID == id {
-				return r.SampledCPUPercent != nil && *r.SampledCPUPercent > 1
-			}
-		}
-		return false
-	})
+	waitSampledCPU(t, d, id, 1)
 	var st api.Status
 	d.json(t, &st, "status")
 	if st.Profiling == nil || !st.Profiling.Continuous || st.Profiling.Windows == 0 || st.Profiling.StoredProfiles == 0 || st.Profiling.ProgramsKnown == 0 {

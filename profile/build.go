@@ -122,6 +122,11 @@ func Build(c *Capture, sym *Symbolizer, opts BuildOptions) (*profile.Profile, er
 	}
 	p.Comments = []string{fmt.Sprintf("bpfperf: %s at %d Hz on %d CPUs; %d samples, %d with BPF frames, %d in user mode, %d lost, %d throttled",
 		c.Event, c.Hz, c.CPUs, len(c.Samples), bpfSamples, userSamples, c.Lost, c.Throttled)}
+	if c.Filter.On {
+		// The counts above are of the samples that passed: the filter
+		// dropped those in user mode and in other kernel code unwritten.
+		p.Comments = append(p.Comments, fmt.Sprintf("bpfperf: filtered in the kernel: %d samples passed, %d dropped as not of BPF code", c.Filter.Passed, c.Filter.Dropped))
+	}
 	if opts.Threads != nil {
 		p.Comments = append(p.Comments, fmt.Sprintf("bpfperf: threads %v only: %d samples of other threads left out", opts.Threads, otherSamples))
 	}

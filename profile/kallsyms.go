@@ -7,7 +7,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/bpfperf/bpfperf/profile/kfilter"
 )
 
 // kallsyms is a compact, sorted copy of the text symbols in /proc/kallsyms.
@@ -21,6 +24,10 @@ type kallsyms struct {
 	textStart uint64 // _stext
 	textEnd   uint64 // _etext
 	loaded    time.Time
+	// filterRanges are the BPF and hook code of these symbols for the
+	// kernel filter (filter.go), worked out at first use.
+	rangesOnce   sync.Once
+	filterRanges []kfilter.Range
 }
 
 type ksym struct {

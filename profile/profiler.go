@@ -57,11 +57,12 @@ type CaptureStats struct {
 	Lost         uint64
 	Throttled    uint64
 	RunningShare float64
+	Filter       FilterStats
 }
 
 // Stats are the capture's figures.
 func (c *Capture) Stats() CaptureStats {
-	return CaptureStats{Hz: c.Hz, Samples: len(c.Samples), Lost: c.Lost, Throttled: c.Throttled, RunningShare: c.RunningShare}
+	return CaptureStats{Hz: c.Hz, Samples: len(c.Samples), Lost: c.Lost, Throttled: c.Throttled, RunningShare: c.RunningShare, Filter: c.Filter}
 }
 
 // Profiler is what the daemon runs: continuous profiling in bounded

@@ -14,6 +14,7 @@ import (
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/perfring"
+	"github.com/bpfperf/bpfperf/profile/kfilter"
 )
 
 const (
@@ -60,6 +61,16 @@ type SamplerConfig struct {
 	// and those that samples land in (Observe), so that programs loaded
 	// and unloaded between two of the daemon's sweeps still resolve.
 	Symbolizer *Symbolizer
+	// Filter, if set, loads a filter the sampler puts on its events so
+	// that the kernel writes only samples that touch BPF code or a hook
+	// (LoadKernelFilter; needs Symbolizer). Where it does not load or
+	// attach, or while a program the kernel runs under bpf_prog_active is
+	// loaded (traceRunnerTypes), the sampler samples unfiltered and
+	// Capture.Filter says why. Leave it nil for BuildOptions.All.
+	Filter func() (KernelFilter, error)
+	// Own, if set, names the programs the caller loaded itself: its own
+	// tracepoint programs do not turn the filter off.
+	Own func(id uint32) bool
 }
 
 // Sampler samples kernel call stacks on every CPU with one perf event per
@@ -85,6 +96,18 @@ type Sampler struct {
 	// the profiler's scrapes share its continuous sampler (scrape.go).
 	// Set before the first capture.
 	tap sampleTap
+
+	// The kernel filter (filter.go): nil where cfg.Filter is nil or it
+	// failed (filterErr says why); filtered is whether the open rings
+	// carry it; attr reopens the rings when that must change.
+	filter    KernelFilter
+	filterErr error
+	filtered  bool
+	reason    string // why the current capture is not filtered
+	// tracingRuns are the run times of the tracing programs (filter.go)
+	// at the last capture's start.
+	tracingRuns map[uint32]tracingRun
+	attr        *unix.PerfEventAttr
 }
 
 // Sample is one sample: where a CPU was and which task ran on it.
@@ -117,6 +140,8 @@ type Capture struct {
 	// Throttled counts the times the kernel stopped the event for a while
 	// because its interrupts took too long (PERF_RECORD_THROTTLE).
 	Throttled uint64
+	// Filter says what the kernel filter did; zero without one.
+	Filter FilterStats
 	// RunningShare is the part of the capture the event was on the PMU,
 	// summed over CPUs (time running / time enabled): below 1 when another
 	// tool's events multiplexed with it. Build scales values by its
@@ -173,22 +198,104 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if attr.Bits&unix.PerfBitFreq == 0 {
 		s.period = attr.Sample // cpu-clock: every sample is worth the same ns
 	}
-	for _, cpu := range cfg.CPUs {
-		r, err := openRing(cfg.Event, attr, cpu, cfg.RingPages)
+	s.attr = attr
+	if cfg.Filter != nil && cfg.Symbolizer == nil {
+		s.filterErr = errors.New("no symbolizer to say where BPF code is")
+	} else if cfg.Filter != nil {
+		s.filter, s.filterErr = cfg.Filter()
+	}
+	if err := s.openRings(s.filter != nil); err != nil {
+		if s.filter != nil {
+			s.filter.Close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// openRings opens a sampling event and ring on every CPU, with the filter
+// on each when filtered. A filter an event refuses is given up: the
+// rings open without it and filterErr says why.
+func (s *Sampler) openRings(filtered bool) error {
+	for _, cpu := range s.cfg.CPUs {
+		r, err := openRing(s.cfg.Event, s.attr, cpu, s.cfg.RingPages)
 		if err != nil && s.cgroups && len(s.rings) == 0 && errors.Is(err, unix.EINVAL) {
 			// Before 5.7 the kernel knows no PERF_SAMPLE_CGROUP:
 			// sample without it, and samples say no cgroup.
-			attr.Sample_type = sampleType
+			s.attr.Sample_type = sampleType
 			s.cgroups = false
-			r, err = openRing(cfg.Event, attr, cpu, cfg.RingPages)
+			r, err = openRing(s.cfg.Event, s.attr, cpu, s.cfg.RingPages)
 		}
 		if err != nil {
 			s.closeRings()
-			return nil, err
+			return err
 		}
 		s.rings = append(s.rings, r)
+		if filtered {
+			if err := s.filter.Attach(r.FD); err != nil {
+				s.closeRings()
+				s.dropFilter(err)
+				return s.openRings(false)
+			}
+		}
 	}
-	return s, nil
+	s.filtered = filtered
+	return nil
+}
+
+// dropFilter gives the filter up for good: err says why.
+func (s *Sampler) dropFilter(err error) {
+	s.filter.Close()
+	s.filter, s.filterErr = nil, err
+}
+
+// setFiltered reopens the rings with or without the filter, between
+// captures: an event keeps its program until it closes.
+func (s *Sampler) setFiltered(on bool) error {
+	if on == s.filtered {
+		return nil
+	}
+	if err := s.closeRings(); err != nil {
+		return err
+	}
+	return s.openRings(on)
+}
+
+// refreshFilter gives the filter the code ranges the symbolizer knows now.
+func (s *Sampler) refreshFilter() error {
+	s.cfg.Symbolizer.reloadForTrampolines(time.Now())
+	rs, err := s.cfg.Symbolizer.codeRanges()
+	if err != nil {
+		return err
+	}
+	return s.filter.SetRanges(rs)
+}
+
+// tracingBusy says whether a tracing program (filter.go) ran over
+// MaxTracingShare of a CPU since the last look, and which.
+func (s *Sampler) tracingBusy() (string, bool) {
+	ids := s.cfg.Symbolizer.tracing(s.cfg.Own)
+	if s.tracingRuns == nil {
+		s.tracingRuns = map[uint32]tracingRun{}
+	}
+	if id, share, busy := busyTracing(ids, s.tracingRuns, time.Now()); busy {
+		return fmt.Sprintf("program %d (kprobe, tracepoint or perf_event) ran %.2f%% of a CPU: the kernel drops filtered samples while it runs", id, 100*share), true
+	}
+	return "", false
+}
+
+// filterMode decides whether the next capture is filtered, and why not.
+func (s *Sampler) filterMode() (bool, string) {
+	switch {
+	case s.filter == nil && s.filterErr == nil:
+		return false, "off"
+	case s.filter == nil:
+		return false, s.filterErr.Error()
+	}
+	if reason, busy := s.tracingBusy(); busy {
+		return false, reason
+	}
+	return true, ""
 }
 
 // Hz is the sampling frequency per CPU in force: the configured one,
@@ -236,7 +343,34 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		return nil, fmt.Errorf("capture: %w", ErrClosed)
 	}
 
+	// gen is the symbolizer's count of programs learned when the filter
+	// last took its ranges; learned is closed at the next.
+	var gen uint64
+	var learned <-chan struct{}
+	if s.filter != nil {
+		on, reason := s.filterMode()
+		if on {
+			gen, learned = s.cfg.Symbolizer.changes()
+			if err := s.refreshFilter(); err != nil {
+				on, reason = false, fmt.Sprintf("code ranges: %v", err)
+			}
+		}
+		if err := s.setFiltered(on); err != nil {
+			return nil, err
+		}
+		if on && !s.filtered {
+			reason = s.filterErr.Error() // an event refused it
+		}
+		s.reason = reason
+	} else {
+		s.reason = "off"
+		if s.filterErr != nil {
+			s.reason = s.filterErr.Error()
+		}
+	}
+
 	c := &Capture{Event: s.cfg.Event, Hz: s.Hz(), Period: s.period, CPUs: len(s.rings)}
+	c.Filter.On, c.Filter.Reason = s.filtered, s.reason
 	d2 := newDecoder(s.cfg.ProcRoot)
 	d2.cgroups, d2.cgroupRoot = s.cgroups, s.cgroupRoot
 	d2.toBoot = bootOffset()
@@ -244,6 +378,10 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	for _, r := range s.rings {
 		r.Skip() // whatever a cancelled capture left behind
 		before = append(before, r.times())
+	}
+	var counts0 kfilter.Counts
+	if s.filtered {
+		counts0, _ = s.filter.Counts()
 	}
 	sym := s.cfg.Symbolizer
 	if sym != nil {
@@ -258,15 +396,31 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 			return nil, err
 		}
 	}
+	if s.filtered {
+		if g, _ := sym.changes(); g != gen {
+			gen, learned = sym.changes()
+			if err := s.refreshFilter(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if onEnabled != nil {
 		onEnabled()
 	}
-	drain := func() {
+	// drain reads the rings and says how full the fullest was.
+	drain := func() (fill float64) {
 		before, samples, lost := len(d2.stacks), len(c.Samples), c.Lost
 		if sym != nil {
 			sym.LearnNew() // programs loaded since the last drain
 		}
+		if s.filtered {
+			if g, _ := sym.changes(); g != gen || sym.reloadForTrampolines(time.Now()) {
+				gen, learned = sym.changes()
+				s.refreshFilter()
+			}
+		}
 		for _, r := range s.rings {
+			fill = max(fill, float64(r.Pending())/float64(r.Size()))
 			r.read(d2, c)
 		}
 		if sym != nil && len(d2.stacks) > before {
@@ -275,9 +429,61 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		if s.tap != nil {
 			s.tap.drained(c, c.Samples[samples:], c.Lost-lost)
 		}
+		return fill
 	}
 
-	tick := time.NewTicker(drainInterval(s.cfg.Hz, s.cfg.RingPages))
+	// Unfiltered, the rings fill at the sampling rate and are drained
+	// often. Filtered, few samples pass and the rings are drained seldom,
+	// unless the last drain found them filling (a busy program).
+	fast := drainInterval(s.cfg.Hz, s.cfg.RingPages)
+	slow := fast
+	if s.filtered {
+		slow = filteredDrainInterval(s.cfg.Hz, s.cfg.RingPages)
+	}
+	// closeRings adds the rings' times and the filter's counts to the
+	// capture's, once the rings are disabled and drained.
+	var enabled, running uint64
+	closeRings := func() {
+		for i, r := range s.rings {
+			t := r.times()
+			enabled += t.enabled - before[i].enabled
+			running += t.running - before[i].running
+		}
+		if !s.filtered {
+			return
+		}
+		if counts, err := s.filter.Counts(); err == nil {
+			c.Filter.Passed += counts.Passed - counts0.Passed
+			c.Filter.Dropped += counts.Dropped - counts0.Dropped
+		}
+		if f, ok := s.filter.(interface{ Pages() (int, bool) }); ok {
+			c.Filter.Pages, _ = f.Pages()
+		}
+	}
+	// unfilter goes on with the capture on rings without the filter.
+	unfilter := func(reason string) error {
+		s.disable()
+		drain()
+		closeRings()
+		if err := s.setFiltered(false); err != nil {
+			return err
+		}
+		c.Filter.On, c.Filter.Reason, s.reason = false, reason, reason
+		learned = nil
+		before = before[:0]
+		for _, r := range s.rings {
+			before = append(before, r.times())
+		}
+		for _, r := range s.rings {
+			if err := r.enable(); err != nil {
+				s.disable()
+				return err
+			}
+		}
+		return nil
+	}
+
+	tick := time.NewTimer(slow)
 	defer tick.Stop()
 	end := time.NewTimer(d)
 	defer end.Stop()
@@ -286,7 +492,26 @@ loop:
 	for {
 		select {
 		case <-tick.C:
-			drain()
+			next := slow
+			if drain() > filteredFill {
+				next = fast
+			}
+			if s.filtered {
+				if reason, busy := s.tracingBusy(); busy {
+					// The rest of the window unfiltered: what the
+					// tracing program ran since the last drain is lost.
+					if err := unfilter(reason); err != nil {
+						return nil, err
+					}
+					next = fast
+				}
+			}
+			tick.Reset(next)
+		case <-learned:
+			// A program learned (the daemon's load records, or a
+			// drain's LearnNew): its code passes from now on.
+			gen, learned = sym.changes()
+			s.refreshFilter()
 		case <-end.C:
 			break loop
 		case <-ctx.Done():
@@ -297,12 +522,7 @@ loop:
 	s.disable()
 	c.Duration = time.Since(c.Start)
 	drain()
-	var enabled, running uint64
-	for i, r := range s.rings {
-		t := r.times()
-		enabled += t.enabled - before[i].enabled
-		running += t.running - before[i].running
-	}
+	closeRings()
 	if enabled > 0 {
 		c.RunningShare = float64(running) / float64(enabled)
 	}
@@ -328,6 +548,7 @@ func (s *Sampler) backOff() {
 			return
 		}
 	}
+	s.attr.Sample = uint64(hz) // rings reopened (setFiltered) keep it
 	s.hz.Store(int64(hz))
 }
 
@@ -356,6 +577,20 @@ func drainInterval(hz, pages int) time.Duration {
 	return min(max(fill/4, 10*time.Millisecond), time.Second)
 }
 
+// filteredFill is how full a filtered capture's fullest ring may be found
+// before draining goes back to the unfiltered pace.
+const filteredFill = 1.0 / 8
+
+// filteredDrainInterval is how often a filtered capture empties rings
+// that stay nearly empty: the time a ring takes to fill with 1 KiB
+// samples (every sample passing) less a quarter, at most a second. At
+// 99 Hz, 0.97 s: a program that turns busy loses nothing before the
+// next drain goes back to the fast pace.
+func filteredDrainInterval(hz, pages int) time.Duration {
+	fill := time.Duration(pages*os.Getpagesize()/1024) * time.Second / time.Duration(hz)
+	return min(max(fill*3/4, 10*time.Millisecond), time.Second)
+}
+
 // Close disables and closes the perf events; it waits for a running
 // capture to end.
 func (s *Sampler) Close() error {
@@ -365,7 +600,12 @@ func (s *Sampler) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.closeRings()
+	err := s.closeRings()
+	if s.filter != nil {
+		err = errors.Join(err, s.filter.Close())
+		s.filter = nil
+	}
+	return err
 }
 
 func (s *Sampler) closeRings() error {

@@ -57,6 +57,31 @@ type Symbolizer struct {
 	unknown map[uint64]bool // addresses Observe already searched for
 	newest  uint32          // the highest program id listed (LearnNew)
 	retry   map[uint32]int  // ids whose reading failed, with their tries
+	// gen counts the programs Learn learned, and changed is closed (and
+	// replaced) at each: filtered captures give the kernel filter the new
+	// code at once (Sampler).
+	gen     uint64
+	changed chan struct{}
+	// trampolined is when the newest program that attaches through a
+	// trampoline (fentry, fexit, LSM, extension, struct_ops) was learned:
+	// kallsyms read before then may lack its trampoline.
+	trampolined time.Time
+	// tracers are the learned programs of traceRunnerTypes (filter.go):
+	// a filtered capture looks at them at each drain, and walking every
+	// program (10,000 on a big host) each time cost more than the drain.
+	tracers map[uint32]*program
+}
+
+// trampolineTypes attach through a trampoline, JIT code that kallsyms
+// lists (bpf_trampoline_<key>) but no program's info does.
+var trampolineTypes = map[ebpf.ProgramType]bool{ebpf.Tracing: true, ebpf.LSM: true, ebpf.Extension: true, ebpf.StructOps: true}
+
+// changes returns the count of programs learned and a channel closed at
+// the next.
+func (s *Symbolizer) changes() (uint64, <-chan struct{}) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen, s.changed
 }
 
 // learnTries is how many times a program that cannot be read (an error
@@ -69,6 +94,7 @@ type program struct {
 	name     string
 	tag      string
 	loadTime uint64 // CLOCK_BOOTTIME ns
+	typ      ebpf.ProgramType
 	funcs    []*function
 	strikes  int // Prune calls that found the program gone
 }
@@ -117,7 +143,7 @@ func NewSymbolizer(cfg SymbolizerConfig) *Symbolizer {
 	if cfg.KallsymsMaxAge == 0 {
 		cfg.KallsymsMaxAge = time.Minute
 	}
-	return &Symbolizer{cfg: cfg, progs: map[uint32]*program{}, unknown: map[uint64]bool{}, retry: map[uint32]int{}}
+	return &Symbolizer{cfg: cfg, progs: map[uint32]*program{}, unknown: map[uint64]bool{}, retry: map[uint32]int{}, changed: make(chan struct{})}
 }
 
 // LoadKallsyms reads kallsyms again. Lookups read it on first use.
@@ -186,6 +212,18 @@ func (s *Symbolizer) Learn(id uint32) error {
 	}
 	slices.SortFunc(s.index, func(a, b *function) int { return cmp.Compare(a.start, b.start) })
 	clear(s.unknown)
+	s.gen++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if trampolineTypes[p.typ] {
+		s.trampolined = time.Now()
+	}
+	if traceRunnerTypes[p.typ] {
+		if s.tracers == nil {
+			s.tracers = map[uint32]*program{}
+		}
+		s.tracers[id] = p
+	}
 	return nil
 }
 
@@ -300,6 +338,7 @@ func (s *Symbolizer) Prune() (int, error) {
 		p.strikes++
 		if p.strikes >= 2 {
 			delete(s.progs, id)
+			delete(s.tracers, id)
 			n++
 		}
 	}
@@ -450,7 +489,7 @@ func readProgram(id uint32) (*program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("program %d info: %w", id, err)
 	}
-	p := &program{id: id, name: info.Name, tag: info.Tag}
+	p := &program{id: id, name: info.Name, tag: info.Tag, typ: info.Type}
 	if lt, ok := info.LoadTime(); ok {
 		p.loadTime = uint64(lt)
 	}

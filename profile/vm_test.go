@@ -35,3 +35,15 @@ func bpfSources(t *testing.T) []vmtest.File {
 func TestPMUInVM(t *testing.T) {
 	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Files: bpfSources(t)}, []string{"TestCycles", "TestHardwareEvents"})
 }
+
+// TestFilterInVM runs the kernel filter's tests on Debian's 6.1 and 6.12:
+// that a perf_event program returning 0 keeps the sample out of the ring
+// there too, and what the filter lets through.
+func TestFilterInVM(t *testing.T) {
+	tests := []string{"TestFilterAgrees", "TestFilterIdle", "TestFilterRefused", "TestFilterOffUnderTracing"}
+	for _, series := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
+		t.Run(series.Name, func(t *testing.T) {
+			vmtest.RunTests(t, vmtest.Config{Series: series, CPUs: 2, Memory: "2G", Timeout: 3 * time.Minute, Files: bpfSources(t)}, tests)
+		})
+	}
+}

@@ -85,6 +85,9 @@ func statusFields(s api.Status) [][2]string {
 	}
 	if p := s.Profiling; p != nil {
 		kv = append(kv, [2]string{"profiling", profilingText(p)})
+		if f := p.Filter; f != nil {
+			kv = append(kv, [2]string{"profile filter", profileFilterText(f)})
+		}
 	}
 	if sc := s.StatsCost; sc != nil {
 		kv = append(kv, [2]string{"stats cost", statsCostText(sc)})
@@ -180,4 +183,17 @@ func daemonCPU(s api.Status) string {
 		return fmt.Sprintf("%.2f%% of one CPU (since start, %s: start-up included)", s.CPUPercent, (time.Duration(s.UptimeSeconds) * time.Second).String())
 	}
 	return fmt.Sprintf("%.2f%% of one CPU (last minute)", s.CPUPercent)
+}
+
+// profileFilterText says whether the kernel filter keeps samples outside
+// BPF code from the daemon, and how many it kept out.
+func profileFilterText(f *api.ProfilingFilter) string {
+	state := "on"
+	switch {
+	case !f.On && f.Reason == "off":
+		state = "off (bpfperfd --profile.filter turns it on): every sample reaches the daemon"
+	case !f.On:
+		state = "off (" + f.Reason + "): every sample reaches the daemon"
+	}
+	return fmt.Sprintf("%s; %d samples passed, %d dropped in the kernel since start; %d pages of BPF code", state, f.Passed, f.Dropped, f.Pages)
 }

@@ -83,6 +83,10 @@ type Profiler struct {
 	On      bool
 	Windows int64
 	Lost    map[string]uint64 // samples lost, by event
+	// Passed and Dropped are the kernel filter's samples (zero where it
+	// never ran).
+	Passed, Dropped uint64
+	Filtered        bool // the latest window was filtered
 }
 
 // State is the daemon's own state, as its series show it.
@@ -167,6 +171,10 @@ func (m *Metrics) Found(kind, typ, name string) {
 var (
 	descLost = prometheus.NewDesc("bpfperf_daemon_profile_samples_lost_total",
 		"CPU samples the kernel dropped from the continuous profiler's rings.", []string{"event"}, nil)
+	descFiltered = prometheus.NewDesc("bpfperf_daemon_profile_filter_samples_total",
+		"CPU samples the kernel filter on the continuous profiler's events let through (verdict passed) or kept out as not of BPF code (dropped).", []string{"verdict"}, nil)
+	descFilterOn = prometheus.NewDesc("bpfperf_daemon_profile_filter_on",
+		"1 when the latest continuous window was filtered in the kernel, 0 when it was not (status says why).", nil, nil)
 	descWindows = prometheus.NewDesc("bpfperf_daemon_profile_windows_total",
 		"Continuous profile windows finished.", nil, nil)
 	descStoreBytes = prometheus.NewDesc("bpfperf_daemon_store_size_bytes",
@@ -194,7 +202,7 @@ type daemonCollector struct{ src Source }
 var _ prometheus.Collector = (*daemonCollector)(nil)
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLost, descWindows, descStoreBytes, descStats, descStatsCost, descStatsDuty, descStatsBudget, descStatsPaid, descLinkMissed, descBuild} {
+	for _, d := range []*prometheus.Desc{descLost, descFiltered, descFilterOn, descWindows, descStoreBytes, descStats, descStatsCost, descStatsDuty, descStatsBudget, descStatsPaid, descLinkMissed, descBuild} {
 		ch <- d
 	}
 }
@@ -210,6 +218,15 @@ func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
 	}
 	if pr.On {
 		ch <- prometheus.MustNewConstMetric(descWindows, prometheus.CounterValue, float64(pr.Windows))
+	}
+	if pr.On && pr.Windows > 0 {
+		ch <- prometheus.MustNewConstMetric(descFiltered, prometheus.CounterValue, float64(pr.Passed), "passed")
+		ch <- prometheus.MustNewConstMetric(descFiltered, prometheus.CounterValue, float64(pr.Dropped), "dropped")
+		on := 0.0
+		if pr.Filtered {
+			on = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descFilterOn, prometheus.GaugeValue, on)
 	}
 	st := c.src.State()
 	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(st.StoreBytes))

@@ -20,10 +20,12 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
+	"github.com/bpfperf/bpfperf/profile/kfilter"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -76,6 +78,9 @@ type Profiling struct {
 	// the kernel dropped, by event.
 	cpuNs map[uint32]int64
 	lost  map[string]uint64
+	// The main event's kernel filter: the latest window's state and the
+	// samples it passed and dropped since the daemon started.
+	filter api.ProfilingFilter
 	// What triggered each program's samples in the latest window (for
 	// /metrics), nil before the first.
 	triggers map[uint32][]profile.TriggerCost
@@ -154,9 +159,14 @@ func (p *Profiling) open(ctx context.Context, cfg Config, hooks Hooks) (*profile
 		// The sampled counters mechanism samples every other event over
 		// the same windows.
 		others := slices.DeleteFunc(slices.Clone(perfevent.All), func(o perfevent.Event) bool { return o == e })
-		return profile.NewProfiler(profile.ProfilerConfig{Sampler: profile.SamplerConfig{
-			Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: p.procRoot,
-		}, Build: profile.BuildOptions{Cgroups: cgroups}, Events: others, WindowStarts: func(start time.Time) {
+		sc := profile.SamplerConfig{Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: p.procRoot}
+		if cfg.Filter {
+			// Samples outside BPF code are dropped in the kernel; the
+			// daemon's own tracepoint program (loadrec) does not turn
+			// the filter off.
+			sc.Filter, sc.Own = loadOwnFilter, collectors.LoadedHere
+		}
+		return profile.NewProfiler(profile.ProfilerConfig{Sampler: sc, Build: profile.BuildOptions{Cgroups: cgroups}, Events: others, WindowStarts: func(start time.Time) {
 			if hooks.WindowStarts != nil {
 				hooks.WindowStarts(ctx, start)
 			}
@@ -171,6 +181,26 @@ func (p *Profiling) open(ctx context.Context, cfg Config, hooks Hooks) (*profile
 		prof, err = newProfiler(event)
 	}
 	return prof, event, err
+}
+
+// ownFilter is the kernel filter, listed among the daemon's own programs
+// (collectors.MarkOwn) while it is loaded.
+type ownFilter struct {
+	*kfilter.Filter
+	forget func()
+}
+
+func loadOwnFilter() (profile.KernelFilter, error) {
+	f, err := kfilter.Load()
+	if err != nil {
+		return nil, err
+	}
+	return ownFilter{f, collectors.MarkOwn(f.Program())}, nil
+}
+
+func (f ownFilter) Close() error {
+	f.forget()
+	return f.Filter.Close()
 }
 
 // runLearner tells the symbolizer about every loaded program, then about
@@ -284,6 +314,12 @@ func (p *Profiling) addLost(w *profile.Window) {
 	}
 	for ev, st := range w.Stats {
 		p.lost[ev.String()] += st.Lost
+	}
+	if st, ok := w.Stats[p.prof.Event()]; ok {
+		f := st.Filter
+		p.filter.On, p.filter.Reason, p.filter.Pages = f.On, f.Reason, f.Pages
+		p.filter.Passed += f.Passed
+		p.filter.Dropped += f.Dropped
 	}
 }
 
@@ -410,11 +446,11 @@ func (p *Profiling) SampledNs(ids []uint32, into []int64) bool {
 }
 
 // Windows says whether the profiler runs, how many continuous windows it
-// finished, and the samples lost by event.
-func (p *Profiling) Windows() (on bool, windows int64, lost map[string]uint64) {
+// finished, the samples lost by event, and the kernel filter's state.
+func (p *Profiling) Windows() (on bool, windows int64, lost map[string]uint64, filter api.ProfilingFilter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.prof != nil, p.windows, maps.Clone(p.lost)
+	return p.prof != nil, p.windows, maps.Clone(p.lost), p.filter
 }
 
 // Status reports profiling in /v1/status, nil when off.
@@ -431,6 +467,10 @@ func (p *Profiling) Status() *api.ProfilingStatus {
 		LastProfileID: p.last.ID, LastProfileStart: p.last.Start, LastProfileSamples: p.last.Samples,
 		LastProfileBytes: p.last.Bytes, LastBuildMs: float64(p.lastBuild.Microseconds()) / 1000,
 		Windows: p.windows, CaptureRunning: p.capturing.Load(),
+	}
+	if p.windows > 0 {
+		f := p.filter
+		st.Filter = &f
 	}
 	if p.lastErr != nil {
 		st.LastError = p.lastErr.Error()

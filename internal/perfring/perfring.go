@@ -66,6 +66,15 @@ func (r *Ring) Read(fn func(typ uint32, data []byte)) {
 	atomic.StoreUint64(&r.meta.Data_tail, head)
 }
 
+// Pending is how many bytes of records the ring holds, unread; Size its
+// room.
+func (r *Ring) Pending() uint64 {
+	return atomic.LoadUint64(&r.meta.Data_head) - atomic.LoadUint64(&r.meta.Data_tail)
+}
+
+// Size is the ring's room for records, in bytes.
+func (r *Ring) Size() uint64 { return uint64(len(r.data)) }
+
 // Skip drops whatever the ring holds.
 func (r *Ring) Skip() {
 	atomic.StoreUint64(&r.meta.Data_tail, atomic.LoadUint64(&r.meta.Data_head))
