@@ -322,15 +322,7 @@ func (c *DutyCycle) watchOff(offFor time.Duration, probe *collectors.StatsProbe,
 			// has had the kernel counting, which the on part's time alone
 			// would scale up.
 			on, err := probe.On()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if !c.stopped && c.endOff == stop {
-				if err == nil && on {
-					c.stats.CreditOn(time.Since(lastOff))
-					c.othersOn++
-				}
-				c.resumeNow()
-			}
+			c.endOffPart(stop, err == nil && on, lastOff)
 			return
 		case <-poll.C:
 			polled := time.Now()
@@ -341,16 +333,27 @@ func (c *DutyCycle) watchOff(offFor time.Duration, probe *collectors.StatsProbe,
 				}
 				continue
 			}
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if !c.stopped && c.endOff == stop {
-				c.stats.CreditOn(time.Since(lastOff))
-				c.resumeNow()
-				c.othersOn++
-			}
+			c.endOffPart(stop, true, lastOff)
 			return
 		}
 	}
+}
+
+// endOffPart ends the off part that stop watches, unless the cycle
+// stopped or a later tick began another: it reopens the stats fd, and
+// where another holder was found counting (othersCounted) credits the
+// time since lastOff, when stats were last seen off, as on time.
+func (c *DutyCycle) endOffPart(stop chan struct{}, othersCounted bool, lastOff time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || c.endOff != stop {
+		return
+	}
+	if othersCounted {
+		c.stats.CreditOn(time.Since(lastOff))
+		c.othersOn++
+	}
+	c.resumeNow()
 }
 
 // offPoll is how often watchOff asks whether stats count: fifty times an
