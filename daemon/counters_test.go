@@ -338,7 +338,7 @@ func TestCountersExactEndToEnd(t *testing.T) {
 	t.Logf("$ bpfperf counters history %s\n%s", name, d.cli(t, "counters", "history", name))
 
 	// Between windows the daemon holds nothing of the target.
-	if n := progFds(t, d.cmd.Process.Pid); n != 0 {
+	if n := fdsHeldBetweenTicks(t, d.cmd.Process.Pid); n != 0 {
 		t.Errorf("daemon holds %d program or link fds between windows", n)
 	}
 	waitNoCountingPrograms(t)

@@ -269,6 +269,21 @@ func progFds(t *testing.T, pid int) int {
 	return n
 }
 
+// fdsHeldBetweenTicks is the fewest program and link fds (progFds) pid
+// holds over five looks 70 ms apart. The daemon may open a program for
+// the microseconds of a sweep, an owners scan or a load-record read, so one
+// look can catch an fd that is let go at once; an fd seen in every look is
+// held past a tick.
+func fdsHeldBetweenTicks(t *testing.T, pid int) int {
+	t.Helper()
+	fewest := progFds(t, pid)
+	for range 4 {
+		time.Sleep(70 * time.Millisecond)
+		fewest = min(fewest, progFds(t, pid))
+	}
+	return fewest
+}
+
 // heldForLife says whether program id is the loaders' sys_enter_bpf
 // tracepoint program (daemon/loaders), which bpfperfd holds, with its
 // link, for its whole life, or the profiler's kernel filter

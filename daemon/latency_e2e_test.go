@@ -116,7 +116,7 @@ func TestLatencyEndToEnd(t *testing.T) {
 	eventually(t, "no window open", func() bool {
 		return d.query(&st, "status") == nil && st.Latency.Timing == 0
 	})
-	if n := progFds(t, d.cmd.Process.Pid); n != 0 {
+	if n := fdsHeldBetweenTicks(t, d.cmd.Process.Pid); n != 0 {
 		t.Errorf("daemon holds %d program or link fds between windows", n)
 	}
 	waitNoProgramsNamed(t, "latency_entry", "latency_exit", "bpfperf_floor")

@@ -142,13 +142,8 @@ func TestProgramsComeAndGoWithoutBeingHeld(t *testing.T) {
 		}
 	}
 	// Program and link fds may only be open for the microseconds of a
-	// sweep: the fewest seen over five looks must be none.
-	fewest := progFds(t, pid)
-	for range 4 {
-		time.Sleep(70 * time.Millisecond)
-		fewest = min(fewest, progFds(t, pid))
-	}
-	if fewest != 0 {
+	// sweep.
+	if fewest := fdsHeldBetweenTicks(t, pid); fewest != 0 {
 		t.Errorf("bpfperfd keeps %d program or link fds open between ticks", fewest)
 	}
 }

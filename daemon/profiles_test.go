@@ -303,7 +303,7 @@ func TestProfileEndToEnd(t *testing.T) {
 	}
 
 	// Profiling holds no program between ticks: only the test holds it.
-	if n := progFds(t, d.cmd.Process.Pid); n != 0 {
+	if n := fdsHeldBetweenTicks(t, d.cmd.Process.Pid); n != 0 {
 		t.Errorf("bpfperfd holds %d program fds", n)
 	}
 }
