@@ -112,6 +112,7 @@ type Watcher struct {
 	users Users
 	// holders reads who holds each map.
 	holders *holders.Scanner
+	pins    *collectors.PinScanner
 
 	mu       sync.RWMutex
 	maps     map[uint32]*watchedMap
@@ -125,7 +126,7 @@ type Watcher struct {
 // New makes a watcher that reads holders with scanner and stores into db
 // under this boot.
 func New(cfg Config, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, users Users) *Watcher {
-	w := &Watcher{cfg: cfg, holders: scanner, store: db, boot: boot, bootID: bootID, log: cfg.Logger, users: users, maps: map[uint32]*watchedMap{}}
+	w := &Watcher{cfg: cfg, holders: scanner, store: db, boot: boot, bootID: bootID, log: cfg.Logger, users: users, maps: map[uint32]*watchedMap{}, pins: collectors.NewPinScanner(cfg.BPFFS)}
 	it, err := collectors.NewMapIter()
 	if err != nil {
 		w.counting = "walk: hash maps' keys walked with get-next-key, the kernel's count is unavailable (" + err.Error() + ")"
@@ -186,7 +187,7 @@ func (w *Watcher) read(now time.Time) error {
 	if herr != nil {
 		w.log.Warn("read map holders", "err", herr)
 	}
-	pins := collectors.ScanPins(w.cfg.BPFFS)
+	pins := w.pins.Scan()
 	ownersTook := time.Since(ostart)
 
 	var users map[uint32][]uint32

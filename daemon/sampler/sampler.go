@@ -144,6 +144,7 @@ type PodSource interface {
 type Sampler struct {
 	cfg     Config
 	sweeper *Sweeper
+	pins    *collectors.PinScanner
 	store   *store.DB
 	bootID  string
 	boot    uint32
@@ -234,7 +235,7 @@ type Hooks struct {
 // each identity's newest tag.
 func New(cfg Config, sw *Sweeper, scanner *holders.Scanner, db *store.DB, bootID string, boot uint32, hooks Hooks) (*Sampler, error) {
 	s := &Sampler{
-		cfg: cfg, sweeper: sw, holders: scanner, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
+		cfg: cfg, sweeper: sw, pins: collectors.NewPinScanner(cfg.BPFFS), holders: scanner, store: db, bootID: bootID, boot: boot, log: cfg.Logger, selfPID: os.Getpid(),
 		progs: map[uint32]*Program{}, lastTag: map[string]string{}, podRunners: map[string][]identity.Identity{}, hooks: hooks, tickDone: make(chan struct{}), needAll: true,
 	}
 	// Remember the newest tag per identity already in the store, so a
@@ -942,7 +943,7 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	}
 	// Pins, for every program: a pin outranks a passing holder as runner
 	// (identity.RunnerOf), and a program no process holds is charged to it.
-	pins := collectors.ScanPins(s.cfg.BPFFS)
+	pins := s.pins.Scan()
 	for id, p := range s.progs {
 		p.meta.Attach = links[id]
 		p.meta.Owners = s.namePods(owners[id])
