@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 )
 
 // Holders is who holds what, from one walk of /proc: owner processes by
@@ -115,13 +117,14 @@ func procBPFIDs(dir string) (progs, maps []uint32) {
 }
 
 // CgroupPath picks the cgroup v2 path ("0::/path") from a
-// /proc/<pid>/cgroup, else the first hierarchy's path.
+// /proc/<pid>/cgroup this process read, as the host's cgroup namespace
+// names it (cgroupid.HostPath), else the first hierarchy's path.
 func CgroupPath(s string) string {
 	first := ""
 	for line := range strings.Lines(s) {
 		line = strings.TrimSuffix(line, "\n")
 		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p
+			return cgroupid.HostPath(p)
 		}
 		if _, rest, ok := strings.Cut(line, ":"); ok && first == "" {
 			if _, p, ok := strings.Cut(rest, ":"); ok {

@@ -92,6 +92,13 @@ func startDaemon(t testing.TB, stateDir string, args ...string) *daemonProc {
 // (e.g. prlimit with its flags); nil runs it directly.
 func startDaemonUnder(t testing.TB, wrap []string, stateDir string, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonIn(t, nil, wrap, stateDir, args...)
+}
+
+// startDaemonIn is startDaemonUnder with the command started in cgroup cg
+// from its first instruction (nil: the test's own).
+func startDaemonIn(t testing.TB, cg *privtest.Cgroup, wrap []string, stateDir string, args ...string) *daemonProc {
+	t.Helper()
 	// The daemon holds stats on: keep stats-sensitive tests of other
 	// packages from running meanwhile.
 	privtest.LockStats(t)
@@ -99,6 +106,9 @@ func startDaemonUnder(t testing.TB, wrap []string, stateDir string, args ...stri
 	argv := append(append(slices.Clone(wrap), bin.daemon, "--state-dir", stateDir, "--socket", d.socket, "--interval", "200ms"), args...)
 	d.cmd = exec.Command(argv[0], argv[1:]...)
 	d.cmd.Stderr = d.stderr
+	if cg != nil {
+		d.cmd.SysProcAttr = cg.ProcAttr()
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/cgroupid"
 )
 
 // Label names a network namespace for people: "pod ns-a/web-0" for a
@@ -56,6 +57,9 @@ func podOf(procRoot string, pids []int) (uid, cgroup string) {
 			}
 			if _, path, ok = strings.Cut(path, ":"); !ok {
 				continue
+			}
+			if strings.HasPrefix(line, "0::") {
+				path = cgroupid.HostPath(path)
 			}
 			_, container := collectors.UnitAndContainer(path)
 			if pod, ok := strings.CutPrefix(container, "pod "); ok {

@@ -239,18 +239,13 @@ func OfTask(root, procFile string) (uint64, error) {
 	if root == "" {
 		return 0, ErrNoCgroup2
 	}
-	b, err := os.ReadFile(procFile)
+	path, err := v2Path(procFile)
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.Lines(string(b)) {
-		if path, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::"); ok {
-			var st unix.Stat_t
-			if err := unix.Stat(filepath.Join(root, path), &st); err != nil {
-				return 0, err
-			}
-			return st.Ino, nil
-		}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(root, HostPath(path)), &st); err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("%s: no cgroup v2 line", procFile)
+	return st.Ino, nil
 }

@@ -159,7 +159,7 @@ func (c *Cgroup) CPUTime(tb testing.TB) time.Duration {
 // CLONE_INTO_CGROUP), killed when the test ends if still running.
 func (c *Cgroup) Start(tb testing.TB, cmd *exec.Cmd) *exec.Cmd {
 	tb.Helper()
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
+	cmd.SysProcAttr = c.ProcAttr()
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
@@ -168,6 +168,12 @@ func (c *Cgroup) Start(tb testing.TB, cmd *exec.Cmd) *exec.Cmd {
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd
+}
+
+// ProcAttr starts a command in c from its first instruction, for a test
+// that starts and waits for it itself.
+func (c *Cgroup) ProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: c.fd}
 }
 
 // GetppidTracepoint attaches a program named name to the
