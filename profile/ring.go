@@ -118,11 +118,15 @@ type decoder struct {
 	// cgroupRoot is the cgroup2 mount, for tasks whose samples name the
 	// root cgroup (procCgroup); "" where there is none.
 	cgroupRoot string
-	tidCgroups map[uint32]uint64
-	toBoot     uint64 // added to sample times: see bootOffset
-	stacks     map[string][]uint64
-	fresh      [][]uint64 // stacks in the order first seen
-	comms      map[uint32]string
+	// perfEventV1: the perf_event controller is bound to a cgroup v1
+	// hierarchy, so samples' ids are that hierarchy's, not cgroup2's:
+	// every task's cgroup comes from /proc (procCgroup).
+	perfEventV1 bool
+	tidCgroups  map[uint32]uint64
+	toBoot      uint64 // added to sample times: see bootOffset
+	stacks      map[string][]uint64
+	fresh       [][]uint64 // stacks in the order first seen
+	comms       map[uint32]string
 }
 
 func newDecoder(procRoot string) *decoder {
@@ -150,8 +154,11 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 		if end := offIPs + 8*nr; uint64(len(rec)) >= end+8 {
 			s.Cgroup = ne.Uint64(rec[end:])
 		}
-		if s.Cgroup == rootCgroupID && s.TID != 0 && d.cgroupRoot != "" {
+		switch {
+		case (s.Cgroup == rootCgroupID || d.perfEventV1) && s.TID != 0 && d.cgroupRoot != "":
 			s.Cgroup = d.procCgroup(s.PID, s.TID)
+		case d.perfEventV1:
+			s.Cgroup = rootCgroupID // the idle task: the v1 root's id names nothing here
 		}
 	}
 	st, ok := d.stacks[string(raw)]
@@ -179,8 +186,8 @@ func (d *decoder) sample(rec []byte) (Sample, bool) {
 const rootCgroupID = 1
 
 // procCgroup is the cgroup2 id of a task whose samples name the root
-// cgroup, read from /proc while the capture drains (once a task and
-// capture). A sample's id is the task's cgroup for the perf_event
+// cgroup, or any task's where perf_event is a cgroup v1 controller, read
+// from /proc while the capture drains (once a task and capture). A sample's id is the task's cgroup for the perf_event
 // controller, which cgroup v2 enables implicitly only below a root whose
 // cgroup.subtree_control was written at least once (systemd does it at
 // boot): on a host where nobody did (the test VM), every sample names the

@@ -373,6 +373,8 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	c.Filter.On, c.Filter.Reason = s.filtered, s.reason
 	d2 := newDecoder(s.cfg.ProcRoot)
 	d2.cgroups, d2.cgroupRoot = s.cgroups, s.cgroupRoot
+	// Read at each capture: a v1 hierarchy can be mounted at any time.
+	d2.perfEventV1 = cgroupid.PerfEventOnV1(s.cfg.ProcRoot + "/self/cgroup")
 	d2.toBoot = bootOffset()
 	var before []times
 	for _, r := range s.rings {

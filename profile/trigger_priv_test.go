@@ -7,9 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -27,7 +31,48 @@ import (
 // cgroup, so the cgroups come from /proc as the rings drain
 // (decoder.procCgroup); there it checks the names and the order of the
 // split, not its ratio (see below).
-func TestTriggersByCgroup(t *testing.T) {
+func TestTriggersByCgroup(t *testing.T) { triggersByCgroup(t) }
+
+// TestTriggersPerfEventV1 (in the VM): TestTriggersByCgroup with the
+// perf_event controller bound to a cgroup v1 hierarchy, as on hybrid hosts
+// where systemd mounts it there (and Docker makes /docker/<id> in it),
+// and with the test process, hence both drivers, in a v1 cgroup of its
+// own: every sample carries that v1 cgroup's id, which names nothing, or
+// another cgroup, under the cgroup2 mount. The split must still be by
+// the drivers' cgroup2 paths.
+func TestTriggersPerfEventV1(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("binds perf_event to a cgroup v1 hierarchy, which would change the host's: runs in the test VM (TestProfileInVM)")
+	}
+	privtest.Root(t)
+	v1 := t.TempDir()
+	if err := unix.Mount("perf_event", v1, "cgroup", 0, "perf_event"); err != nil {
+		t.Fatalf("mount a cgroup v1 perf_event hierarchy: %v", err)
+	}
+	own := filepath.Join(v1, "docker", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	if err := os.MkdirAll(own, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(v1, "cgroup.procs"), pid, 0)
+		os.Remove(own)
+		os.Remove(filepath.Dir(own))
+		if err := unix.Unmount(v1, 0); err != nil {
+			t.Errorf("unmount the v1 hierarchy: %v", err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(own, "cgroup.procs"), pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !cgroupid.PerfEventOnV1("/proc/self/cgroup") {
+		b, _ := os.ReadFile("/proc/self/cgroup")
+		t.Fatalf("perf_event not seen on a v1 hierarchy:\n%s", b)
+	}
+	triggersByCgroup(t)
+}
+
+func triggersByCgroup(t *testing.T) {
 	iterations, calls, minPod := int32(20000), 100_000, int64(50)
 	if vmtest.InVM() {
 		calls, minPod = 20_000, 20

@@ -17,7 +17,7 @@ import (
 // root cgroup whatever the task's (the decoder reads /proc then).
 func TestProfileInVM(t *testing.T) {
 	cfg := vmtest.Config{CPUs: 16, Memory: "2G", Timeout: 4 * time.Minute, Files: bpfSources(t)}
-	vmtest.RunTests(t, cfg, []string{"TestHotProgram", "TestCaptureCounts", "TestTailCallChain", "TestUnloadedMidCapture", "TestTriggersByCgroup"})
+	vmtest.RunTests(t, cfg, []string{"TestHotProgram", "TestCaptureCounts", "TestTailCallChain", "TestUnloadedMidCapture", "TestTriggersByCgroup", "TestTriggersPerfEventV1"})
 }
 
 // bpfSources are the BPF sources profiles name their lines in, as

@@ -112,3 +112,24 @@ func v2Path(procFile string) (string, error) {
 	}
 	return "", fmt.Errorf("%s: no cgroup v2 line", procFile)
 }
+
+// PerfEventOnV1 says whether the perf_event controller is bound to a
+// cgroup v1 hierarchy, by procFile (a /proc/PID/cgroup): a line
+// "N:...perf_event...:/path" with N other than 0. Then a perf sample's
+// cgroup (PERF_SAMPLE_CGROUP, the task's cgroup for perf_event) is an id
+// in that hierarchy, which names nothing, or the wrong cgroup, under the
+// cgroup2 mount.
+func PerfEventOnV1(procFile string) bool {
+	b, err := os.ReadFile(procFile)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		n, rest, _ := strings.Cut(line, ":")
+		ctrls, _, _ := strings.Cut(rest, ":")
+		if n != "0" && slices.Contains(strings.Split(ctrls, ","), "perf_event") {
+			return true
+		}
+	}
+	return false
+}

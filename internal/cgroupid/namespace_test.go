@@ -39,3 +39,20 @@ func TestFindNamespaceRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestPerfEventOnV1: /proc cgroup files as hybrid hosts write them, with
+// perf_event on a v1 hierarchy alone or beside others, and on cgroup2.
+func TestPerfEventOnV1(t *testing.T) {
+	for text, want := range map[string]bool{
+		"12:perf_event:/\n11:cpu,cpuacct:/system.slice\n0::/system.slice/x.service\n": true,
+		"7:net_cls,net_prio,perf_event:/docker/abc\n0::/\n":                           true,
+		"11:cpu,cpuacct:/\n1:name=systemd:/init.scope\n0::/init.scope\n":              false,
+		"0::/system.slice/x.service\n":                                                false,
+	} {
+		f := filepath.Join(t.TempDir(), "cgroup")
+		os.WriteFile(f, []byte(text), 0o644)
+		if got := PerfEventOnV1(f); got != want {
+			t.Errorf("PerfEventOnV1(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
