@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
@@ -83,9 +84,20 @@ func skopeo(t *testing.T, args ...string) []byte {
 	return out
 }
 
-// elfIn reads name from the one layer skopeo copied into dir (its
-// manifest.json names the layer's blob) and parses it as ELF.
+// elfIn reads name from the one layer skopeo copied into dir and parses
+// it as ELF.
 func elfIn(t *testing.T, dir, name string) *elf.File {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(layerFile(t, dir, name)))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return f
+}
+
+// layerFile reads name from the one layer skopeo copied into dir (its
+// manifest.json names the layer's blob).
+func layerFile(t *testing.T, dir, name string) []byte {
 	t.Helper()
 	var m struct {
 		Layers []struct{ Digest string }
@@ -119,10 +131,6 @@ func elfIn(t *testing.T, dir, name string) *elf.File {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := elf.NewFile(strings.NewReader(string(data)))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return f
+		return data
 	}
 }
