@@ -28,6 +28,7 @@ func TestCountersPMUInVM(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Series: s}, []string{
 				"TestProbeCounters", "TestCountersExactInstructionsPerRun", "TestCountersExactEventNotSupported", "TestLatencyCyclesPerRun",
+				"TestLatencyInstructionsPerRun", "TestLatencyMultiplexed",
 			})
 		})
 	}
