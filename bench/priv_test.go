@@ -393,5 +393,83 @@ func TestCountersHardware(t *testing.T) {
 // TestPMUInVM runs the tests that need a PMU in the arm64 VM under icount
 // (QEMU's emulated PMUv3, exact instruction counts).
 func TestPMUInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true}, []string{"TestCountersHardware"})
+	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true}, []string{"TestCountersHardware", "TestCountersLoopJITPath"})
+}
+
+// loopTest benchmarks a loop of turns turns (privtest.LoadLoop), a socket
+// filter like the suite's baseline one.
+func loopTest(turns int) Test {
+	return Test{
+		Name:  fmt.Sprintf("loop/turns=%d", turns),
+		Group: "loop",
+		Entry: "loop",
+		prepare: func(any) (*Case, error) {
+			p, err := privtest.LoadLoop("bench_loop", int32(turns))
+			if err != nil {
+				return nil, err
+			}
+			return &Case{Program: p, Input: defaultInput(ebpf.SocketFilter), Want: want(0), close: func() { p.Close() }}, nil
+		},
+	}
+}
+
+// TestCountersLoopJITPath: under icount (the arm64 VM's exact mode,
+// TestPMUInVM), bench --counters counts the instructions each run of a
+// loop program executes: per run, the median equals the loop's path
+// through its arm64 JIT image within 1%, for two loop lengths (the
+// test-run harness adds its few instructions a run: EventsNet, less the
+// empty program's, is logged), and the two lengths' difference is body ×
+// the turns between them within 1%.
+func TestCountersLoopJITPath(t *testing.T) {
+	if _, exact := vmtest.ICount(); !exact {
+		t.Skip("needs exact instruction counts: runs in the arm64 VM under icount (TestPMUInVM)")
+	}
+	privtest.Root(t)
+	turnsOf := [2]int{10_000, 20_000}
+	tests := []Test{}
+	for _, s := range Suite() {
+		if s.Name == "baseline/socket_filter" {
+			tests = append(tests, s)
+		}
+	}
+	for _, n := range turnsOf {
+		tests = append(tests, loopTest(n))
+	}
+	cfg := DefaultConfig()
+	// 1,000 runs a measurement: what lands on the thread once a
+	// measurement (about 20,000 instructions here, seen with the 100 runs
+	// a 2 ms target picks) is then 20 a run.
+	cfg.Measures, cfg.Repeat, cfg.Events = 5, 1000, []perfevent.Event{perfevent.Instructions}
+	rep, err := Run(context.Background(), tests, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perRun [2]float64
+	var bodies [2]int
+	for i, n := range turnsOf {
+		r := rep.Results[1+i]
+		if r.Error != "" || r.Skipped != "" {
+			t.Fatalf("%s: %s%s", r.Name, r.Error, r.Skipped)
+		}
+		prog, err := privtest.LoadLoop("bench_loop", int32(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, body, err := privtest.JitedPathARM64(prog, n)
+		prog.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		insns := r.Events[perfevent.Instructions.String()]
+		perRun[i], bodies[i] = insns.Median, body
+		t.Logf("%s: %.0f instructions/run (median of %d measurements of %d runs), net of the harness %.0f; JIT path %d (body %d): %+.3f%%",
+			r.Name, insns.Median, cfg.Measures, r.Repeat, r.EventsNet[perfevent.Instructions.String()], path, body, 100*(insns.Median/float64(path)-1))
+		if math.Abs(insns.Median/float64(path)-1) > 0.01 {
+			t.Errorf("%s: %.0f instructions per run, want within 1%% of the JIT path's %d", r.Name, insns.Median, path)
+		}
+	}
+	want := float64(bodies[0] * (turnsOf[1] - turnsOf[0]))
+	if diff := perRun[1] - perRun[0]; bodies[0] != bodies[1] || math.Abs(diff/want-1) > 0.01 {
+		t.Errorf("the longer loop counted %.0f more instructions per run, want body %d x %d turns = %.0f within 1%%", diff, bodies[0], turnsOf[1]-turnsOf[0], want)
+	}
 }

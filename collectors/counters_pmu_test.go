@@ -28,6 +28,7 @@ func TestCountersPMUInVM(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Series: s}, []string{
 				"TestProbeCounters", "TestCountersExactInstructionsPerRun", "TestCountersExactEventNotSupported", "TestLatencyCyclesPerRun",
+				"TestCountersExactMultiplexed", "TestLatencyInstructionsPerRun", "TestLatencyMultiplexed",
 			})
 		})
 	}
@@ -174,5 +175,36 @@ func TestCountersExactEventNotSupported(t *testing.T) {
 	}
 	if want := insns * float64(uint64(1)<<shift); math.Abs(cycles/want-1) > 0.01 {
 		t.Errorf("%.0f cycles per run, want instructions << %d = %.0f within 1%%", cycles, shift, want)
+	}
+}
+
+// TestCountersExactMultiplexed: exact counters on a crowded PMU (8 more
+// instruction events open on the CPU, flexible: 9 on QEMU's 6 event
+// counters) count every run, their instructions multiplexed (running
+// less than enabled), and the figure scaled by enabled / running per run
+// is the loop's JIT path within 5%: a run the event was off the PMU for
+// adds its enabled time and no count, which the scaling makes up.
+func TestCountersExactMultiplexed(t *testing.T) {
+	exactPMU(t)
+	c := exactCounters(t, ExactConfig{Events: []perfevent.Event{perfevent.Instructions}})
+	crowd := crowdPMU(t, 8)
+	const turns, runs = 15_000, 100
+	r, path, _ := countWideLoop(t, c, turns, runs)
+	cc, err := crowd[0].ReadCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := r.Values[0]
+	insns, ok := r.PerRun(perfevent.Instructions)
+	t.Logf("one of the 8 crowding events on the PMU %.0f%%; %d of %d runs counted; instructions on the PMU %.1f%% of %d ns enabled: %d counted, %.0f a run scaled, JIT path %d: %+.2f%%",
+		100*float64(cc.Running)/float64(cc.Enabled), r.Counted, runs, 100*float64(v.Running)/float64(v.Enabled), v.Enabled, v.Counter, insns, path, 100*(insns/float64(path)-1))
+	if r.Counted != runs || !ok {
+		t.Fatalf("%d of %d runs counted, instructions %v", r.Counted, runs, ok)
+	}
+	if v.Running == 0 || v.Running >= v.Enabled {
+		t.Errorf("instructions ran %d of %d ns enabled: want multiplexed", v.Running, v.Enabled)
+	}
+	if math.Abs(insns/float64(path)-1) > 0.05 {
+		t.Errorf("%.0f instructions per run scaled, want within 5%% of the JIT path's %d", insns, path)
 	}
 }

@@ -25,6 +25,7 @@ type latencyLatency struct {
 	Counts    [1024]uint64
 	EvStart   [4]uint64
 	EvEnabled [4]uint64
+	EvRunning [4]uint64
 	EvCounted uint64
 	EvMissed  uint64
 	EvSum     uint64

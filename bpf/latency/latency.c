@@ -40,11 +40,12 @@ struct latency {
 	__u64 sum_ns;
 	__u64 max_ns;
 	__u64 counts[BUCKETS];
-	// The event's reading at each depth's entry, and its enabled time,
-	// which stands still when the event is not counting on this CPU (a
-	// stale reading, left out). ev_start 0: no reading taken.
+	// The event's reading at each depth's entry, with its enabled and
+	// running times: a run is counted only if the event was on the PMU
+	// all through it (see add_event). ev_start 0: no reading taken.
 	__u64 ev_start[MAX_DEPTH];
 	__u64 ev_enabled[MAX_DEPTH];
+	__u64 ev_running[MAX_DEPTH];
 	__u64 ev_counted; // runs whose count went into ev_counts
 	__u64 ev_missed;  // timed runs the event could not count
 	__u64 ev_sum;
@@ -94,13 +95,22 @@ static __always_inline __u32 bucket(__u64 ns)
 }
 
 // add_event puts one run's count of the event in the histogram, if both
-// its readings were taken and the event counted between them.
+// its readings were taken and the event counted all through the run: its
+// running time moved, and by as much as its enabled time. An event the
+// kernel multiplexed off the PMU (more events than counters) keeps its
+// enabled time moving while running stands still and its counter with
+// it, so the enabled time alone would count such a run as 0, or as the
+// part of it the event was on the PMU; an event not scheduled on this
+// CPU at all has both standing still. Such runs are missed, not counted
+// low.
 static __always_inline void add_event(struct latency *l, __u64 d, struct bpf_perf_event_value *end, long err)
 {
 	__u64 start = l->ev_start[d & (MAX_DEPTH - 1)], n;
+	__u64 running = end->running - l->ev_running[d & (MAX_DEPTH - 1)];
+	__u64 enabled = end->enabled - l->ev_enabled[d & (MAX_DEPTH - 1)];
 	__u32 b;
 
-	if (err || !start || end->enabled == l->ev_enabled[d & (MAX_DEPTH - 1)]) {
+	if (err || !start || !running || running != enabled) {
 		l->ev_missed++;
 		return;
 	}
@@ -135,6 +145,7 @@ int BPF_PROG(latency_entry)
 		if (bpf_perf_event_read_value(&event, BPF_F_CURRENT_CPU, &v, sizeof(v)) == 0) {
 			l->ev_start[d & (MAX_DEPTH - 1)] = v.counter + 1;
 			l->ev_enabled[d & (MAX_DEPTH - 1)] = v.enabled;
+			l->ev_running[d & (MAX_DEPTH - 1)] = v.running;
 		} else {
 			l->ev_start[d & (MAX_DEPTH - 1)] = 0;
 		}
