@@ -220,19 +220,24 @@ func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*s
 }
 
 // devicesOf reads programs on network devices in every network
-// namespace, a pod's eth0 named as the pod's (collectors/netspace), by
-// namespace and name where the container runtime has told them; nil,
-// netlink's in the daemon's own namespace only, where its own cannot be
-// read.
+// namespace, a pod's eth0 named as the pod's (collectors/netspace): by
+// namespace and name for people and by namespace and workload in
+// identities, where the container runtime has told them; nil, netlink's
+// in the daemon's own namespace only, where its own cannot be read.
 func devicesOf(cfg Config, names *podnames.Names) sampler.Devices {
-	label := func(_ uint64, podCgroup string) string {
+	label := func(_ uint64, podCgroup string) netspace.Name {
 		if podCgroup == "" {
-			return ""
+			return netspace.Name{}
 		}
-		if p, _ := names.Lookup(podCgroup); p != nil && p.Namespace != "" && p.Pod != "" {
-			return "pod " + p.Namespace + "/" + p.Pod
+		p, pending := names.Lookup(podCgroup)
+		if p == nil || p.Namespace == "" || p.Pod == "" {
+			return netspace.Name{Pending: pending}
 		}
-		return ""
+		n := netspace.Name{Label: "pod " + p.Namespace + "/" + p.Pod}
+		if p.Workload != "" {
+			n.Key = "pod " + p.Namespace + "/" + p.Workload
+		}
+		return n
 	}
 	devs, err := netspace.New(netspace.Config{ProcRoot: cfg.ProcRoot, Label: label})
 	if err != nil {

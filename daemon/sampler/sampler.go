@@ -778,14 +778,14 @@ const settleWait = 10 * time.Second
 // often attaches what it loaded a few seconds later, and the attach point
 // is part of the identity. So does every program while the last reading
 // failed in part (a link being set up answers EAGAIN): an identity fixed
-// from it would lack what it missed. So does a program whose loader's pod
-// the CRI is being asked for (it takes the loader and the pod's name where
-// they have come). Past settleWait it settles from what is known. An
+// from it would lack what it missed. So does a program whose loader's pod,
+// or the pod of its device's network namespace, the CRI is being asked
+// for (it takes the loader and the pod's name where they have come). Past settleWait it settles from what is known. An
 // instance the last daemon settled keeps its identity. Called with s.mu
 // held.
 func (s *Sampler) readyToSettle(p *Program, now time.Time) bool {
 	s.takeLoader(p)
-	podPending := s.namePod(p) || s.holderPodPending(p)
+	podPending := s.namePod(p) || s.holderPodPending(p) || devicePodPending(p)
 	switch {
 	case p.resumed != "" || now.Sub(p.firstSeen) >= settleWait:
 		return true
@@ -964,6 +964,13 @@ func (s *Sampler) netProgsLoaded() bool {
 		}
 	}
 	return false
+}
+
+// devicePodPending says whether p is on a device of a pod's network
+// namespace whose pod the CRI is being asked for: the pod's workload
+// names the device in the identity.
+func devicePodPending(p *Program) bool {
+	return slices.ContainsFunc(p.meta.Attach, func(ap collectors.AttachPoint) bool { return ap.NetnsPending })
 }
 
 // holderPodPending says whether the pod of the holder that would be p's
