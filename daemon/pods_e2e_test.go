@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"net"
@@ -148,6 +149,12 @@ func TestPodLoaders(t *testing.T) {
 	d.json(t, &byWorkload, "triggers", strconv.Itoa(int(slow.ID)), "--workload", "ns-c/Deployment/driver")
 	if len(byWorkload.Rows) != 1 || byWorkload.Rows[0].Cgroup != cg {
 		t.Errorf("triggers --workload ns-c/Deployment/driver: %+v, want the driver's row alone", byWorkload.Rows)
+	}
+	// Its CSV, of the one row, names the pod as the JSON does.
+	if len(byWorkload.Rows) == 1 && byWorkload.Rows[0].Pod != nil {
+		checkPodCSV(t, d.cli(t, "triggers", strconv.Itoa(int(slow.ID)), "--workload", "ns-c/Deployment/driver", "-o", "csv"),
+			[]string{"prog_id", "prog_name", "workload", "context", "cgroup", "unit", "container", "devices", "samples", "cpu_ns", "cpu_percent", "share"},
+			strconv.Itoa(int(slow.ID)), *byWorkload.Rows[0].Pod)
 	}
 	if out := d.cli(t, "triggers", strconv.Itoa(int(slow.ID))); !strings.Contains(out, driver.String()) {
 		t.Errorf("triggers does not name the driver's pod %s:\n%s", driver.String(), out)
@@ -301,6 +308,23 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 	}) {
 		t.Errorf("owners does not name the pod %s of %s:\n%s", want.String(), owner, out)
 	}
+	// CSV: the pod's columns after the ones there were before, as the
+	// JSON of the same query names the pod.
+	var progRows []api.ProgRow
+	d.json(t, &progRows, "progs")
+	if i := slices.IndexFunc(progRows, func(r api.ProgRow) bool { return r.ID == detail.ID }); i < 0 || progRows[i].Pod == nil || *progRows[i].Pod != want {
+		t.Errorf("progs -o json: program %d's pod is not %+v", detail.ID, want)
+	}
+	checkPodCSV(t, d.cli(t, "progs", "-o", "csv"), []string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent",
+		"sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"}, id, want)
+	var ownerRows api.Owners
+	d.json(t, &ownerRows, "owners")
+	if i := slices.IndexFunc(ownerRows.Owners, func(r api.OwnerRow) bool { return r.Owner == owner }); i < 0 || ownerRows.Owners[i].Pod == nil || *ownerRows.Owners[i].Pod != want {
+		t.Errorf("owners -o json: %s's pod is not %+v", owner, want)
+	}
+	checkPodCSV(t, d.cli(t, "owners", "-o", "csv"), []string{"owner", "kind", "pid", "comm", "unit", "container", "cgroup", "programs", "runs_per_sec",
+		"cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "maps", "map_bytes", "present"}, owner, want)
+
 	var only api.Owners
 	d.json(t, &only, "owners", "--owner", want.Namespace+"/"+want.Pod)
 	if len(only.Owners) != 1 || only.Owners[0].Owner != owner {
@@ -313,6 +337,31 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 		return strings.HasPrefix(l, "bpfperf_program_info{") && !slices.ContainsFunc(labels, func(s string) bool { return !strings.Contains(l, s) })
 	}) {
 		t.Errorf("/metrics has no bpfperf_program_info with %v", labels)
+	}
+}
+
+// checkPodCSV checks a listing's CSV: its columns begin with before, the
+// ones it had before pods had names, and end with the pod's; the row
+// whose first cell is key names want there.
+func checkPodCSV(t *testing.T, out string, before []string, key string, want api.Pod) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("CSV: %v\n%s", err, out)
+	}
+	podCols := []string{"k8s_namespace", "k8s_pod", "k8s_pod_uid", "k8s_container", "k8s_container_id", "k8s_workload"}
+	if header := rows[0]; !slices.Equal(header, append(slices.Clone(before), podCols...)) {
+		t.Errorf("CSV header %v, want %v then %v", header, before, podCols)
+		return
+	}
+	i := slices.IndexFunc(rows[1:], func(r []string) bool { return r[0] == key })
+	if i < 0 {
+		t.Errorf("CSV has no row of %s:\n%s", key, out)
+		return
+	}
+	got := rows[1+i][len(before):]
+	if w := []string{want.Namespace, want.Pod, want.UID, want.Container, want.ContainerID, want.Workload}; !slices.Equal(got, w) {
+		t.Errorf("CSV row of %s: pod columns %q, want %q", key, got, w)
 	}
 }
 
