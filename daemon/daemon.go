@@ -30,6 +30,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/selfcost"
 	"github.com/bpfperf/bpfperf/daemon/statscost"
+	"github.com/bpfperf/bpfperf/internal/podman"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -256,7 +257,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, Containers: podman.New(""), LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)

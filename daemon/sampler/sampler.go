@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,6 +106,9 @@ type Config struct {
 	// Pods names containers by their Kubernetes pods (daemon/podnames);
 	// nil: by ids only.
 	Pods PodSource
+	// Containers names containers no pod names, by the name their
+	// runtime gave them (internal/podman); nil leaves their ids.
+	Containers ContainerNames
 	// Duty, at --stats.duty below 100% or under --stats.budget, scales
 	// each sweep's counters to the whole interval while stats are on for
 	// part of it (duty.go); nil otherwise.
@@ -137,6 +141,13 @@ type LoaderSource interface {
 // settle waits for (up to settleWait).
 type PodSource interface {
 	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
+}
+
+// ContainerNames names the containers of a plain runtime (Podman) where
+// no pod names them: the name a user gave the container, "" for none.
+// It never waits on a daemon.
+type ContainerNames interface {
+	Name(cgroup string) string
 }
 
 // Sampler sweeps all programs each tick, keeps the current view for the
@@ -672,16 +683,37 @@ func (s *Sampler) takeLoader(p *Program) {
 // answer is on its way. Called with s.mu held.
 func (s *Sampler) namePod(p *Program) (pending bool) {
 	lo := p.meta.Loader
-	if lo == nil || lo.Pod != nil || lo.Container == "" || lo.Cgroup == "" || s.cfg.Pods == nil {
+	if lo == nil || lo.Pod != nil || lo.Container == "" || lo.Cgroup == "" {
 		return false
 	}
-	pod, pending := s.cfg.Pods.Lookup(lo.Cgroup)
+	var pod *collectors.Pod
+	if s.cfg.Pods != nil {
+		pod, pending = s.cfg.Pods.Lookup(lo.Cgroup)
+	}
 	if pod != nil {
 		named := *lo // the loader may be shared with a stored record's
 		named.Pod = pod
 		p.meta.Loader = &named
+	} else if name := s.containerName(lo.Container, lo.Cgroup); name != lo.Container {
+		named := *lo
+		named.Container = name
+		p.meta.Loader = &named
 	}
 	return pending
+}
+
+// containerName is container (a cgroup's container as
+// collectors.UnitAndContainer reads it: its short id) by the name its
+// runtime gave it, where Containers has one. A pod's container keeps its
+// ids: pods are named by the CRI.
+func (s *Sampler) containerName(container, cgroup string) string {
+	if s.cfg.Containers == nil || strings.HasPrefix(container, "pod ") {
+		return container
+	}
+	if name := s.cfg.Containers.Name(cgroup); name != "" {
+		return name
+	}
+	return container
 }
 
 // resumeFromStore carries on, for a program the last daemon already
@@ -993,12 +1025,16 @@ func (s *Sampler) holderPodPending(p *Program) bool {
 // now (the pods of holders asked for the first time are named at the
 // next reading). Called with s.mu held.
 func (s *Sampler) namePods(owners []collectors.Owner) []collectors.Owner {
-	if s.cfg.Pods == nil {
-		return owners
-	}
 	for i := range owners {
-		if o := &owners[i]; o.Container != "" && o.Cgroup != "" {
+		o := &owners[i]
+		if o.Container == "" || o.Cgroup == "" {
+			continue
+		}
+		if s.cfg.Pods != nil {
 			o.Pod, _ = s.cfg.Pods.Lookup(o.Cgroup)
+		}
+		if o.Pod == nil {
+			o.Container = s.containerName(o.Container, o.Cgroup)
 		}
 	}
 	return owners
