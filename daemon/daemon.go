@@ -257,7 +257,8 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, Containers: podman.New(""), LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
+	ctrs := podman.New("") // names Podman's containers where no pod does
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, Containers: ctrs, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)
@@ -281,7 +282,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found, Timed: d.lat.TimedBetween,
 	})
 	d.query = &query.Query{
-		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr, Pods: d.pods,
+		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr, Pods: d.pods, Containers: ctrs,
 		BootID: d.bootID, Boot: d.boot, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Now: cfg.Now,
 	}
 	d.api = httpapi.New(httpapi.Config{

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -20,7 +21,8 @@ import (
 // container's name, as `podman inspect` gives it: its identity is `...
 // by container NAME`, and owners names the container. The container
 // removed and run again under the same name (a new id): the same
-// identity, no new_version.
+// identity, no new_version. A container that makes the program run is
+// named by its name in triggers.
 func TestPodmanNames(t *testing.T) {
 	privtest.Root(t)
 	privtest.Tracefs(t)
@@ -29,17 +31,18 @@ func TestPodmanNames(t *testing.T) {
 	}
 	img := podmanLoaderImage(t)
 	tp := tracepointID(t, "syscalls", "sys_enter_getppid")
-	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", "none")
+	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--cri.socket", "none")
 	name := uniqueName("pmld")
 	ctr := "web-" + name
 	want := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by container " + ctr
 	seen := map[uint32]bool{}
 
-	var first api.ProgDetail
+	var first, running api.ProgDetail
 	for i, what := range []string{"first container", "the container removed and run again"} {
-		id, pid := podmanRun(t, ctr, img, name, tp)
+		id, pid := podmanRun(t, ctr, img, name, "100", tp)
 		detail := settledIdentity(t, d, newProg(t, d, name, seen))
 		t.Logf("%s (podman id %s, pid %d): program %d, %s", what, id[:12], pid, detail.ID, detail.Identity)
+		running = detail
 		if detail.Identity != want {
 			t.Errorf("%s: identity %q, want %q", what, detail.Identity, want)
 		}
@@ -67,17 +70,44 @@ func TestPodmanNames(t *testing.T) {
 	if nv := newVersionsOf(t, d, name); len(nv) != 0 {
 		t.Errorf("new_version events %+v, want none", nv)
 	}
+
+	// Another container calls getppid(2) for 3 s: the program's trigger
+	// row of its cgroup names it.
+	drv := "drv-" + name
+	drvID, _ := podmanRun(t, drv, img, "drive", "3")
+	prog := strconv.Itoa(int(running.ID))
+	var row api.TriggerRow
+	eventuallyWithin(t, 20*time.Second, "triggers to show the driver container's cgroup", func() bool {
+		var tr api.Triggers
+		if d.query(&tr, "triggers", prog) != nil {
+			return false
+		}
+		i := slices.IndexFunc(tr.Rows, func(r api.TriggerRow) bool { return strings.Contains(r.Cgroup, drvID) })
+		if i >= 0 {
+			row = tr.Rows[i]
+		}
+		return i >= 0
+	})
+	if row.Workload != drv || row.Container != drv {
+		t.Errorf("the driver's trigger row: workload %q, container %q; want %s (cgroup %s)", row.Workload, row.Container, drv, row.Cgroup)
+	}
+	var only api.Triggers
+	d.json(t, &only, "triggers", prog, "--workload", drv)
+	if len(only.Rows) != 1 || !strings.Contains(only.Rows[0].Cgroup, drvID) {
+		t.Errorf("triggers --workload %s: %+v, want the driver's row alone", drv, only.Rows)
+	}
+	t.Logf("triggers:\n%s", d.cli(t, "triggers", prog))
 }
 
-// podmanRun runs tploader NAME 100 TPID in a podman container named ctr,
+// podmanRun runs tploader with args in a podman container named ctr,
 // removed when the test ends, and returns its id and pid as podman
 // inspect gives them. The ulimits: podman asks for 1048576 open files and
 // processes, which root without CAP_SYS_RESOURCE (this host's) may not
 // set.
-func podmanRun(t *testing.T, ctr, img, name, tp string) (id string, pid int) {
+func podmanRun(t *testing.T, ctr, img string, args ...string) (id string, pid int) {
 	t.Helper()
-	out, err := exec.Command("podman", "run", "-d", "--name", ctr, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-		"--cap-add", "BPF,PERFMON,SYS_ADMIN", img, name, "100", tp).CombinedOutput()
+	out, err := exec.Command("podman", append([]string{"run", "-d", "--name", ctr, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+		"--cap-add", "BPF,PERFMON,SYS_ADMIN", img}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("podman run: %v\n%s", err, out)
 	}
