@@ -812,9 +812,9 @@ const settleWait = 10 * time.Second
 // failed in part (a link being set up answers EAGAIN): an identity fixed
 // from it would lack what it missed. So does a program whose loader's pod,
 // or the pod of its device's network namespace, the CRI is being asked
-// for (it takes the loader and the pod's name where they have come). Past settleWait it settles from what is known. An
-// instance the last daemon settled keeps its identity. Called with s.mu
-// held.
+// for (it takes the loader and the pod's name where they have come). Past
+// settleWait it settles from what is known. An instance the last daemon
+// settled keeps its identity. Called with s.mu held.
 func (s *Sampler) readyToSettle(p *Program, now time.Time) bool {
 	s.takeLoader(p)
 	podPending := s.namePod(p) || s.holderPodPending(p) || devicePodPending(p)
