@@ -24,6 +24,13 @@ type AttachPoint struct {
 	// device's in that namespace; "" in the daemon's own namespace, and
 	// for every other target. collectors/netspace sets it.
 	Netns string `json:"netns,omitempty"`
+	// NetnsKey names that namespace in identities where Netns would not
+	// outlive it: a pod's by its workload, "pod ns-a/Deployment/web",
+	// which the pod made again under a new name keeps; "" for Netns.
+	NetnsKey string `json:"-"`
+	// NetnsPending says Netns is a stand-in ("pod <uid>") while the
+	// namespace's pod is being asked for: an identity waits for it.
+	NetnsPending bool `json:"-"`
 	// Missed is the kernel's count of events a kprobe, kretprobe or
 	// kprobe_multi link fired for but never ran the program on (a probe
 	// hit inside another probe's handler, no free return-probe instance),

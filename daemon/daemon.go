@@ -30,6 +30,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/selfcost"
 	"github.com/bpfperf/bpfperf/daemon/statscost"
+	"github.com/bpfperf/bpfperf/internal/podman"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -220,19 +221,24 @@ func startDuty(cfg Config, stats *collectors.Stats, cost statscost.Measured) (*s
 }
 
 // devicesOf reads programs on network devices in every network
-// namespace, a pod's eth0 named as the pod's (collectors/netspace), by
-// namespace and name where the container runtime has told them; nil,
-// netlink's in the daemon's own namespace only, where its own cannot be
-// read.
+// namespace, a pod's eth0 named as the pod's (collectors/netspace): by
+// namespace and name for people and by namespace and workload in
+// identities, where the container runtime has told them; nil, netlink's
+// in the daemon's own namespace only, where its own cannot be read.
 func devicesOf(cfg Config, names *podnames.Names) sampler.Devices {
-	label := func(_ uint64, podCgroup string) string {
+	label := func(_ uint64, podCgroup string) netspace.Name {
 		if podCgroup == "" {
-			return ""
+			return netspace.Name{}
 		}
-		if p, _ := names.Lookup(podCgroup); p != nil && p.Namespace != "" && p.Pod != "" {
-			return "pod " + p.Namespace + "/" + p.Pod
+		p, pending := names.Lookup(podCgroup)
+		if p == nil || p.Namespace == "" || p.Pod == "" {
+			return netspace.Name{Pending: pending}
 		}
-		return ""
+		n := netspace.Name{Label: "pod " + p.Namespace + "/" + p.Pod}
+		if p.Workload != "" {
+			n.Key = "pod " + p.Namespace + "/" + p.Workload
+		}
+		return n
 	}
 	devs, err := netspace.New(netspace.Config{ProcRoot: cfg.ProcRoot, Label: label})
 	if err != nil {
@@ -251,7 +257,8 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 	if d.loaders != nil {
 		loaderSource = d.loaders
 	}
-	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
+	ctrs := podman.New("") // names Podman's containers where no pod does
+	smp, err := sampler.New(sampler.Config{Interval: cfg.Interval, OwnersEvery: cfg.OwnersEvery, BPFFS: cfg.BPFFS, Logger: log, Duty: duty, Loaders: loaderSource, Pods: d.pods, Containers: ctrs, LinksFailReads: cfg.LinksFailReads, Devices: devicesOf(cfg, d.pods)},
 		sw, scanner, db, d.bootID, d.boot, sampler.Hooks{
 			Appeared: func(id uint32, name string) {
 				d.prof.Learn(id)
@@ -275,7 +282,7 @@ func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *s
 		Sampler: smp, Store: db, Logger: log, ProfilesOn: cfg.Profile.Every > 0, Found: d.metrics.Found, Timed: d.lat.TimedBetween,
 	})
 	d.query = &query.Query{
-		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr, Pods: d.pods,
+		Store: db, Sampler: smp, Profiling: d.prof, Triggered: d.prof, Maps: d.maps, Counters: d.ctr, Pods: d.pods, Containers: ctrs,
 		BootID: d.bootID, Boot: d.boot, MapsEvery: cfg.MapsEvery, Regressions: cfg.Regressions, Now: cfg.Now,
 	}
 	d.api = httpapi.New(httpapi.Config{

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -51,7 +55,10 @@ func TestPodLoaders(t *testing.T) {
 	n, img, tp := loaderNode(t)
 	cri := startCRIProxy(t)
 	web := freeAddr(t)
-	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--cri.socket", cri.path, "--web.listen-address", web)
+	// --web.max-programs: a benchmark beside it may hold 10,000 programs,
+	// which would sum this one into /metrics' id="other".
+	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--cri.socket", cri.path, "--web.listen-address", web,
+		"--web.max-programs", "100000")
 	ctx := context.Background()
 
 	name := uniqueName("podld")
@@ -145,6 +152,12 @@ func TestPodLoaders(t *testing.T) {
 	d.json(t, &byWorkload, "triggers", strconv.Itoa(int(slow.ID)), "--workload", "ns-c/Deployment/driver")
 	if len(byWorkload.Rows) != 1 || byWorkload.Rows[0].Cgroup != cg {
 		t.Errorf("triggers --workload ns-c/Deployment/driver: %+v, want the driver's row alone", byWorkload.Rows)
+	}
+	// Its CSV, of the one row, names the pod as the JSON does.
+	if len(byWorkload.Rows) == 1 && byWorkload.Rows[0].Pod != nil {
+		checkPodCSV(t, d.cli(t, "triggers", strconv.Itoa(int(slow.ID)), "--workload", "ns-c/Deployment/driver", "-o", "csv"),
+			[]string{"prog_id", "prog_name", "workload", "context", "cgroup", "unit", "container", "devices", "samples", "cpu_ns", "cpu_percent", "share"},
+			strconv.Itoa(int(slow.ID)), *byWorkload.Rows[0].Pod)
 	}
 	if out := d.cli(t, "triggers", strconv.Itoa(int(slow.ID))); !strings.Contains(out, driver.String()) {
 		t.Errorf("triggers does not name the driver's pod %s:\n%s", driver.String(), out)
@@ -298,6 +311,23 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 	}) {
 		t.Errorf("owners does not name the pod %s of %s:\n%s", want.String(), owner, out)
 	}
+	// CSV: the pod's columns after the ones there were before, as the
+	// JSON of the same query names the pod.
+	var progRows []api.ProgRow
+	d.json(t, &progRows, "progs")
+	if i := slices.IndexFunc(progRows, func(r api.ProgRow) bool { return r.ID == detail.ID }); i < 0 || progRows[i].Pod == nil || *progRows[i].Pod != want {
+		t.Errorf("progs -o json: program %d's pod is not %+v", detail.ID, want)
+	}
+	checkPodCSV(t, d.cli(t, "progs", "-o", "csv"), []string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent",
+		"sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"}, id, want)
+	var ownerRows api.Owners
+	d.json(t, &ownerRows, "owners")
+	if i := slices.IndexFunc(ownerRows.Owners, func(r api.OwnerRow) bool { return r.Owner == owner }); i < 0 || ownerRows.Owners[i].Pod == nil || *ownerRows.Owners[i].Pod != want {
+		t.Errorf("owners -o json: %s's pod is not %+v", owner, want)
+	}
+	checkPodCSV(t, d.cli(t, "owners", "-o", "csv"), []string{"owner", "kind", "pid", "comm", "unit", "container", "cgroup", "programs", "runs_per_sec",
+		"cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "maps", "map_bytes", "present"}, owner, want)
+
 	var only api.Owners
 	d.json(t, &only, "owners", "--owner", want.Namespace+"/"+want.Pod)
 	if len(only.Owners) != 1 || only.Owners[0].Owner != owner {
@@ -310,6 +340,31 @@ func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDet
 		return strings.HasPrefix(l, "bpfperf_program_info{") && !slices.ContainsFunc(labels, func(s string) bool { return !strings.Contains(l, s) })
 	}) {
 		t.Errorf("/metrics has no bpfperf_program_info with %v", labels)
+	}
+}
+
+// checkPodCSV checks a listing's CSV: its columns begin with before, the
+// ones it had before pods had names, and end with the pod's; the row
+// whose first cell is key names want there.
+func checkPodCSV(t *testing.T, out string, before []string, key string, want api.Pod) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("CSV: %v\n%s", err, out)
+	}
+	podCols := []string{"k8s_namespace", "k8s_pod", "k8s_pod_uid", "k8s_container", "k8s_container_id", "k8s_workload"}
+	if header := rows[0]; !slices.Equal(header, append(slices.Clone(before), podCols...)) {
+		t.Errorf("CSV header %v, want %v then %v", header, before, podCols)
+		return
+	}
+	i := slices.IndexFunc(rows[1:], func(r []string) bool { return r[0] == key })
+	if i < 0 {
+		t.Errorf("CSV has no row of %s:\n%s", key, out)
+		return
+	}
+	got := rows[1+i][len(before):]
+	if w := []string{want.Namespace, want.Pod, want.UID, want.Container, want.ContainerID, want.Workload}; !slices.Equal(got, w) {
+		t.Errorf("CSV row of %s: pod columns %q, want %q", key, got, w)
 	}
 }
 
@@ -442,4 +497,106 @@ func (p *criProxy) stop() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// TestPodEth0Identity (issue 43): a tcx program on a pod's own eth0 is
+// named by the pod's name in WHERE and by its workload in its identity.
+// The pod deleted and made again by its Deployment (a new name and uid,
+// the program loaded and attached again): the same identity, its history
+// holding both instances' points, no new_version. The same program on the
+// eth0 of a pod of another Deployment: another identity. The oracle of the
+// names is the CRI's status of each pod.
+func TestPodEth0Identity(t *testing.T) {
+	privtest.Root(t)
+	n := node.Start(t)
+	d := startDaemon(t, t.TempDir(), "--profile.every", "0", "--cri.socket", node.Socket)
+	ctx := context.Background()
+	name := uniqueName("podeth")
+	pod := func(podName, app, hash string) *node.Pod {
+		return n.RunPod(t, node.PodSpec{
+			Namespace: "ns-a", Name: podName, Labels: map[string]string{"app": app, "pod-template-hash": hash},
+			Containers: []node.ContainerSpec{{Name: app}},
+		})
+	}
+	// onEth0 loads the program and attaches it with a tcx link to p's
+	// eth0, and returns its row once its identity is settled, and what
+	// detaches and closes it.
+	onEth0 := func(p *node.Pod) (api.ProgRow, func()) {
+		t.Helper()
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name: name, Type: ebpf.SchedCLS, AttachType: ebpf.AttachTCXIngress, License: "MIT",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, -1), asm.Return()}, // TCX_NEXT
+		})
+		id := privtest.Keep(t, prog, err)
+		var l link.Link
+		err = privtest.InNetns(fmt.Sprintf("/proc/%d/ns/net", p.Containers[0].PID), func() error {
+			dev, err := net.InterfaceByName("eth0")
+			if err != nil {
+				return err
+			}
+			l, err = link.AttachTCX(link.TCXOptions{Program: prog, Interface: dev.Index, Attach: ebpf.AttachTCXIngress})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("tcx on the eth0 of pod %s: %v", p.Spec.Name, err)
+		}
+		row := settledRows(t, d, id)[id]
+		t.Logf("pod %s: program %d where %q, identity %s (%s)", p.Spec.Name, id, row.Where, row.IdentityID, row.Identity)
+		return row, func() { l.Close(); prog.Close() }
+	}
+	// podName is the pod's name as the CRI answers for it.
+	podName := func(p *node.Pod) string {
+		ps, err := n.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := ps.GetStatus().GetMetadata()
+		return md.GetNamespace() + "/" + md.GetName()
+	}
+	check := func(r api.ProgRow, p *node.Pod, workload string) {
+		t.Helper()
+		if want := "tcx pod " + podName(p) + " eth0 ingress"; r.Where != want {
+			t.Errorf("program %d: where %q, want %q", r.ID, r.Where, want)
+		}
+		if want := " at tcx pod ns-a/" + workload + " eth0 ingress by "; !strings.Contains(r.Identity, want) {
+			t.Errorf("program %d: identity %q, want it %q", r.ID, r.Identity, want)
+		}
+	}
+
+	p1 := pod("web-7d9f8b6c5-x2k4p", "web", "7d9f8b6c5")
+	v1, detach := onEth0(p1)
+	check(v1, p1, "Deployment/web")
+	time.Sleep(time.Second) // points of the first instance
+	detach()
+	if err := n.RemovePod(ctx, p1.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	p2 := pod("web-7d9f8b6c5-q8zrt", "web", "7d9f8b6c5")
+	if p2.UID == p1.UID {
+		t.Fatalf("the pod made again has the old uid %s", p1.UID)
+	}
+	v2, detach := onEth0(p2)
+	defer detach()
+	check(v2, p2, "Deployment/web")
+	if v2.Identity != v1.Identity || v2.IdentityID != v1.IdentityID {
+		t.Errorf("the pod made again: identity %s (%s), want the first pod's %s (%s)", v2.IdentityID, v2.Identity, v1.IdentityID, v1.Identity)
+	}
+	var pts []api.HistoryPoint
+	eventually(t, "history points of both instances", func() bool {
+		d.json(t, &pts, "history", v2.IdentityID, "--since", "5m")
+		return slices.ContainsFunc(pts, func(pt api.HistoryPoint) bool { return pt.ID == v1.ID }) &&
+			slices.ContainsFunc(pts, func(pt api.HistoryPoint) bool { return pt.ID == v2.ID })
+	})
+
+	p3 := pod("api-5c8d9f7b6-m4n7v", "api", "5c8d9f7b6")
+	v3, detach3 := onEth0(p3)
+	defer detach3()
+	check(v3, p3, "Deployment/api")
+	if v3.IdentityID == v2.IdentityID {
+		t.Errorf("a pod of another workload: identity %s (%s), the same as web's", v3.IdentityID, v3.Identity)
+	}
+	if nv := newVersionsOf(t, d, name); len(nv) != 0 {
+		t.Errorf("new_version events %+v, want none", nv)
+	}
 }

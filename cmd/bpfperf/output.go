@@ -15,6 +15,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // outputFlag is the -o flag every listing takes.
@@ -149,6 +151,20 @@ func fmtBytes(v int64) string {
 	default:
 		return strconv.FormatInt(v, 10) + " B"
 	}
+}
+
+// podFields are the CSV columns of a row's Kubernetes pod, appended after
+// the columns a listing had before pods had names (scripts that read
+// columns by position keep theirs): the JSON's "k8s" object, flattened
+// (a listing's own "container" column is the container's ids).
+var podFields = []string{"k8s_namespace", "k8s_pod", "k8s_pod_uid", "k8s_container", "k8s_container_id", "k8s_workload"}
+
+// podCells are p's podFields, empty for none.
+func podCells(p *api.Pod) []string {
+	if p == nil {
+		return make([]string, len(podFields))
+	}
+	return []string{p.Namespace, p.Pod, p.UID, p.Container, p.ContainerID, p.Workload}
 }
 
 // raw formats an optional number for CSV: empty when absent.

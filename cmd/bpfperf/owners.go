@@ -48,7 +48,7 @@ func ownersCommand(dial clientFactory) *cli.Command {
 func ownersTable(rows []api.OwnerRow, window bool) table {
 	t := table{
 		header: []string{"OWNER", "UNIT/CONTAINER", "PROGS", "RUNS/S", "CPU%", "SAMPLED%", "MAPS", "MAP MEMORY"},
-		fields: []string{"owner", "kind", "pid", "comm", "unit", "container", "cgroup", "programs", "runs_per_sec", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "maps", "map_bytes", "present"},
+		fields: append([]string{"owner", "kind", "pid", "comm", "unit", "container", "cgroup", "programs", "runs_per_sec", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "maps", "map_bytes", "present"}, podFields...),
 	}
 	if window {
 		t.header = append(t.header, "STATE")
@@ -70,7 +70,7 @@ func ownersTable(rows []api.OwnerRow, window bool) table {
 			row = append(row, state)
 		}
 		t.rows = append(t.rows, row)
-		t.raw = append(t.raw, []string{r.Owner, r.Kind, strconv.Itoa(r.PID), r.Comm, r.Unit, r.Container, r.Cgroup, strconv.Itoa(r.Programs), raw(r.RunsPerSec), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), strconv.Itoa(r.Maps), strconv.FormatUint(r.MapBytes, 10), strconv.FormatBool(r.Present)})
+		t.raw = append(t.raw, append([]string{r.Owner, r.Kind, strconv.Itoa(r.PID), r.Comm, r.Unit, r.Container, r.Cgroup, strconv.Itoa(r.Programs), raw(r.RunsPerSec), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), strconv.Itoa(r.Maps), strconv.FormatUint(r.MapBytes, 10), strconv.FormatBool(r.Present)}, podCells(r.Pod)...))
 	}
 	return t
 }

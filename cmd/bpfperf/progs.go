@@ -53,7 +53,7 @@ func progsTable(rows []api.ProgRow, all bool) table {
 		// SAMPLED% is the share of CPU profile samples: unlike CPU%, it
 		// covers the tail-call targets the kernel charges to the entry.
 		header: []string{"ID", "TYPE", "NAME", "WHERE", "TAG", "RUNS/S", "AVG/RUN", "CPU%", "SAMPLED%", "RUN_CNT", "RUN_TIME_NS"},
-		fields: []string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"},
+		fields: append([]string{"id", "type", "name", "where", "tag", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "sampled_cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "loaded", "identity_id"}, podFields...),
 	}
 	// POD only where some program runs in a pod the CRI named: most hosts
 	// have none.
@@ -89,7 +89,7 @@ func progsTable(rows []api.ProgRow, all bool) table {
 			row = append(row, state)
 		}
 		t.rows = append(t.rows, row)
-		t.raw = append(t.raw, []string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Where, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded), r.IdentityID})
+		t.raw = append(t.raw, append([]string{strconv.FormatUint(uint64(r.ID), 10), r.Type, r.Name, r.Where, r.Tag, raw(r.RunsPerSec), raw(r.AvgNsPerRun), raw(r.CPUPercent), raw(r.SampledCPUPercent), fmtCount(r.RunCnt), fmtCount(r.RunTimeNs), fmtCount(r.RecursionMisses), strconv.FormatBool(r.Loaded), r.IdentityID}, podCells(r.Pod)...))
 	}
 	return t
 }

@@ -42,15 +42,15 @@ func triggersCommand(dial clientFactory) *cli.Command {
 
 // triggerFields are the CSV columns of a trigger row, as the JSON names
 // them.
-var triggerFields = []string{"prog_id", "prog_name", "workload", "context", "cgroup", "unit", "container", "devices", "samples", "cpu_ns", "cpu_percent", "share"}
+var triggerFields = append([]string{"prog_id", "prog_name", "workload", "context", "cgroup", "unit", "container", "devices", "samples", "cpu_ns", "cpu_percent", "share"}, podFields...)
 
 func triggersTable(rows []api.TriggerRow) table {
 	t := table{header: []string{"ID", "PROGRAM", "WORKLOAD", "CONTEXT", "SAMPLES", "CPU%", "SHARE"}, fields: triggerFields}
 	for _, r := range rows {
 		id := strconv.FormatUint(uint64(r.ProgID), 10)
 		t.rows = append(t.rows, []string{id, r.ProgName, r.Workload, r.Context, strconv.FormatInt(r.Samples, 10), fmtPercent(&r.CPUPercent), fmtShare(r.Share)})
-		t.raw = append(t.raw, []string{id, r.ProgName, r.Workload, r.Context, r.Cgroup, r.Unit, r.Container, strings.Join(r.Devices, ";"),
-			strconv.FormatInt(r.Samples, 10), strconv.FormatInt(r.CPUNs, 10), strconv.FormatFloat(r.CPUPercent, 'f', -1, 64), strconv.FormatFloat(r.Share, 'f', -1, 64)})
+		t.raw = append(t.raw, append([]string{id, r.ProgName, r.Workload, r.Context, r.Cgroup, r.Unit, r.Container, strings.Join(r.Devices, ";"),
+			strconv.FormatInt(r.Samples, 10), strconv.FormatInt(r.CPUNs, 10), strconv.FormatFloat(r.CPUPercent, 'f', -1, 64), strconv.FormatFloat(r.Share, 'f', -1, 64)}, podCells(r.Pod)...))
 	}
 	return t
 }
@@ -96,12 +96,12 @@ func byWorkload(rows []api.TriggerRow) []workloadRow {
 
 func workloadsTable(rows []workloadRow) table {
 	t := table{header: []string{"WORKLOAD", "CONTEXT", "PROGS", "SAMPLES", "CPU%", "PROGRAMS"},
-		fields: []string{"workload", "context", "cgroup", "unit", "container", "programs", "samples", "cpu_ns", "cpu_percent"}}
+		fields: append([]string{"workload", "context", "cgroup", "unit", "container", "programs", "samples", "cpu_ns", "cpu_percent"}, podFields...)}
 	for _, r := range rows {
 		n := strconv.Itoa(len(r.Programs))
 		t.rows = append(t.rows, []string{r.Workload, r.Context, n, strconv.FormatInt(r.Samples, 10), fmtPercent(&r.CPUPercent), strings.Join(r.Programs, ", ")})
-		t.raw = append(t.raw, []string{r.Workload, r.Context, r.Cgroup, r.Unit, r.Container, strings.Join(r.Programs, ";"),
-			strconv.FormatInt(r.Samples, 10), strconv.FormatInt(r.CPUNs, 10), strconv.FormatFloat(r.CPUPercent, 'f', -1, 64)})
+		t.raw = append(t.raw, append([]string{r.Workload, r.Context, r.Cgroup, r.Unit, r.Container, strings.Join(r.Programs, ";"),
+			strconv.FormatInt(r.Samples, 10), strconv.FormatInt(r.CPUNs, 10), strconv.FormatFloat(r.CPUPercent, 'f', -1, 64)}, podCells(r.Pod)...))
 	}
 	return t
 }

@@ -10,33 +10,50 @@ import (
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 )
 
-// Label names a network namespace for people: "pod ns-a/web-0" for a
-// Kubernetes pod's. It gets the namespace's inode and, where one of its
-// processes is in a pod's cgroup, that cgroup's path (what the container
-// runtime's metadata is looked up by; daemon/podnames). It returns ""
-// where it cannot tell, and the names this package finds stand (see
+// Label names a network namespace: "pod ns-a/web-0" for a Kubernetes
+// pod's. It gets the namespace's inode and, where one of its processes is
+// in a pod's cgroup, that cgroup's path (what the container runtime's
+// metadata is looked up by; daemon/podnames). A zero Name says it cannot
+// tell (yet, where Pending), and the names this package finds stand (see
 // Scanner.label).
-type Label func(ino uint64, podCgroup string) string
+type Label func(ino uint64, podCgroup string) Name
+
+// Name is how a Label names a namespace.
+type Name struct {
+	// Label is for people: "pod ns-a/web-7d9f8b6c5-x2k4p".
+	Label string
+	// Key is for identities, where Label would not outlive the namespace:
+	// "pod ns-a/Deployment/web", the pod's workload, which the pod made
+	// again under another name keeps; "" for Label (AttachPoint.NetnsKey).
+	Key string
+	// Pending says the pod's name is being asked for: the namespace is
+	// named by the pod's uid meanwhile, and identities wait
+	// (AttachPoint.NetnsPending).
+	Pending bool
+}
 
 // label names ns: the hook's name, else the pod whose cgroup its
 // processes are in ("pod <uid>": the cgroup tells the uid, not the
 // name), else its name under /run/netns ("netns blue"), else its inode
 // ("netns 4026532871"). A pod comes first because CNI bind-mounts a
 // pod's namespace under /run/netns too, as cni-<uuid>.
-func (s *Scanner) label(ns Namespace) string {
+func (s *Scanner) label(ns Namespace) Name {
 	uid, cgroup := podOf(s.cfg.ProcRoot, ns.PIDs)
+	var pending bool
 	if s.cfg.Label != nil {
-		if l := s.cfg.Label(ns.Inode, cgroup); l != "" {
-			return l
+		n := s.cfg.Label(ns.Inode, cgroup)
+		if n.Label != "" {
+			return n
 		}
+		pending = n.Pending
 	}
 	if uid != "" {
-		return "pod " + uid
+		return Name{Label: "pod " + uid, Pending: pending}
 	}
 	if ns.Name != "" {
-		return "netns " + ns.Name
+		return Name{Label: "netns " + ns.Name}
 	}
-	return "netns " + strconv.FormatUint(ns.Inode, 10)
+	return Name{Label: "netns " + strconv.FormatUint(ns.Inode, 10)}
 }
 
 // podOf is the uid of the Kubernetes pod the first of pids that is in a

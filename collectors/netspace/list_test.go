@@ -88,21 +88,25 @@ func TestListAndLabel(t *testing.T) {
 		t.Errorf("namespace 200: %+v, want the name cni-7e1c and pids 30, 31", ns)
 	}
 
-	s := &Scanner{cfg: Config{ProcRoot: root, Label: func(ino uint64, _ string) string {
-		if ino == 600 {
-			return "pod ns-a/loader-7d9f8b6c5-x2k4p"
+	// The hook names 600, and is still asking for 200's pod.
+	s := &Scanner{cfg: Config{ProcRoot: root, Label: func(ino uint64, _ string) Name {
+		switch ino {
+		case 600:
+			return Name{Label: "pod ns-a/loader-7d9f8b6c5-x2k4p", Key: "pod ns-a/Deployment/loader"}
+		case 200:
+			return Name{Pending: true}
 		}
-		return ""
+		return Name{}
 	}}}
-	for ino, want := range map[uint64]string{
-		100: "netns blue",
-		200: "pod 0f1e2d3c-aaaa-bbbb-cccc-111122223333",
-		300: "pod 7a6b5c4d-1111-2222-3333-444455556666",
-		400: "netns 400",
-		600: "pod ns-a/loader-7d9f8b6c5-x2k4p",
+	for ino, want := range map[uint64]Name{
+		100: {Label: "netns blue"},
+		200: {Label: "pod 0f1e2d3c-aaaa-bbbb-cccc-111122223333", Pending: true},
+		300: {Label: "pod 7a6b5c4d-1111-2222-3333-444455556666"},
+		400: {Label: "netns 400"},
+		600: {Label: "pod ns-a/loader-7d9f8b6c5-x2k4p", Key: "pod ns-a/Deployment/loader"},
 	} {
 		if l := s.label(got[ino]); l != want {
-			t.Errorf("label of namespace %d = %q, want %q", ino, l, want)
+			t.Errorf("label of namespace %d = %+v, want %+v", ino, l, want)
 		}
 	}
 	if ino, err := selfInode(root); err != nil || ino != 4026531840 {

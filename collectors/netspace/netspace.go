@@ -105,7 +105,7 @@ func (s *Scanner) Attach(links map[uint32][]collectors.AttachPoint, others bool)
 		errs = append(errs, own.err)
 		pending = nil
 	} else {
-		pending = place(links, pending, own, "")
+		pending = place(links, pending, own, Name{})
 		links = collectors.MergeAttach(links, own.net)
 	}
 
@@ -128,14 +128,14 @@ func (s *Scanner) Attach(links map[uint32][]collectors.AttachPoint, others bool)
 				unread = append(unread, fmt.Errorf("network namespace %d: %w", v.ns.Inode, v.err))
 				continue
 			}
-			var name string
+			var name Name
 			if len(v.net) > 0 || found(pending, v.view) {
 				name = s.label(v.ns)
 			}
 			pending = place(links, pending, v.view, name)
 			for _, aps := range v.net {
 				for i := range aps {
-					aps[i].Netns = name
+					name.set(&aps[i])
 				}
 			}
 			links = collectors.MergeAttach(links, v.net)
@@ -256,17 +256,23 @@ func found(pending []deviceLink, v view) bool {
 }
 
 // place names each pending link found in v by its device there, with
-// netns as its namespace ("" for the daemon's own, whose names Links
+// netns as its namespace (none for the daemon's own, whose names Links
 // already gave), and returns the links still pending.
-func place(links map[uint32][]collectors.AttachPoint, pending []deviceLink, v view, netns string) []deviceLink {
+func place(links map[uint32][]collectors.AttachPoint, pending []deviceLink, v view, netns Name) []deviceLink {
 	return slices.DeleteFunc(pending, func(d deviceLink) bool {
 		if !v.has(d) {
 			return false
 		}
-		if netns != "" {
+		if netns.Label != "" {
 			ap := &links[d.prog][d.at]
-			ap.Target, ap.Netns = collectors.DeviceTargetOf(d.ifindex, v.devs[d.ifindex].Name, d.rest), netns
+			ap.Target = collectors.DeviceTargetOf(d.ifindex, v.devs[d.ifindex].Name, d.rest)
+			netns.set(ap)
 		}
 		return true
 	})
+}
+
+// set puts n on ap, a device's attach point in n's namespace.
+func (n Name) set(ap *collectors.AttachPoint) {
+	ap.Netns, ap.NetnsKey, ap.NetnsPending = n.Label, n.Key, n.Pending
 }

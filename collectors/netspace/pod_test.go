@@ -69,26 +69,26 @@ func TestPodEth0(t *testing.T) {
 	}
 	// The daemon's hook looks the pod up by the cgroup it is handed
 	// (daemon/podnames): that must be a cgroup of this pod's.
-	byPod := func(ino uint64, podCgroup string) string {
+	byPod := func(ino uint64, podCgroup string) netspace.Name {
 		_, container := collectors.UnitAndContainer(podCgroup)
 		if ino == podIno && strings.HasPrefix(container, "pod "+p.UID) {
-			return "pod " + p.Spec.Namespace + "/" + p.Spec.Name
+			return netspace.Name{Label: "pod " + p.Spec.Namespace + "/" + p.Spec.Name, Key: "pod ns-a/Deployment/loader"}
 		}
-		return ""
+		return netspace.Name{}
 	}
 	for _, c := range []struct {
-		label netspace.Label
-		netns string
+		label      netspace.Label
+		netns, key string
 	}{
-		{nil, "pod " + p.UID},
-		{byPod, "pod ns-a/loader-7d9f8b6c5-x2k4p"},
+		{nil, "pod " + p.UID, ""},
+		{byPod, "pod ns-a/loader-7d9f8b6c5-x2k4p", "pod ns-a/Deployment/loader"},
 	} {
 		_, got := attachNow(t, nil, c.label)
 		target := fmt.Sprintf("ifindex %d (eth0)", eth0)
-		if want := []collectors.AttachPoint{{LinkID: privtest.LinkID(t, l), Type: "tcx", Target: target + " ingress", Netns: c.netns}}; !reflect.DeepEqual(got[tcxID], want) {
+		if want := []collectors.AttachPoint{{LinkID: privtest.LinkID(t, l), Type: "tcx", Target: target + " ingress", Netns: c.netns, NetnsKey: c.key}}; !reflect.DeepEqual(got[tcxID], want) {
 			t.Errorf("tcx on the pod's eth0: %+v, want %+v", got[tcxID], want)
 		}
-		if want := []collectors.AttachPoint{{Type: "tc", Target: target + " ingress", Netns: c.netns}}; !reflect.DeepEqual(got[tcID], want) {
+		if want := []collectors.AttachPoint{{Type: "tc", Target: target + " ingress", Netns: c.netns, NetnsKey: c.key}}; !reflect.DeepEqual(got[tcID], want) {
 			t.Errorf("tc filter on the pod's eth0: %+v, want %+v", got[tcID], want)
 		}
 		if len(got[tcxID]) == 1 {

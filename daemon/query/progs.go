@@ -84,7 +84,7 @@ func (q *Query) liveRow(p *sampler.Program) api.ProgRow {
 	cur := sampler.Counters(smp)
 	row := api.ProgRow{
 		ID: m.ID, Type: m.Type, Name: m.Name, KernelName: m.KernelName, Tag: m.Tag, Loaded: true,
-		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Attach(m.Attach), Pod: m.RunPod(),
+		Identity: key, IdentityID: identity.ShortID(key), Where: identity.Where(m.Attach), Pod: m.RunPod(),
 		Own: p.Own(), Counters: cur, AvgNsSinceLoad: api.Optional(cur.AvgNsSinceLoad()),
 		LoadedAt: m.LoadedAt, BootID: q.BootID, LastSample: at,
 		Owners: slices.Clone(m.Owners), Attach: slices.Clone(m.Attach), Loader: m.Loader, // copied under the sampler's lock
@@ -111,7 +111,7 @@ func (q *Query) storedRow(rec store.Program) (api.ProgRow, error) {
 	kernelName := cmp.Or(rec.KernelName, rec.Name)
 	row := api.ProgRow{
 		ID: rec.ID, Type: rec.Type, Name: rec.Name, KernelName: kernelName, Tag: rec.Tag, LoadedAt: meta.LoadedAt,
-		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Attach(meta.Attach), Pod: meta.RunPod(),
+		Identity: rec.Identity, IdentityID: identity.ShortID(rec.Identity), Where: identity.Where(meta.Attach), Pod: meta.RunPod(),
 		UnloadedAt: rec.UnloadedAt, BootID: rec.BootID, Owners: meta.Owners, Attach: meta.Attach, Loader: meta.Loader,
 	}
 	until := rec.UnloadedAt

@@ -65,6 +65,12 @@ type Pods interface {
 	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
 }
 
+// ContainerNames names a plain runtime's container (Podman) from its
+// cgroup: the name it was given, "" for none. It never waits on a daemon.
+type ContainerNames interface {
+	Name(cgroup string) string
+}
+
 // Query builds the documents. Every field is set by the daemon's Run.
 type Query struct {
 	Store     Store
@@ -75,6 +81,9 @@ type Query struct {
 	Counters  Counters
 	// Pods names containers by their pods; nil: by ids only.
 	Pods Pods
+	// Containers names containers no pod names by their runtime's
+	// names (internal/podman); nil: by ids.
+	Containers ContainerNames
 	// This boot: its id and its number in the store.
 	BootID string
 	Boot   uint32

@@ -119,14 +119,22 @@ func (q *Query) triggerRows(by map[uint32][]profile.TriggerCost, over time.Durat
 // namePod names r's workload by its pod where its cgroup is a container
 // the CRI socket has named; the cache answers, so a cgroup of a container
 // gone before the daemon asked keeps its ids. pending says the CRI is
-// being asked.
+// being asked. A container no pod names is named by its runtime's name
+// where Containers has one (podman run --name).
 func (q *Query) namePod(r *api.TriggerRow) (pending bool) {
-	if r.Container == "" || r.Pod != nil || q.Pods == nil {
+	if r.Container == "" || r.Pod != nil {
 		return false
 	}
-	pod, pending := q.Pods.Lookup(r.Cgroup)
+	var pod *collectors.Pod
+	if q.Pods != nil {
+		pod, pending = q.Pods.Lookup(r.Cgroup)
+	}
 	if pod != nil {
 		r.Pod, r.Workload = pod, pod.String()
+	} else if q.Containers != nil && !strings.HasPrefix(r.Container, "pod ") {
+		if name := q.Containers.Name(r.Cgroup); name != "" {
+			r.Container, r.Workload = name, name
+		}
 	}
 	return pending
 }

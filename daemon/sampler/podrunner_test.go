@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/internal/identity"
@@ -34,5 +35,28 @@ func TestPreviousTagOfPodRunner(t *testing.T) {
 	s.lastTag[cur.Key()] = "bb"
 	if tag, _ := s.previousTag(cur, &collectors.Pod{UID: "u1"}); tag != "bb" {
 		t.Errorf("previous tag %q, want the workload identity's own, bb", tag)
+	}
+}
+
+// TestDeviceOfPendingPodWaits (issue 43): a program on a device of a pod's
+// network namespace, whose pod the CRI is being asked for, does not settle
+// until the answer is in (the identity names the pod's workload there, the
+// stand-in the pod's uid), nor past settleWait.
+func TestDeviceOfPendingPodWaits(t *testing.T) {
+	s := NewFixture().Sampler
+	s.viewComplete = true
+	now := time.Now()
+	ap := collectors.AttachPoint{LinkID: 7, Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "pod 0f1e2d3c-aaaa-bbbb-cccc-111122223333", NetnsPending: true}
+	p := &Program{meta: collectors.Meta{ID: 1, Attach: []collectors.AttachPoint{ap}}, firstSeen: now.Add(-time.Second)}
+	if s.readyToSettle(p, now) {
+		t.Error("settles while its device's pod is being asked for")
+	}
+	if !s.readyToSettle(p, now.Add(settleWait)) {
+		t.Error("does not settle past settleWait")
+	}
+	ap.Netns, ap.NetnsKey, ap.NetnsPending = "pod ns-a/web-7d9f8b6c5-x2k4p", "pod ns-a/Deployment/web", false
+	p.meta.Attach = []collectors.AttachPoint{ap}
+	if !s.readyToSettle(p, now) {
+		t.Error("does not settle once its device's pod is named")
 	}
 }

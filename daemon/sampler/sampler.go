@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,6 +106,9 @@ type Config struct {
 	// Pods names containers by their Kubernetes pods (daemon/podnames);
 	// nil: by ids only.
 	Pods PodSource
+	// Containers names containers no pod names, by the name their
+	// runtime gave them (internal/podman); nil leaves their ids.
+	Containers ContainerNames
 	// Duty, at --stats.duty below 100% or under --stats.budget, scales
 	// each sweep's counters to the whole interval while stats are on for
 	// part of it (duty.go); nil otherwise.
@@ -137,6 +141,13 @@ type LoaderSource interface {
 // settle waits for (up to settleWait).
 type PodSource interface {
 	Lookup(cgroup string) (pod *collectors.Pod, pending bool)
+}
+
+// ContainerNames names the containers of a plain runtime (Podman) where
+// no pod names them: the name a user gave the container, "" for none.
+// It never waits on a daemon.
+type ContainerNames interface {
+	Name(cgroup string) string
 }
 
 // Sampler sweeps all programs each tick, keeps the current view for the
@@ -673,16 +684,37 @@ func (s *Sampler) takeLoader(p *Program) {
 // answer is on its way. Called with s.mu held.
 func (s *Sampler) namePod(p *Program) (pending bool) {
 	lo := p.meta.Loader
-	if lo == nil || lo.Pod != nil || lo.Container == "" || lo.Cgroup == "" || s.cfg.Pods == nil {
+	if lo == nil || lo.Pod != nil || lo.Container == "" || lo.Cgroup == "" {
 		return false
 	}
-	pod, pending := s.cfg.Pods.Lookup(lo.Cgroup)
+	var pod *collectors.Pod
+	if s.cfg.Pods != nil {
+		pod, pending = s.cfg.Pods.Lookup(lo.Cgroup)
+	}
 	if pod != nil {
 		named := *lo // the loader may be shared with a stored record's
 		named.Pod = pod
 		p.meta.Loader = &named
+	} else if name := s.containerName(lo.Container, lo.Cgroup); name != lo.Container {
+		named := *lo
+		named.Container = name
+		p.meta.Loader = &named
 	}
 	return pending
+}
+
+// containerName is container (a cgroup's container as
+// collectors.UnitAndContainer reads it: its short id) by the name its
+// runtime gave it, where Containers has one. A pod's container keeps its
+// ids: pods are named by the CRI.
+func (s *Sampler) containerName(container, cgroup string) string {
+	if s.cfg.Containers == nil || strings.HasPrefix(container, "pod ") {
+		return container
+	}
+	if name := s.cfg.Containers.Name(cgroup); name != "" {
+		return name
+	}
+	return container
 }
 
 // resumeFromStore carries on, for a program the last daemon already
@@ -779,14 +811,14 @@ const settleWait = 10 * time.Second
 // often attaches what it loaded a few seconds later, and the attach point
 // is part of the identity. So does every program while the last reading
 // failed in part (a link being set up answers EAGAIN): an identity fixed
-// from it would lack what it missed. So does a program whose loader's pod
-// the CRI is being asked for (it takes the loader and the pod's name where
-// they have come). Past settleWait it settles from what is known. An
-// instance the last daemon settled keeps its identity. Called with s.mu
-// held.
+// from it would lack what it missed. So does a program whose loader's pod,
+// or the pod of its device's network namespace, the CRI is being asked
+// for (it takes the loader and the pod's name where they have come). Past
+// settleWait it settles from what is known. An instance the last daemon
+// settled keeps its identity. Called with s.mu held.
 func (s *Sampler) readyToSettle(p *Program, now time.Time) bool {
 	s.takeLoader(p)
-	podPending := s.namePod(p) || s.holderPodPending(p)
+	podPending := s.namePod(p) || s.holderPodPending(p) || devicePodPending(p)
 	switch {
 	case p.resumed != "" || now.Sub(p.firstSeen) >= settleWait:
 		return true
@@ -967,6 +999,13 @@ func (s *Sampler) netProgsLoaded() bool {
 	return false
 }
 
+// devicePodPending says whether p is on a device of a pod's network
+// namespace whose pod the CRI is being asked for: the pod's workload
+// names the device in the identity.
+func devicePodPending(p *Program) bool {
+	return slices.ContainsFunc(p.meta.Attach, func(ap collectors.AttachPoint) bool { return ap.NetnsPending })
+}
+
 // holderPodPending says whether the pod of the holder that would be p's
 // runner, where no loader is known, is being asked for: the next owners
 // reading names it. Called with s.mu held.
@@ -987,12 +1026,16 @@ func (s *Sampler) holderPodPending(p *Program) bool {
 // now (the pods of holders asked for the first time are named at the
 // next reading). Called with s.mu held.
 func (s *Sampler) namePods(owners []collectors.Owner) []collectors.Owner {
-	if s.cfg.Pods == nil {
-		return owners
-	}
 	for i := range owners {
-		if o := &owners[i]; o.Container != "" && o.Cgroup != "" {
+		o := &owners[i]
+		if o.Container == "" || o.Cgroup == "" {
+			continue
+		}
+		if s.cfg.Pods != nil {
 			o.Pod, _ = s.cfg.Pods.Lookup(o.Cgroup)
+		}
+		if o.Pod == nil {
+			o.Container = s.containerName(o.Container, o.Cgroup)
 		}
 	}
 	return owners

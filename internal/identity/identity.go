@@ -134,12 +134,23 @@ var ifindexName = regexp.MustCompile(`ifindex \d+ \(([^)]*)\)`)
 // ifindex, which a device gets anew when it is made again. A device in the
 // daemon's network namespace is "dev NAME", as identities stored before
 // namespaces were told apart say; one in another namespace is named by
-// the namespace first, "pod ns-a/web-0 eth0" (AttachPoint.NetnsTarget).
-func Attach(aps []collectors.AttachPoint) string {
+// the namespace first (AttachPoint.NetnsTarget), a pod's by its workload,
+// "pod ns-a/Deployment/web eth0" (NetnsKey): a pod made again by its
+// Deployment has another name, and the same identity.
+func Attach(aps []collectors.AttachPoint) string { return attach(aps, true) }
+
+// Where is Attach as people read it: a pod's device by the pod's name,
+// "pod ns-a/web-7d9f8b6c5-x2k4p eth0" (progs' WHERE).
+func Where(aps []collectors.AttachPoint) string { return attach(aps, false) }
+
+func attach(aps []collectors.AttachPoint, key bool) string {
 	var parts []string
 	for _, ap := range aps {
 		target := ifindexName.ReplaceAllString(ap.Target, "dev $1")
 		if ap.Netns != "" {
+			if key && ap.NetnsKey != "" {
+				ap.Netns = ap.NetnsKey
+			}
 			target = ap.NetnsTarget()
 		}
 		s := strings.TrimSpace(ap.Type + " " + target)

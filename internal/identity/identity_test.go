@@ -62,6 +62,17 @@ func TestAttachNetns(t *testing.T) {
 	if want := "tcx dev eth0 ingress, tcx netns a eth0 ingress, tcx netns b eth0 ingress"; two != want {
 		t.Errorf("Attach of eth0 in three namespaces = %q, want %q", two, want)
 	}
+	// A pod's device: by the pod's name for people, by its workload in
+	// the identity (two pods of one Deployment, one after the other).
+	for _, pod := range []string{"web-7d9f8b6c5-x2k4p", "web-7d9f8b6c5-q8zrt"} {
+		ap := []collectors.AttachPoint{{Type: "tcx", Target: "ifindex 2 (eth0) ingress", Netns: "pod ns-a/" + pod, NetnsKey: "pod ns-a/Deployment/web"}}
+		if got, want := Attach(ap), "tcx pod ns-a/Deployment/web eth0 ingress"; got != want {
+			t.Errorf("Attach(%+v) = %q, want %q", ap, got, want)
+		}
+		if got, want := Where(ap), "tcx pod ns-a/"+pod+" eth0 ingress"; got != want {
+			t.Errorf("Where(%+v) = %q, want %q", ap, got, want)
+		}
+	}
 	id := Identity{Type: "sched_cls", Name: "ingress", Attach: "tcx pod ns-a/web-0 eth0 ingress", Runner: "container pod 0f1e/ab12"}
 	if got, ok := Parse(id.Key()); !ok || got != id {
 		t.Errorf("Parse(%q) = %+v, %v", id.Key(), got, ok)
