@@ -145,10 +145,16 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	checkFlags(t, c.Args)
 
-	probe := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "status"}
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		if got := chart.Probe(p); !slices.Equal(got, probe) {
-			t.Errorf("%s probe runs %q, want %q", name, got, probe)
+	// Liveness asks whether the sampler ticks (bpfperf health); start-up
+	// and readiness whether the API answers.
+	status := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "status"}
+	health := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "health"}
+	for name, p := range map[string]struct {
+		probe *corev1.Probe
+		want  []string
+	}{"startup": {c.StartupProbe, status}, "liveness": {c.LivenessProbe, health}, "readiness": {c.ReadinessProbe, status}} {
+		if got := chart.Probe(p.probe); !slices.Equal(got, p.want) {
+			t.Errorf("%s probe runs %q, want %q", name, got, p.want)
 		}
 	}
 	if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
@@ -190,7 +196,7 @@ func TestRenderNonDefault(t *testing.T) {
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9500 {
 		t.Errorf("ports %+v", c.Ports)
 	}
-	if got := chart.Probe(c.LivenessProbe); !slices.Equal(got, []string{"/usr/local/bin/bpfperf", "--socket", "/var/run/bpfperf-x/api.sock", "status"}) {
+	if got := chart.Probe(c.LivenessProbe); !slices.Equal(got, []string{"/usr/local/bin/bpfperf", "--socket", "/var/run/bpfperf-x/api.sock", "health"}) {
 		t.Errorf("liveness probe %q: want the moved socket", got)
 	}
 	got := mounts(t, objs)

@@ -581,20 +581,7 @@ func testSyslogNeeded(t *testing.T, n *node.Node) {
 	prog, err := privtest.LoadLoop(fmt.Sprintf("busy_%d", os.Getpid()%100000), 20000)
 	id := strconv.Itoa(int(privtest.Keep(t, prog, err)))
 	// The program runs flat out on one CPU while the test lasts.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				privtest.Run(prog, 50)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	privtest.KeepRunning(t, prog, 0, 50)
 	profiles := []string{"--set", "daemon.extraArgs={--profile.every=1s}"}
 
 	with := runChart(t, n, "bpfperf-syslog", renderFor(t, t.TempDir(), profiles...))
