@@ -376,6 +376,52 @@ func TestChartPodOnNode(t *testing.T) {
 	if s.Sweep != "iter" || !strings.HasPrefix(s.Holders, "iterator") || !strings.HasPrefix(s.Loaders, "following the kernel's load records") || strings.Contains(s.Loaders, "from /proc only") {
 		t.Errorf("sweep %q, holders %q, loaders %q: want the iterators and the load records with their commands", s.Sweep, s.Holders, s.Loaders)
 	}
+
+	checkPodLoaderNamed(t, n, client)
+}
+
+// checkPodLoaderNamed: a program loaded in another pod of the node (a
+// Deployment's, tploader holding a tracepoint program) is named by that
+// pod in the chart pod's daemon, through the CRI socket the chart mounts:
+// its namespace, pod, uid, container and workload as the CRI lists them
+// (the oracle), its loader the container's host pid, and its identity's
+// runner the workload's container.
+func checkPodLoaderNamed(t *testing.T, n *node.Node, client *api.Client) {
+	t.Helper()
+	privtest.Tracefs(t)
+	name := fmt.Sprintf("chartpod_%d", os.Getpid()%100000)
+	lp := n.RunPod(t, node.PodSpec{
+		Namespace: "ns-a", Name: "loader-7d9f8b6c5-x2k4p", Labels: map[string]string{"app": "loader", "pod-template-hash": "7d9f8b6c5"},
+		Containers: []node.ContainerSpec{{Name: "loader", Image: n.LoaderImage(t), Args: []string{name, "100", node.TracepointID(t, "syscalls", "sys_enter_getppid")}, Caps: []string{"BPF", "PERFMON", "SYS_ADMIN"}}},
+	})
+	want := n.PodNames(t, lp, "Deployment/loader")
+	identity := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by k8s ns-a/Deployment/loader/loader"
+	var d api.ProgDetail
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if d.ID == 0 {
+			rows, _ := client.Progs(false)
+			for _, r := range rows {
+				if r.Name == name {
+					d.ID = r.ID
+				}
+			}
+		} else if got, err := client.Show(strconv.Itoa(int(d.ID))); err == nil {
+			d = got
+			if d.Pod != nil && d.Identity == identity && d.Loader != nil && d.Loader.Pod != nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("program %s of pod %s in the chart pod's daemon: id %d, pod %+v, identity %q, loader %+v; want %+v and %q", name, want, d.ID, d.Pod, d.Identity, d.Loader, want, identity)
+		}
+	}
+	t.Logf("program %d, loaded in pod %s: %s", d.ID, want, d.Identity)
+	if *d.Pod != want || *d.Loader.Pod != want {
+		t.Errorf("program %d: pod %+v, loader's pod %+v; the CRI says %+v", d.ID, *d.Pod, *d.Loader.Pod, want)
+	}
+	if d.Loader.PID != lp.Containers[0].PID {
+		t.Errorf("program %d: loader pid %d, want the container's host pid %d", d.ID, d.Loader.PID, lp.Containers[0].PID)
+	}
 }
 
 // podLacking runs the chart's pod with capability gone dropped from its
