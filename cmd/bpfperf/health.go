@@ -16,7 +16,7 @@ const healthStalled = 1
 func healthCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:  "health",
-		Usage: "liveness check: exit 0 while the daemon's sampler ticks, 1 with one line when its last tick is older than 10 intervals (at least 10s) or the daemon does not answer",
+		Usage: "liveness check: exit 0 while the daemon's sampler ticks, 1 with one line when its last tick is older than 10 intervals (at least 10s), before its first tick, or when the daemon does not answer",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "max-age", Usage: "oldest last tick that passes (default: 10 intervals, at least 10s)"},
 		},

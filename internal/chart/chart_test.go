@@ -149,14 +149,14 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	checkFlags(t, c.Args)
 
-	// Liveness asks whether the sampler ticks (bpfperf health); start-up
-	// and readiness whether the API answers.
+	// Start-up and liveness ask whether the sampler ticks (bpfperf
+	// health); readiness whether the API answers.
 	status := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "status"}
 	health := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "health"}
 	for name, p := range map[string]struct {
 		probe *corev1.Probe
 		want  []string
-	}{"startup": {c.StartupProbe, status}, "liveness": {c.LivenessProbe, health}, "readiness": {c.ReadinessProbe, status}} {
+	}{"startup": {c.StartupProbe, health}, "liveness": {c.LivenessProbe, health}, "readiness": {c.ReadinessProbe, status}} {
 		if got := chart.Probe(p.probe); !slices.Equal(got, p.want) {
 			t.Errorf("%s probe runs %q, want %q", name, got, p.want)
 		}

@@ -18,6 +18,7 @@ import (
 // must fail within the bound, 10 intervals and at least 10 s, while the
 // readiness probe (bpfperf status) still passes, which is why status
 // cannot be the liveness probe; thawed, the liveness probe passes again.
+// The start-up probe (health too) passes first, as a kubelet waits for it.
 func TestLivenessOnNode(t *testing.T) {
 	n := nodeWithImage(t)
 	privtest.LockStats(t)
@@ -38,6 +39,9 @@ func TestLivenessOnNode(t *testing.T) {
 	prog, err := privtest.LoadSocketFilter("chart_live")
 	privtest.Keep(t, prog, err)
 	privtest.KeepRunning(t, prog, 20*time.Millisecond, 1)
+	if out := p.started(t, n); !strings.HasPrefix(out, "ok: last tick ") {
+		t.Fatalf("start-up probe of a running daemon: %q", out)
+	}
 	if code, out := probe(live); code != 0 || !strings.HasPrefix(out, "ok: last tick ") {
 		t.Fatalf("liveness probe %q of a running daemon: exit %d %q", live, code, out)
 	}

@@ -147,6 +147,27 @@ func (p *chartPod) exec(n *node.Node, cmd []string) (int32, string, error) {
 	return r.ExitCode, string(r.Stdout) + string(r.Stderr), nil
 }
 
+// started runs the rendered start-up probe until it passes, as a kubelet
+// does before it runs the others, for at most a minute; it returns the
+// probe's line.
+func (p *chartPod) started(t *testing.T, n *node.Node) string {
+	t.Helper()
+	c, _ := p.objs.Container()
+	probe := chart.Probe(c.StartupProbe)
+	start := time.Now()
+	for {
+		code, out, err := p.exec(n, probe)
+		if err == nil && code == 0 {
+			t.Logf("start-up probe passed %v after the daemon answered: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+			return strings.TrimSpace(out)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("start-up probe %q fails a minute after the daemon answered: exit %d, %v %s", probe, code, err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // capability numbers (linux/capability.h) of the names a pod spec uses.
 var capNumber = map[string]uint{"DAC_READ_SEARCH": 2, "NET_ADMIN": 12, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "SYS_RESOURCE": 24, "SYSLOG": 34, "PERFMON": 38, "BPF": 39}
 
@@ -272,6 +293,7 @@ func TestChartPodOnNode(t *testing.T) {
 		}
 	}
 
+	p.started(t, n)
 	c, _ := p.objs.Container()
 	for name, probe := range map[string][]string{"liveness": chart.Probe(c.LivenessProbe), "readiness": chart.Probe(c.ReadinessProbe)} {
 		start := time.Now()
