@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/node"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -30,7 +31,7 @@ func TestPodmanNames(t *testing.T) {
 		privtest.Skip(t, "podman not installed (apt-get install podman)")
 	}
 	img := podmanLoaderImage(t)
-	tp := tracepointID(t, "syscalls", "sys_enter_getppid")
+	tp := node.TracepointID(t, "syscalls", "sys_enter_getppid")
 	d := startDaemon(t, t.TempDir(), "--profile.every", "2s", "--profile.hz", "999", "--cri.socket", "none")
 	name := uniqueName("pmld")
 	ctr := "web-" + name

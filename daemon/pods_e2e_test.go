@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -126,7 +125,7 @@ func TestPodLoaders(t *testing.T) {
 		Namespace: "ns-c", Name: "driver-6f7d8c9b5-h4k2m", Labels: map[string]string{"app": "driver", "pod-template-hash": "6f7d8c9b5"},
 		Containers: []node.ContainerSpec{{Name: "driver", Image: img, Args: []string{"drive", "2"}}},
 	})
-	driver := criPod(t, n, drv, "Deployment/driver")
+	driver := n.PodNames(t, drv, "Deployment/driver")
 	cg, err := drv.Containers[0].Cgroup()
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +279,7 @@ func newProg(t *testing.T, d *daemonProc, name string, seen map[uint32]bool) uin
 // name the pod and container of p as the CRI answers for them.
 func checkPodNames(t *testing.T, n *node.Node, d *daemonProc, detail api.ProgDetail, p *node.Pod, web string) {
 	t.Helper()
-	want := criPod(t, n, p, "Deployment/loader")
+	want := n.PodNames(t, p, "Deployment/loader")
 	if detail.Pod == nil || *detail.Pod != want {
 		t.Errorf("program %d: pod %+v, want %+v (the CRI's)", detail.ID, detail.Pod, want)
 	}
@@ -368,25 +367,6 @@ func checkPodCSV(t *testing.T, out string, before []string, key string, want api
 	}
 }
 
-// criPod is p's first container as the CRI answers for it (the pod
-// sandbox's and the container's status), with workload, what the
-// Deployment the test plays gives its pods.
-func criPod(t *testing.T, n *node.Node, p *node.Pod, workload string) api.Pod {
-	t.Helper()
-	ctx := context.Background()
-	ps, err := n.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: p.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := n.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: p.Containers[0].ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := ps.GetStatus().GetMetadata()
-	return api.Pod{Namespace: md.GetNamespace(), Pod: md.GetName(), UID: md.GetUid(), Container: cs.GetStatus().GetMetadata().GetName(),
-		ContainerID: cs.GetStatus().GetId(), Workload: workload}
-}
-
 // newVersionsOf are the new_version events of programs named name (not
 // --prog name: two of them loaded at once make the name ambiguous).
 func newVersionsOf(t *testing.T, d *daemonProc, name string) []api.Event {
@@ -401,39 +381,7 @@ func loaderNode(t *testing.T) (n *node.Node, img, tp string) {
 	privtest.Root(t)
 	privtest.Tracefs(t)
 	n = node.Start(t)
-	return n, loaderImage(t, n), tracepointID(t, "syscalls", "sys_enter_getppid")
-}
-
-// loaderImage builds tploader into an image of a name of its own, so that
-// no image of older code left in the node's store is run; it is removed
-// when the test ends (after its pods).
-func loaderImage(t *testing.T, n *node.Node) string {
-	t.Helper()
-	ref := fmt.Sprintf("bpfperf.test/tploader:%d-%d", os.Getpid(), time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	if err := n.ImportCommand(ctx, ref, "github.com/bpfperf/bpfperf/internal/node/tploader"); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("image %s built and imported in %s", ref, time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		n.Images.RemoveImage(context.Background(), &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
-	})
-	return ref
-}
-
-// tracepointID is the id of tracepoint group/name, from the host's tracefs:
-// the loader's container has none.
-func tracepointID(t *testing.T, group, name string) string {
-	t.Helper()
-	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
-		if b, err := os.ReadFile(filepath.Join(dir, "events", group, name, "id")); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	t.Fatalf("no id of tracepoint %s/%s in tracefs", group, name)
-	return ""
+	return n, n.LoaderImage(t), node.TracepointID(t, "syscalls", "sys_enter_getppid")
 }
 
 // criProxy is the CRI socket as the daemon sees it: a socket of the test's

@@ -22,6 +22,7 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/bpfperf/bpfperf/api"
+	"github.com/bpfperf/bpfperf/internal/grafana"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
@@ -251,7 +252,7 @@ func TestPrometheusScrapesRunCounts(t *testing.T) {
 // runs: none may fail, and the per-program ones must find the program.
 func TestGrafanaDashboardQueries(t *testing.T) {
 	privtest.Root(t)
-	exprs := dashboardExprs(t, "../systemd/examples/grafana-dashboard.json")
+	exprs := dashboardExprs(t, "../charts/bpfperf/dashboards/bpfperf.json")
 	web := freeAddr(t)
 	startDaemon(t, t.TempDir(), "--web.listen-address", web, "--profile.every", "2s")
 	prom := startPrometheus(t, web)
@@ -317,47 +318,22 @@ func TestGrafanaDashboardQueries(t *testing.T) {
 }
 
 // dashboardExprs is every PromQL expr in a Grafana dashboard's panels and
-// annotations.
+// annotations (its variables' label_values are Grafana's, not PromQL).
 func dashboardExprs(t *testing.T, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Annotations struct {
-			List []struct {
-				Name string `json:"name"`
-				Expr string `json:"expr"`
-			} `json:"list"`
-		} `json:"annotations"`
-	}
-	if err := json.Unmarshal(b, &dash); err != nil {
+	qs, err := grafana.Queries(b)
+	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	var exprs []string
-	for _, p := range dash.Panels {
-		if len(p.Targets) == 0 {
-			t.Errorf("%s: panel %q has no query", path, p.Title)
+	for _, q := range qs {
+		if !q.Variable {
+			exprs = append(exprs, q.Expr)
 		}
-		for _, tg := range p.Targets {
-			exprs = append(exprs, tg.Expr)
-		}
-	}
-	for _, a := range dash.Annotations.List {
-		if a.Expr == "" {
-			t.Errorf("%s: annotation %q has no query", path, a.Name)
-		}
-		exprs = append(exprs, a.Expr)
-	}
-	if len(exprs) == 0 {
-		t.Fatalf("%s: no queries", path)
 	}
 	return exprs
 }

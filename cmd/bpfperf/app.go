@@ -27,6 +27,7 @@ func newApp(dial clientFactory) *cli.App {
 		},
 		Commands: []*cli.Command{
 			statusCommand(dial),
+			healthCommand(dial),
 			progsCommand(dial),
 			showCommand(dial),
 			historyCommand(dial),

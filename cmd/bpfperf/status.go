@@ -22,11 +22,7 @@ func statusCommand(dial clientFactory) *cli.Command {
 			if err := checkOutput(c); err != nil {
 				return err
 			}
-			client, err := dial(c)
-			if err != nil {
-				return err
-			}
-			s, err := client.Status()
+			client, s, err := daemonStatus(c, dial)
 			if err != nil {
 				return err
 			}
@@ -41,6 +37,16 @@ func statusCommand(dial clientFactory) *cli.Command {
 			return renderStatus(c, s, statusFields(s))
 		},
 	}
+}
+
+// daemonStatus dials the daemon and reads its status.
+func daemonStatus(c *cli.Context, dial clientFactory) (*api.Client, api.Status, error) {
+	client, err := dial(c)
+	if err != nil {
+		return nil, api.Status{}, err
+	}
+	s, err := client.Status()
+	return client, s, err
 }
 
 // statusFields is what status says, in order, as field and value: what

@@ -101,6 +101,8 @@ type Objects struct {
 	// ServiceMonitor has no type here (the Prometheus Operator's CRD):
 	// it is decoded into maps.
 	ServiceMonitor map[string]any
+	// Dashboard is the Grafana dashboard's ConfigMap (opt-in).
+	Dashboard *corev1.ConfigMap
 	// Kinds are every object's kind, in the order rendered.
 	Kinds []string
 }
@@ -149,6 +151,9 @@ func Decode(stream []byte) (*Objects, error) {
 		case "v1 Service":
 			objs.Service = &corev1.Service{}
 			into = objs.Service
+		case "v1 ConfigMap":
+			objs.Dashboard = &corev1.ConfigMap{}
+			into = objs.Dashboard
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			into = &objs.ServiceMonitor
 		default:

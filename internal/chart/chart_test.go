@@ -3,6 +3,7 @@ package chart_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,6 +65,9 @@ var nonDefault = []string{
 	"--set", "cri.socketDir=/run/crio",
 	"--set", "cri.socketName=crio.sock",
 	"--set", "priorityClassName=system-node-critical",
+	"--set", "grafana.dashboard.enabled=true",
+	"--set", "grafana.dashboard.namespace=grafana",
+	"--set", "grafana.dashboard.annotations.grafana_folder=BPF",
 }
 
 // TestLint: helm lint --strict passes with the defaults, with every
@@ -145,10 +149,16 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	checkFlags(t, c.Args)
 
-	probe := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "status"}
-	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		if got := chart.Probe(p); !slices.Equal(got, probe) {
-			t.Errorf("%s probe runs %q, want %q", name, got, probe)
+	// Start-up and liveness ask whether the sampler ticks (bpfperf
+	// health); readiness whether the API answers.
+	status := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "status"}
+	health := []string{"/usr/local/bin/bpfperf", "--socket", "/run/bpfperf/api.sock", "health"}
+	for name, p := range map[string]struct {
+		probe *corev1.Probe
+		want  []string
+	}{"startup": {c.StartupProbe, health}, "liveness": {c.LivenessProbe, health}, "readiness": {c.ReadinessProbe, status}} {
+		if got := chart.Probe(p.probe); !slices.Equal(got, p.want) {
+			t.Errorf("%s probe runs %q, want %q", name, got, p.want)
 		}
 	}
 	if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
@@ -163,8 +173,19 @@ func TestRenderDefaults(t *testing.T) {
 // digest, moved directories and more capabilities all reach the pod.
 func TestRenderNonDefault(t *testing.T) {
 	objs := render(t, nonDefault...)
-	if want := []string{"ServiceAccount", "Service", "DaemonSet", "ServiceMonitor"}; !slices.Equal(objs.Kinds, want) {
+	if want := []string{"ServiceAccount", "ConfigMap", "Service", "DaemonSet", "ServiceMonitor"}; !slices.Equal(objs.Kinds, want) {
 		t.Errorf("kinds %v, want %v", objs.Kinds, want)
+	}
+	// The dashboard for Grafana's sidecar: its label, in its namespace,
+	// the chart's file as it is.
+	file, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "bpfperf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm := objs.Dashboard; cm.Namespace != "grafana" || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "BPF" || cm.Labels["app.kubernetes.io/name"] != "bpfperf" {
+		t.Errorf("dashboard ConfigMap %s/%s, labels %v, annotations %v: want namespace grafana, grafana_dashboard 1, folder BPF", cm.Namespace, cm.Name, cm.Labels, cm.Annotations)
+	} else if got := cm.Data["bpfperf.json"]; got != strings.TrimSpace(string(file)) || len(cm.Data) != 1 {
+		t.Errorf("dashboard ConfigMap's data (%d keys) is not dashboards/bpfperf.json (%d bytes, got %d)", len(cm.Data), len(file), len(got))
 	}
 	ds := objs.DaemonSet
 	ps := ds.Spec.Template.Spec
@@ -190,7 +211,7 @@ func TestRenderNonDefault(t *testing.T) {
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9500 {
 		t.Errorf("ports %+v", c.Ports)
 	}
-	if got := chart.Probe(c.LivenessProbe); !slices.Equal(got, []string{"/usr/local/bin/bpfperf", "--socket", "/var/run/bpfperf-x/api.sock", "status"}) {
+	if got := chart.Probe(c.LivenessProbe); !slices.Equal(got, []string{"/usr/local/bin/bpfperf", "--socket", "/var/run/bpfperf-x/api.sock", "health"}) {
 		t.Errorf("liveness probe %q: want the moved socket", got)
 	}
 	got := mounts(t, objs)

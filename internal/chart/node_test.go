@@ -147,6 +147,27 @@ func (p *chartPod) exec(n *node.Node, cmd []string) (int32, string, error) {
 	return r.ExitCode, string(r.Stdout) + string(r.Stderr), nil
 }
 
+// started runs the rendered start-up probe until it passes, as a kubelet
+// does before it runs the others, for at most a minute; it returns the
+// probe's line.
+func (p *chartPod) started(t *testing.T, n *node.Node) string {
+	t.Helper()
+	c, _ := p.objs.Container()
+	probe := chart.Probe(c.StartupProbe)
+	start := time.Now()
+	for {
+		code, out, err := p.exec(n, probe)
+		if err == nil && code == 0 {
+			t.Logf("start-up probe passed %v after the daemon answered: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out))
+			return strings.TrimSpace(out)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("start-up probe %q fails a minute after the daemon answered: exit %d, %v %s", probe, code, err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // capability numbers (linux/capability.h) of the names a pod spec uses.
 var capNumber = map[string]uint{"DAC_READ_SEARCH": 2, "NET_ADMIN": 12, "SYS_PTRACE": 19, "SYS_ADMIN": 21, "SYS_RESOURCE": 24, "SYSLOG": 34, "PERFMON": 38, "BPF": 39}
 
@@ -272,6 +293,7 @@ func TestChartPodOnNode(t *testing.T) {
 		}
 	}
 
+	p.started(t, n)
 	c, _ := p.objs.Container()
 	for name, probe := range map[string][]string{"liveness": chart.Probe(c.LivenessProbe), "readiness": chart.Probe(c.ReadinessProbe)} {
 		start := time.Now()
@@ -375,6 +397,52 @@ func TestChartPodOnNode(t *testing.T) {
 	// view and tracefs make the rest.
 	if s.Sweep != "iter" || !strings.HasPrefix(s.Holders, "iterator") || !strings.HasPrefix(s.Loaders, "following the kernel's load records") || strings.Contains(s.Loaders, "from /proc only") {
 		t.Errorf("sweep %q, holders %q, loaders %q: want the iterators and the load records with their commands", s.Sweep, s.Holders, s.Loaders)
+	}
+
+	checkPodLoaderNamed(t, n, client)
+}
+
+// checkPodLoaderNamed: a program loaded in another pod of the node (a
+// Deployment's, tploader holding a tracepoint program) is named by that
+// pod in the chart pod's daemon, through the CRI socket the chart mounts:
+// its namespace, pod, uid, container and workload as the CRI lists them
+// (the oracle), its loader the container's host pid, and its identity's
+// runner the workload's container.
+func checkPodLoaderNamed(t *testing.T, n *node.Node, client *api.Client) {
+	t.Helper()
+	privtest.Tracefs(t)
+	name := fmt.Sprintf("chartpod_%d", os.Getpid()%100000)
+	lp := n.RunPod(t, node.PodSpec{
+		Namespace: "ns-a", Name: "loader-7d9f8b6c5-x2k4p", Labels: map[string]string{"app": "loader", "pod-template-hash": "7d9f8b6c5"},
+		Containers: []node.ContainerSpec{{Name: "loader", Image: n.LoaderImage(t), Args: []string{name, "100", node.TracepointID(t, "syscalls", "sys_enter_getppid")}, Caps: []string{"BPF", "PERFMON", "SYS_ADMIN"}}},
+	})
+	want := n.PodNames(t, lp, "Deployment/loader")
+	identity := "tracepoint/" + name + " at perf_event tracepoint sys_enter_getppid by k8s ns-a/Deployment/loader/loader"
+	var d api.ProgDetail
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if d.ID == 0 {
+			rows, _ := client.Progs(false)
+			for _, r := range rows {
+				if r.Name == name {
+					d.ID = r.ID
+				}
+			}
+		} else if got, err := client.Show(strconv.Itoa(int(d.ID))); err == nil {
+			d = got
+			if d.Pod != nil && d.Identity == identity && d.Loader != nil && d.Loader.Pod != nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("program %s of pod %s in the chart pod's daemon: id %d, pod %+v, identity %q, loader %+v; want %+v and %q", name, want, d.ID, d.Pod, d.Identity, d.Loader, want, identity)
+		}
+	}
+	t.Logf("program %d, loaded in pod %s: %s", d.ID, want, d.Identity)
+	if *d.Pod != want || *d.Loader.Pod != want {
+		t.Errorf("program %d: pod %+v, loader's pod %+v; the CRI says %+v", d.ID, *d.Pod, *d.Loader.Pod, want)
+	}
+	if d.Loader.PID != lp.Containers[0].PID {
+		t.Errorf("program %d: loader pid %d, want the container's host pid %d", d.ID, d.Loader.PID, lp.Containers[0].PID)
 	}
 }
 
@@ -581,20 +649,7 @@ func testSyslogNeeded(t *testing.T, n *node.Node) {
 	prog, err := privtest.LoadLoop(fmt.Sprintf("busy_%d", os.Getpid()%100000), 20000)
 	id := strconv.Itoa(int(privtest.Keep(t, prog, err)))
 	// The program runs flat out on one CPU while the test lasts.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				privtest.Run(prog, 50)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	privtest.KeepRunning(t, prog, 0, 50)
 	profiles := []string{"--set", "daemon.extraArgs={--profile.every=1s}"}
 
 	with := runChart(t, n, "bpfperf-syslog", renderFor(t, t.TempDir(), profiles...))

@@ -114,6 +114,24 @@ func Run(prog *ebpf.Program, n int) error {
 	return nil
 }
 
+// KeepRunning runs prog n times every period (0: back to back) until the
+// test ends, so that every tick of a daemon sees it move.
+func KeepRunning(tb testing.TB, prog *ebpf.Program, every time.Duration, n int) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(every):
+				Run(prog, n)
+			}
+		}
+	}()
+	tb.Cleanup(func() { close(stop); <-done })
+}
+
 // LockStats serializes tests that assert on the kernel's global stats state
 // and tests that start something holding stats on (a daemon): any process
 // holding a BPF_ENABLE_STATS fd changes the state for everyone. The lock is
