@@ -74,6 +74,22 @@ func TestTrampolineCostFromProfile(t *testing.T) {
 	}
 }
 
+// TestKprobeCostFromProfile (in the VM: TestHooksInVM, where kprobes
+// work): an empty kprobe on getppid's entry. Its samples outside the
+// program are the hook "kprobe" (the ftrace entry, kprobe_perf_func,
+// trace_call_bpf) or its stats clock; the figure is logged beside bench
+// hooks' and not compared, as the trampoline's is not: under the emulated
+// CPU the loop's cost moves too much between captures.
+func TestKprobeCostFromProfile(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("needs kprobes: runs in the VM (TestHooksInVM)")
+	}
+	privtest.Root(t)
+	hookCostFromProfile(t, "kprobe", "kprobe", func() *ebpf.Program {
+		return privtest.Probe(t, "kprobe", "kprobe_profile")
+	})
+}
+
 // hookCostFromProfile measures benchHook with bench hooks, then attaches
 // a program like it (attach) and profiles a thread making getppid()
 // calls. It fails unless wantHook has samples and no hook's cost is
