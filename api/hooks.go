@@ -12,7 +12,9 @@ type HookRow struct {
 	// Hook names it: "syscall_enter", "syscall_exit" (perf's glue for
 	// syscall tracepoints), "syscall_slow_path" (the entry and exit work
 	// every system call pays while a syscall tracepoint is on),
-	// "raw_tp:<tracepoint>", "kprobe", "tracepoint:<event>", or
+	// "raw_tp:<tracepoint>", "kprobe", "kretprobe", "kprobe_multi",
+	// "uprobe" (the breakpoint every uprobe and uretprobe takes),
+	// "uretprobe", "tracepoint:<event>", "trampoline:<function>", or
 	// "stats_clock" (bpf_stats' own clock reads, every program's while
 	// stats are on).
 	Hook       string  `json:"hook"`

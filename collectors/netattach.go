@@ -218,6 +218,34 @@ func MergeAttach(links, more map[uint32][]AttachPoint) map[uint32][]AttachPoint 
 	return links
 }
 
+// NamePerfLinks names the perf_event links of links whose event the
+// kernel did not tell (Target "": link info says nothing of a perf event
+// before Linux 6.6) from perf, PerfEventAttach's answer for the same
+// programs: where a program has one such link and perf one entry, the
+// link takes its target and the entry goes. The rest of perf is returned
+// for MergeAttach.
+func NamePerfLinks(links, perf map[uint32][]AttachPoint) map[uint32][]AttachPoint {
+	rest := make(map[uint32][]AttachPoint, len(perf))
+	for id, aps := range perf {
+		unnamed := -1
+		for i, a := range links[id] {
+			if a.Type == "perf_event" && a.Target == "" {
+				if unnamed >= 0 {
+					unnamed = -2 // more than one: which is which is unknown
+					break
+				}
+				unnamed = i
+			}
+		}
+		if unnamed >= 0 && len(aps) == 1 {
+			links[id][unnamed].Target = aps[0].Target
+			continue
+		}
+		rest[id] = aps
+	}
+	return rest
+}
+
 // appendNew appends ap to aps unless an entry has its type, target and
 // namespace.
 func appendNew(aps []AttachPoint, ap AttachPoint) []AttachPoint {

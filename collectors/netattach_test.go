@@ -40,6 +40,34 @@ func TestMergeAttach(t *testing.T) {
 	}
 }
 
+// TestNamePerfLinks: a perf_event link the kernel named nothing of (6.1)
+// takes its holder's perf event's target; one already named, two unnamed
+// links of one program, or a program with no such link keep theirs, and
+// their holders' entries are left for MergeAttach.
+func TestNamePerfLinks(t *testing.T) {
+	links := map[uint32][]AttachPoint{
+		1: {{LinkID: 7, Type: "perf_event"}},
+		2: {{LinkID: 8, Type: "perf_event", Target: "kprobe f"}},
+		3: {{LinkID: 9, Type: "perf_event"}, {LinkID: 10, Type: "perf_event"}},
+	}
+	perf := map[uint32][]AttachPoint{
+		1: {{Type: "perf_event", Target: "kretprobe f"}},
+		2: {{Type: "perf_event", Target: "kprobe f"}},
+		3: {{Type: "perf_event", Target: "uprobe /a"}, {Type: "perf_event", Target: "uretprobe /a"}},
+		4: {{Type: "perf_event", Target: "tracepoint sys_enter_getppid"}},
+	}
+	rest := NamePerfLinks(links, perf)
+	if want := []AttachPoint{{LinkID: 7, Type: "perf_event", Target: "kretprobe f"}}; !reflect.DeepEqual(links[1], want) {
+		t.Errorf("program 1: %+v, want %+v", links[1], want)
+	}
+	if links[2][0].Target != "kprobe f" || links[3][0].Target != "" || links[3][1].Target != "" {
+		t.Errorf("links named that should not be: %+v", links)
+	}
+	if want := map[uint32][]AttachPoint{2: perf[2], 3: perf[3], 4: perf[4]}; !reflect.DeepEqual(rest, want) {
+		t.Errorf("rest = %+v, want %+v", rest, want)
+	}
+}
+
 // addTCFilter attaches prog as a direct-action BPF filter of dev's clsact
 // qdisc at parent (ingress or egress), the way `tc filter add ... bpf da`
 // does. It returns a function that detaches it.

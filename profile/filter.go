@@ -52,8 +52,13 @@ var traceRunnerTypes = map[ebpf.ProgramType]bool{ebpf.Kprobe: true, ebpf.TracePo
 // hooks by that can be the only hook frame of a stack without a BPF
 // frame (hook.go): the filter passes their pages so that hook samples
 // are kept. The stats clocks, __bpf_prog_enter and the tracepoints'
-// __bpf_trace_<tp> count only under one of these or a trampoline.
+// __bpf_trace_<tp> count only under one of these or a trampoline. The
+// probes' (probeHooks) matter little today: while a kprobe or uprobe
+// program is loaded the sampler does not filter (traceRunnerTypes).
 func hookFunction(name string) bool {
+	if probeHooks[name] != "" || name == "exc_debug_user" || name == "asm_exc_int3" {
+		return true
+	}
 	switch name {
 	case "trace_call_bpf", "__bpf_trace_run", "perf_syscall_enter", "perf_syscall_exit",
 		"syscall_trace_enter", "syscall_exit_work", "trace_sys_enter", "trace_sys_exit",

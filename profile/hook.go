@@ -29,9 +29,29 @@ import (
 //     exit work every system call pays while any syscall tracepoint is on;
 //   - __bpf_trace_run and bpf_trace_runN: "raw_tp:<tracepoint>", the name
 //     from the __bpf_trace_<tracepoint> frame outside it;
-//   - trace_call_bpf elsewhere: "kprobe" under kprobe_perf_func and the
-//     ftrace or int3 kprobe handlers, else "tracepoint:<event>" from the
-//     perf_trace_<event> frame.
+//   - the probes' own machinery, named by its most specific frame
+//     (probeHooks): "kretprobe" (the kretprobe's entry handler, which
+//     sets up the return, and its return path from the rethook or
+//     kretprobe trampoline to kretprobe_perf_func), "kprobe"
+//     (kprobe_dispatcher, kprobe_perf_func, and the ftrace or int3 entry
+//     every kprobe and kretprobe takes), "rethook" (the return
+//     trampoline of kretprobes and kprobe_multi's return probes, outside
+//     their handlers), "uretprobe" (the return
+//     address's hijack at entry and the return trampoline's handling, to
+//     uretprobe_perf_func), "uprobe" (the breakpoint's trap and
+//     single-step, which every uprobe and uretprobe takes at entry, and
+//     uprobe_dispatcher; on x86 also any sample in a breakpoint trap
+//     or single step from user space, a debugger's as well as a
+//     uprobe's) and "kprobe_multi" (the fprobe handlers and
+//     kprobe_multi_link_prog_run, which run the program with no
+//     trace_call_bpf);
+//   - trace_call_bpf elsewhere: "kprobe" under the ftrace or int3 kprobe
+//     handlers, else "tracepoint:<event>" from the perf_trace_<event>
+//     frame.
+//
+// Not counted: ftrace's trampoline as the innermost frame (ftrace_trampoline,
+// which calls kprobe_ftrace_handler and fprobe_handler, and every other
+// ftrace user's handler alike).
 //
 // fentry, fexit and fmod_ret on a kernel function run from a trampoline,
 // JIT code named bpf_trampoline_<key> in kallsyms: a sample whose
@@ -53,6 +73,10 @@ const LabelHook = "hook"
 // HookTrampoline prefixes the trampoline hooks: "trampoline:<function>".
 const HookTrampoline = "trampoline:"
 
+// HookRethook is the return trampoline kretprobes and kprobe_multi's
+// return probes share, where nothing on the stack tells whose.
+const HookRethook = "rethook"
+
 // HookSyscallSlowPath is the entry and exit work of every system call
 // while a syscall tracepoint is on, not only of the traced ones.
 const HookSyscallSlowPath = "syscall_slow_path"
@@ -63,8 +87,52 @@ var statsClocks = map[string]bool{
 	"kvm_sched_clock_read": true, "pvclock_clocksource_read": true, "pvclock_clocksource_read_nowd": true, "read_tsc": true,
 }
 
-// bpfRunners call a program (and time it when stats are on).
-var bpfRunners = map[string]bool{"trace_call_bpf": true, "__bpf_trace_run": true, "bpf_prog_run_array": true, "__bpf_prog_run": true}
+// bpfRunners call a program (and time it when stats are on). The
+// kprobe_multi handlers run it with bpf_prog_run inlined.
+var bpfRunners = map[string]bool{
+	"trace_call_bpf": true, "__bpf_trace_run": true, "bpf_prog_run_array": true, "__bpf_prog_run": true,
+	"kprobe_multi_link_prog_run": true, "kprobe_multi_link_handler": true, "kprobe_multi_link_exit_handler": true,
+}
+
+// probeHooks name the probes' machinery by the kernel functions only that
+// probe runs (kernel/trace/trace_kprobe.c, trace_uprobe.c, bpf_trace.c,
+// kernel/kprobes.c, kernel/events/uprobes.c, kernel/trace/fprobe.c and
+// arch/*/kernel/uprobes.c, 6.1 to 6.18; some are inlined on one kernel
+// and not on another, so both a handler and its caller are named).
+var probeHooks = map[string]string{
+	// The return through the rethook (x86 6.1+) or the kretprobe
+	// trampoline (arm64 6.1), to the program; and the entry handler that
+	// takes a return instance and hijacks the return address.
+	"kretprobe_perf_func": "kretprobe", "kretprobe_dispatcher": "kretprobe", "kretprobe_rethook_handler": "kretprobe",
+	"__kretprobe_trampoline_handler": "kretprobe", "trampoline_probe_handler": "kretprobe", "pre_handler_kretprobe": "kretprobe",
+	"kprobe_perf_func": "kprobe", "kprobe_dispatcher": "kprobe",
+	// A kprobe's entry through ftrace or int3: a kprobe's or a
+	// kretprobe's (whose entry handler, inside it, is named above).
+	"kprobe_ftrace_handler": "kprobe", "kprobe_int3_handler": "kprobe",
+	// The rethook's return trampoline, a kretprobe's or a kprobe_multi's
+	// return (6.1-6.13; their handlers, inside it, are named apart).
+	"arch_rethook_trampoline": HookRethook, "arch_rethook_trampoline_callback": HookRethook,
+	"rethook_trampoline_handler": HookRethook,
+	// A uretprobe's return: through the trampoline's breakpoint
+	// (handle_trampoline, uprobe_handle_trampoline from 6.12) or the
+	// uretprobe system call (x86 6.11+); and, at entry, the return
+	// address's hijack.
+	"uretprobe_perf_func": "uretprobe", "uretprobe_dispatcher": "uretprobe", "handle_uretprobe_chain": "uretprobe",
+	"handle_trampoline": "uretprobe", "uprobe_handle_trampoline": "uretprobe", "__x64_sys_uretprobe": "uretprobe",
+	"prepare_uretprobe": "uretprobe", "arch_uretprobe_hijack_return_addr": "uretprobe",
+	// The breakpoint every uprobe and uretprobe takes at entry: the
+	// trap's notifiers, the handler on the way back to user space and the
+	// out-of-line single step.
+	"uprobe_perf_func": "uprobe", "uprobe_dispatcher": "uprobe", "handler_chain": "uprobe", "handle_swbp": "uprobe",
+	"handle_singlestep": "uprobe", "uprobe_notify_resume": "uprobe", "arch_uprobe_exception_notify": "uprobe",
+	"uprobe_pre_sstep_notifier": "uprobe", "uprobe_post_sstep_notifier": "uprobe",
+	// fprobe on ftrace (to 6.13) or on the function graph tracer (6.14+),
+	// entry and exit.
+	"kprobe_multi_link_prog_run": "kprobe_multi", "kprobe_multi_link_handler": "kprobe_multi",
+	"kprobe_multi_link_exit_handler": "kprobe_multi", "fprobe_handler": "kprobe_multi", "fprobe_exit_handler": "kprobe_multi",
+	"fprobe_kprobe_handler": "kprobe_multi", "fprobe_ftrace_entry": "kprobe_multi", "fprobe_fgraph_entry": "kprobe_multi",
+	"fprobe_return": "kprobe_multi", "fprobe_entry": "kprobe_multi", "__fprobe_handler": "kprobe_multi",
+}
 
 // hookOf names the hook machinery a stack without BPF frames is in, ""
 // for none. funcs are the stack's function names, innermost first.
@@ -92,6 +160,14 @@ func hookOf(funcs []string) string {
 				}
 			}
 			return "raw_tp"
+		case probeHooks[fn] != "":
+			return probeHooks[fn]
+		case fn == "exc_debug_user" || fn == "noist_exc_debug" || i == len(funcs)-1 && (fn == "asm_exc_int3" || fn == "asm_exc_debug"):
+			// A breakpoint or single step taken in user space (x86): a
+			// uprobe's, or a debugger's. The trap runs with interrupts
+			// off, so a timer's sample lands where they come back on, on
+			// the way out, with no uprobe frame on the stack.
+			return "uprobe"
 		case fn == "trace_call_bpf":
 			for _, outer := range funcs[i+1:] {
 				switch outer {
@@ -100,8 +176,8 @@ func hookOf(funcs []string) string {
 				case "perf_syscall_exit":
 					return "syscall_exit"
 				}
-				if outer == "kprobe_perf_func" || outer == "kprobe_ftrace_handler" || outer == "kprobe_int3_handler" {
-					return "kprobe"
+				if h := probeHooks[outer]; h != "" {
+					return h
 				}
 				if ev, ok := strings.CutPrefix(outer, "perf_trace_"); ok && ev != "buf_alloc" && ev != "run_bpf_submit" {
 					return "tracepoint:" + ev

@@ -595,6 +595,40 @@ func TestHookOf(t *testing.T) {
 			t.Errorf("hookOf(%s) = %q, want %q", stack, got, want)
 		}
 	}
+	// The probes, on 6.1 and 6.12 (TestProbeHooks' stacks).
+	for _, c := range []struct{ want, stack string }{
+		{"kprobe", "kprobe_perf_func;kprobe_dispatcher;kprobe_ftrace_handler;__x64_sys_getppid"},
+		{"kretprobe", "trace_call_bpf;kretprobe_perf_func;kretprobe_dispatcher;kretprobe_rethook_handler;rethook_trampoline_handler;arch_rethook_trampoline_callback;arch_rethook_trampoline;do_syscall_64"},
+		{"kretprobe", "rethook_try_get;pre_handler_kretprobe;kprobe_ftrace_handler;__x64_sys_getppid"},
+		{"stats_clock", "native_sched_clock;sched_clock;trace_call_bpf;kretprobe_perf_func;kretprobe_dispatcher"},
+		{"kprobe_multi", "migrate_disable;kprobe_multi_link_handler;fprobe_handler;__x64_sys_getppid"},
+		{"stats_clock", "sched_clock;kprobe_multi_link_handler;fprobe_handler;__x64_sys_getppid"},
+		{"uprobe", "__uprobe_perf_func;uprobe_dispatcher;handler_chain;uprobe_notify_resume;irqentry_exit_to_user_mode"},
+		{"uprobe", "trace_call_bpf;__uprobe_perf_func;uprobe_dispatcher;handler_chain"},
+		{"uprobe", "find_active_uprobe;handle_swbp;uprobe_notify_resume"},
+		{"uretprobe", "trace_call_bpf;__uprobe_perf_func;uretprobe_dispatcher;handle_uretprobe_chain;uprobe_handle_trampoline;__x64_sys_uretprobe"},
+		{"uretprobe", "prepare_uretprobe;handler_chain;handle_swbp;uprobe_notify_resume"},
+		{"uretprobe", "handle_trampoline;handle_swbp;uprobe_notify_resume"},
+		// The trap of a uprobe's breakpoint and single step, where the
+		// timer's interrupt, held off through it, lands (this host, 6.18).
+		{"uprobe", "pvm_irq_enable;__raw_callee_save_pvm_irq_enable;irqentry_exit_to_user_mode;asm_exc_int3"},
+		{"uprobe", "pvm_irq_enable;__raw_callee_save_pvm_irq_enable;irqentry_exit_to_user_mode;exc_debug_user;asm_exc_debug"},
+		{"uprobe", "xol_free_insn_slot;uprobe_notify_resume;irqentry_exit_to_user_mode;exc_debug_user;asm_exc_debug"},
+		{"uretprobe", "_copy_from_user;__x64_sys_uretprobe;do_syscall_64;entry_SYSCALL_64_after_hwframe"},
+		{"uprobe", "exit_to_user_mode_prepare;irqentry_exit_to_user_mode;noist_exc_debug;asm_exc_debug"}, // 6.1
+		// A kprobe's entry, a kprobe's or a kretprobe's.
+		{"kprobe", "get_kprobe;kprobe_ftrace_handler;ftrace_trampoline;__x64_sys_getppid;do_syscall_64"},
+		{"kprobe", "kprobe_int3_handler;exc_int3;asm_exc_int3;__x64_sys_getppid;do_syscall_64"},
+		// The rethook alone: a kretprobe's or a kprobe_multi's return.
+		{"rethook", "objpool_push.isra.0;rethook_trampoline_handler;arch_rethook_trampoline_callback;arch_rethook_trampoline;do_syscall_64"},
+		// ftrace's trampoline, every ftrace user's.
+		{"", "ftrace_trampoline;__x64_sys_getppid;do_syscall_64;entry_SYSCALL_64_after_hwframe"},
+	} {
+		want, stack := c.want, c.stack
+		if got := hookOf(strings.Split(stack, ";")); got != want {
+			t.Errorf("hookOf(%s) = %q, want %q", stack, got, want)
+		}
+	}
 	// The slow path is the entry work's own time, not the system call's.
 	if got := hookOf(strings.Split("__task_pid_nr_ns;syscall_trace_enter", ";")); got != "" {
 		t.Errorf("a sample under syscall_trace_enter but not in it: %q", got)

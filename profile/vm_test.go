@@ -47,3 +47,14 @@ func TestFilterInVM(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeHooksInVM runs TestProbeHooks on Debian's 6.1 and 6.12, whose
+// kernels have kprobes, kretprobes (6.1 returns through the rethook) and
+// kprobe_multi (fprobe).
+func TestProbeHooksInVM(t *testing.T) {
+	for _, series := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
+		t.Run(series.Name, func(t *testing.T) {
+			vmtest.RunTests(t, vmtest.Config{Series: series, CPUs: 2, Memory: "2G", Timeout: 3 * time.Minute}, []string{"TestProbeHooks"})
+		})
+	}
+}

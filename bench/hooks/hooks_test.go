@@ -172,7 +172,7 @@ func TestTracingHooks(t *testing.T) {
 // CPU 0 spinning in syscall_trace_enter until the guest's watchdog
 // panicked, three boots in a row.
 func TestHooksInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{}, []string{"TestTracingHooks", "TestTrampolineCostFromProfile"})
+	vmtest.RunTests(t, vmtest.Config{}, []string{"TestTracingHooks", "TestTrampolineCostFromProfile", "TestKprobeCostFromProfile"})
 }
 
 func TestBadConfig(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 func hooksCommand(dial clientFactory) *cli.Command {
 	return &cli.Command{
 		Name:      "hooks",
-		Usage:     "what the kernel's hook machinery around the programs costs, outside their run_time_ns (syscall tracepoints' glue and slow path, raw tracepoints, kprobes, bpf_stats' clock), from the CPU profile: per run and beside run time",
+		Usage:     "what the kernel's hook machinery around the programs costs, outside their run_time_ns (syscall tracepoints' glue and slow path, raw tracepoints, kprobes, kretprobes, kprobe_multi, uprobes, uretprobes, fentry trampolines, bpf_stats' clock), from the CPU profile: per run and beside run time",
 		ArgsUsage: "[PROG] (only the hooks it is attached to)",
 		Flags:     append([]cli.Flag{outputFlag}, timeRangeFlags("1h")...),
 		Action: func(c *cli.Context) error {

@@ -29,7 +29,7 @@ var (
 		"Part of a program's sampled CPU in the latest profile window that a workload triggered: its cgroup's Kubernetes workload (with namespace, pod and container), unit, container or path in task context, or the interrupt context (softirq/net_rx, hardirq). The 3 largest per program, the rest as workload=\"other\".",
 		[]string{"id", "name", "workload", "context", "namespace", "pod", "container"}, nil)
 	descHookCPU = prometheus.NewDesc("bpfperf_hook_cpu_ratio",
-		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, trampoline:<function>, kprobe, stats_clock. One series per kind of hook, attached tracepoint and traced function, the 20 costliest, the rest summed as hook=\"other\".",
+		"CPU seconds per second spent in a hook's machinery around the programs attached to it, outside their run_time_ns, in the latest profile window (sampled): syscall_enter, syscall_exit, syscall_slow_path, raw_tp:<tracepoint>, tracepoint:<event>, trampoline:<function>, kprobe, kretprobe, kprobe_multi, uprobe, uretprobe, stats_clock. One series per kind of hook, attached tracepoint and traced function, the 20 costliest, the rest summed as hook=\"other\".",
 		[]string{"hook"}, nil)
 	descWorkloadCPU = prometheus.NewDesc("bpfperf_workload_triggered_cpu_ratio",
 		"CPU seconds per second that a workload made BPF programs spend, summed over programs, in the latest profile window (sampled); a Kubernetes pod's container is a workload of its own, with namespace, pod and container. The 20 largest workloads, the rest as workload=\"other\".",

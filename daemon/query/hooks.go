@@ -129,6 +129,16 @@ func (q *Query) attachedByHook(hooks map[string]profile.HookCost, from, to time.
 	return out
 }
 
+// probeFires are, for each probe hook, the kinds of perf_event probe it
+// fires for.
+var probeFires = map[string]map[string]bool{
+	"kprobe":            {"kprobe": true, "kretprobe": true},
+	"kretprobe":         {"kretprobe": true},
+	profile.HookRethook: {"kretprobe": true},
+	"uprobe":            {"uprobe": true, "uretprobe": true},
+	"uretprobe":         {"uretprobe": true},
+}
+
 // firesAt says whether a program with these attach points runs from hook
 // (profile.hookOf's names).
 func firesAt(hook string, attach []collectors.AttachPoint) bool {
@@ -144,7 +154,16 @@ func firesAt(hook string, attach []collectors.AttachPoint) bool {
 			hook == profile.HookSyscallSlowPath && (syscallTP || tp == "sys_enter" || tp == "sys_exit"),
 			hook == "raw_tp:"+tp && a.Type != "perf_event",
 			hook == "tracepoint:"+tp && a.Type == "perf_event" && !syscallTP,
-			hook == "kprobe" && (strings.Contains(a.Type, "kprobe") || strings.HasPrefix(a.Target, "kprobe")):
+			(hook == "kprobe_multi" || hook == profile.HookRethook) && a.Type == "kprobe_multi":
+			return true
+		}
+		// A probe's perf_event target is "<kind> <function or file>"
+		// (collectors' perfEventTarget, PerfEventAttach), or the kind
+		// alone where the kernel names nothing. Every kretprobe enters
+		// through a kprobe and returns through the rethook, and every
+		// uretprobe takes a uprobe's breakpoint at entry: those hooks
+		// are theirs too.
+		if kind, _, _ := strings.Cut(a.Target, " "); a.Type == "perf_event" && probeFires[hook][kind] {
 			return true
 		}
 		// A tracing link's target is "<kind> <function>" (collectors'

@@ -22,6 +22,12 @@ func TestFiresAt(t *testing.T) {
 	fentry := collectors.AttachPoint{Type: "tracing", Target: "fentry __do_sys_getppid"}
 	fexit := collectors.AttachPoint{Type: "tracing", Target: "fexit __do_sys_getppid"}
 	onProg := collectors.AttachPoint{Type: "tracing", Target: "fentry prog 42"}
+	kprobe := collectors.AttachPoint{Type: "perf_event", Target: "kprobe __x64_sys_getppid"}
+	kretprobe := collectors.AttachPoint{Type: "perf_event", Target: "kretprobe __x64_sys_getppid"}
+	multi := collectors.AttachPoint{Type: "kprobe_multi", Target: "1 kprobes"}
+	uprobe := collectors.AttachPoint{Type: "perf_event", Target: "uprobe /usr/bin/app"}
+	uretprobe := collectors.AttachPoint{Type: "perf_event", Target: "uretprobe /usr/bin/app"}
+	bareKprobe := collectors.AttachPoint{Type: "perf_event", Target: "kprobe"} // the kernel named no function
 	for _, c := range []struct {
 		hook   string
 		attach collectors.AttachPoint
@@ -36,6 +42,23 @@ func TestFiresAt(t *testing.T) {
 		{"trampoline:42", onProg, false},
 		{"syscall_enter", fentry, false},
 		{"stats_clock", fentry, true},
+		{"kprobe", kprobe, true},
+		{"kprobe", bareKprobe, true},
+		{"kprobe", kretprobe, true}, // a kretprobe's entry is a kprobe
+		{"rethook", kretprobe, true},
+		{"rethook", multi, true},
+		{"rethook", kprobe, false},
+		{"kprobe", multi, false},
+		{"kretprobe", kretprobe, true},
+		{"kretprobe", kprobe, false},
+		{"kprobe_multi", multi, true},
+		{"kprobe_multi", kprobe, false},
+		{"uprobe", uprobe, true},
+		{"uprobe", uretprobe, true}, // a uretprobe's entry takes the uprobe's breakpoint
+		{"uretprobe", uretprobe, true},
+		{"uretprobe", uprobe, false},
+		{"uprobe", kprobe, false},
+		{"tracepoint", tp, false},
 	} {
 		if got := firesAt(c.hook, []collectors.AttachPoint{c.attach}); got != c.want {
 			t.Errorf("firesAt(%q, %+v) = %v, want %v", c.hook, c.attach, got, c.want)

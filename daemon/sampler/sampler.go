@@ -954,10 +954,11 @@ func (s *Sampler) refreshOwners(now time.Time) {
 	// And programs set on a perf event with an ioctl (bpftrace), which
 	// only their holders' perf event fds tell: asked of the holders of
 	// programs no link or netlink attachment explains, as bpftool perf
-	// does.
+	// does. A perf_event link says nothing of its event before Linux 6.6
+	// (its target ""): its holder's perf event fd does.
 	var pids []int
 	for id := range s.progs {
-		if len(links[id]) > 0 {
+		if slices.ContainsFunc(links[id], func(a collectors.AttachPoint) bool { return a.Type != "perf_event" || a.Target != "" }) {
 			continue
 		}
 		for _, o := range owners[id] {
@@ -970,7 +971,7 @@ func (s *Sampler) refreshOwners(now time.Time) {
 		if perf, err := collectors.PerfEventAttach(pids); err != nil {
 			s.log.Warn("read perf event attachments", "err", err)
 		} else {
-			links = collectors.MergeAttach(links, perf)
+			links = collectors.MergeAttach(links, collectors.NamePerfLinks(links, perf))
 		}
 	}
 	// Pins, for every program: a pin outranks a passing holder as runner
