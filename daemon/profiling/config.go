@@ -39,7 +39,10 @@ type Config struct {
 
 // Defaults for the profiling flags.
 const (
-	DefaultEvery     = time.Minute
+	DefaultEvery = time.Minute
+	// DefaultFilter is whether the kernel filter is on without
+	// --profile.filter.
+	DefaultFilter    = false
 	DefaultHz        = profile.DefaultHz
 	DefaultLimit     = 5 * time.Minute
 	DefaultRetention = 7 * 24 * time.Hour
