@@ -199,6 +199,7 @@ const (
 	DefaultLatencyEvent        = latency.DefaultEvent
 	DefaultProfileEvery        = profiling.DefaultEvery
 	DefaultProfileHz           = profiling.DefaultHz
+	DefaultProfileFilter       = profiling.DefaultFilter
 	DefaultProfileLimit        = profiling.DefaultLimit
 	DefaultRetentionProfiles   = profiling.DefaultRetention
 	DefaultMapsEvery           = mapwatch.DefaultEvery

@@ -1,10 +1,12 @@
 package profile
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/transientfd"
@@ -20,6 +22,8 @@ type KernelFilter interface {
 	Attach(eventFD int) error
 	// SetRanges says which code a sample's call chain must touch.
 	SetRanges([]kfilter.Range) error
+	// AddRanges adds code to what it passes.
+	AddRanges([]kfilter.Range) error
 	// Counts are the samples passed and dropped so far.
 	Counts() (kfilter.Counts, error)
 	Close() error
@@ -128,24 +132,70 @@ func (ks *kallsyms) codeRanges() []kfilter.Range {
 const trampolineSettle = time.Second
 
 // trampolineReadEvery bounds how often kallsyms is read for trampolines:
-// a read costs 150-250 ms of CPU on a 2-vCPU VM (5 MB the kernel formats),
-// and iterators, which have no trampoline but are of the same program
-// type, load often on a busy host.
+// a read costs 150-250 ms of CPU on a 2-vCPU VM (5 MB the kernel formats).
 const trampolineReadEvery = time.Minute
 
-// reloadForTrampolines reads kallsyms again when a program that attaches
-// through a trampoline was learned more than trampolineSettle before now
-// and after kallsyms was read, and the last read is trampolineReadEvery
-// old: its trampoline's code is then in the filter's ranges. A trampoline
-// is missing from them for at most that long after its program loaded.
+// trampolineCheckEvery bounds how often the links of settled programs
+// are looked at (a walk of the host's links, a few system calls each).
+const trampolineCheckEvery = 10 * time.Second
+
+// reloadForTrampolines reads kallsyms again when a program learned after
+// the last read, more than trampolineSettle ago, has a trampoline now: a
+// tracing link (fentry, fexit, LSM, extension), or it is a struct_ops
+// program (registered through a map, not a link). The last read must be
+// trampolineReadEvery old. Settled programs with no such link (the
+// iterators, of the same program type, which every bpfperfd and many
+// tools load and unload; programs already gone) are forgotten: reading
+// kallsyms for each cost an idle daemon among churning tools more than
+// its sweeps. A trampoline is missing from the filter's ranges for at
+// most trampolineReadEvery plus trampolineCheckEvery after its link.
 func (s *Symbolizer) reloadForTrampolines(now time.Time) bool {
 	s.mu.RLock()
-	t, ks := s.trampolined, s.ks
+	ks, checked := s.ks, s.trampolinesChecked
+	var settled []uint32
+	structOps := false
+	for id, at := range s.trampolined {
+		if now.Sub(at) >= trampolineSettle {
+			settled = append(settled, id)
+			if p := s.progs[id]; p != nil && p.typ == ebpf.StructOps {
+				structOps = true
+			}
+		}
+	}
 	s.mu.RUnlock()
-	if t.IsZero() || now.Sub(t) < trampolineSettle || (ks != nil && (ks.loaded.After(t.Add(trampolineSettle)) || now.Sub(ks.loaded) < trampolineReadEvery)) {
+	if len(settled) == 0 || (ks != nil && now.Sub(ks.loaded) < trampolineReadEvery) || now.Sub(checked) < trampolineCheckEvery {
 		return false
 	}
-	return s.LoadKallsyms() == nil
+	linked := structOps
+	if !linked {
+		withLink := tracingLinks()
+		linked = slices.ContainsFunc(settled, func(id uint32) bool { return withLink[id] })
+	}
+	s.mu.Lock()
+	s.trampolinesChecked = now
+	if !linked {
+		for _, id := range settled {
+			delete(s.trampolined, id)
+		}
+	}
+	s.mu.Unlock()
+	return linked && s.LoadKallsyms() == nil
+}
+
+// tracingLinks are the programs that tracing links (a trampoline each)
+// attach, by id. Links that cannot be read are passed over.
+func tracingLinks() map[uint32]bool {
+	transientfd.Open()
+	defer transientfd.Done()
+	ids := map[uint32]bool{}
+	var it link.Iterator
+	defer it.Close()
+	for it.Next() {
+		if info, err := it.Link.Info(); err == nil && info.Type == link.TracingType {
+			ids[uint32(info.Program)] = true
+		}
+	}
+	return ids
 }
 
 // tracing lists the learned programs of traceRunnerTypes that own does

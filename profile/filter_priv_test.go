@@ -14,6 +14,7 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/profile/kfilter"
 )
@@ -375,5 +376,43 @@ func TestFilterOffUnderTracing(t *testing.T) {
 	}
 	if !c.Filter.On {
 		t.Errorf("filter off (%s) though the tracepoint program is our own", c.Filter.Reason)
+	}
+}
+
+// TestReloadForTrampolines: kallsyms is read again for a settled program
+// of a trampoline type only where it has a trampoline: an iterator (the
+// same program type, no trampoline) is forgotten without a read; a
+// struct_ops program (registered through a map) makes one.
+func TestReloadForTrampolines(t *testing.T) {
+	privtest.Root(t)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.LoadKallsyms(); err != nil {
+		t.Fatal(err)
+	}
+	it, err := collectors.NewProgIter()
+	if errors.Is(err, collectors.ErrIterUnsupported) {
+		privtest.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if err := sym.Learn(it.ProgramID()); err != nil {
+		t.Fatal(err)
+	}
+	ks := sym.ks
+	later := time.Now().Add(2 * trampolineReadEvery)
+	if sym.reloadForTrampolines(later) || sym.ks != ks {
+		t.Error("kallsyms read again for an iterator")
+	}
+	if len(sym.trampolined) != 0 {
+		t.Errorf("iterator still waited for: %v", sym.trampolined)
+	}
+	sym.add(&program{id: 1 << 31, name: "ops", typ: ebpf.StructOps})
+	if !sym.reloadForTrampolines(later.Add(trampolineCheckEvery)) || sym.ks == ks {
+		t.Error("kallsyms not read again for a struct_ops program")
+	}
+	if len(sym.trampolined) != 0 {
+		t.Errorf("struct_ops program still waited for after the read: %v", sym.trampolined)
 	}
 }

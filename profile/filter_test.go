@@ -76,3 +76,39 @@ func TestFilteredDrainInterval(t *testing.T) {
 		t.Errorf("at %d Hz: %v (unfiltered %v)", MaxHz, d, drainInterval(MaxHz, defaultRingPages))
 	}
 }
+
+// TestRangesSince: a filtered capture adds the code of programs learned
+// since its filter's generation, exactly; once the log no longer reaches
+// back that far it is told to take every range again.
+func TestRangesSince(t *testing.T) {
+	sym := NewSymbolizer(SymbolizerConfig{})
+	prog := func(id uint32, starts ...uint64) *program {
+		p := &program{id: id, name: "p"}
+		for _, a := range starts {
+			p.funcs = append(p.funcs, &function{prog: p, start: a, end: a + 0x40})
+		}
+		return p
+	}
+	sym.add(prog(1, 0x1000))
+	g1, _ := sym.changes()
+	sym.add(prog(2, 0x5000, 0x5100))
+	sym.add(prog(2, 0x9000)) // known: nothing new
+	rs, g2, ok := sym.rangesSince(g1)
+	if want := []kfilter.Range{{Start: 0x5000, End: 0x5040}, {Start: 0x5100, End: 0x5140}}; !ok || g2 != g1+1 || !slices.Equal(rs, want) {
+		t.Errorf("since %d: %x %d %v, want %x %d", g1, rs, g2, ok, want, g1+1)
+	}
+	if rs, _, ok := sym.rangesSince(0); !ok || len(rs) != 3 {
+		t.Errorf("since 0: %x %v, want 3 ranges", rs, ok)
+	}
+	if rs, g, ok := sym.rangesSince(g2); !ok || len(rs) != 0 || g != g2 {
+		t.Errorf("since now: %x %d %v", rs, g, ok)
+	}
+	big := make([]uint64, maxFresh)
+	for i := range big {
+		big[i] = 0x100000 + uint64(i)<<8
+	}
+	sym.add(prog(3, big...))
+	if _, _, ok := sym.rangesSince(g2); ok {
+		t.Error("a log cut short still answered for an older generation")
+	}
+}

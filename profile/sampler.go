@@ -108,6 +108,9 @@ type Sampler struct {
 	// at the last capture's start.
 	tracingRuns map[uint32]tracingRun
 	attr        *unix.PerfEventAttr
+	// filterGen is the symbolizer's generation (changes) whose code the
+	// filter has.
+	filterGen uint64
 }
 
 // Sample is one sample: where a CPU was and which task ran on it.
@@ -261,14 +264,44 @@ func (s *Sampler) setFiltered(on bool) error {
 	return s.openRings(on)
 }
 
-// refreshFilter gives the filter the code ranges the symbolizer knows now.
+// refreshFilter gives the filter every code range the symbolizer knows
+// now.
 func (s *Sampler) refreshFilter() error {
-	s.cfg.Symbolizer.reloadForTrampolines(time.Now())
-	rs, err := s.cfg.Symbolizer.codeRanges()
+	sym := s.cfg.Symbolizer
+	sym.reloadForTrampolines(time.Now())
+	gen, _ := sym.changes() // what is learned from here on is added later
+	rs, err := sym.codeRanges()
 	if err != nil {
 		return err
 	}
-	return s.filter.SetRanges(rs)
+	if err := s.filter.SetRanges(rs); err != nil {
+		return err
+	}
+	s.filterGen = gen
+	return nil
+}
+
+// updateFilter adds to the filter the code of the programs learned since
+// its ranges were last set or added to: a map update per new page, not
+// every range again. kallsyms read again for a trampoline, or a log of
+// learned functions that no longer reaches back (Prune), sets them all.
+func (s *Sampler) updateFilter() error {
+	sym := s.cfg.Symbolizer
+	if sym.reloadForTrampolines(time.Now()) {
+		return s.refreshFilter()
+	}
+	rs, gen, ok := sym.rangesSince(s.filterGen)
+	if !ok {
+		return s.refreshFilter()
+	}
+	if gen == s.filterGen {
+		return nil
+	}
+	if err := s.filter.AddRanges(rs); err != nil {
+		return err
+	}
+	s.filterGen = gen
+	return nil
 }
 
 // tracingBusy says whether a tracing program (filter.go) ran over
@@ -343,14 +376,12 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		return nil, fmt.Errorf("capture: %w", ErrClosed)
 	}
 
-	// gen is the symbolizer's count of programs learned when the filter
-	// last took its ranges; learned is closed at the next.
-	var gen uint64
+	// learned is closed at the next program the symbolizer learns.
 	var learned <-chan struct{}
 	if s.filter != nil {
 		on, reason := s.filterMode()
 		if on {
-			gen, learned = s.cfg.Symbolizer.changes()
+			_, learned = s.cfg.Symbolizer.changes()
 			if err := s.refreshFilter(); err != nil {
 				on, reason = false, fmt.Sprintf("code ranges: %v", err)
 			}
@@ -399,11 +430,9 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		}
 	}
 	if s.filtered {
-		if g, _ := sym.changes(); g != gen {
-			gen, learned = sym.changes()
-			if err := s.refreshFilter(); err != nil {
-				return nil, err
-			}
+		_, learned = sym.changes()
+		if err := s.updateFilter(); err != nil {
+			return nil, err
 		}
 	}
 	if onEnabled != nil {
@@ -416,10 +445,8 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 			sym.LearnNew() // programs loaded since the last drain
 		}
 		if s.filtered {
-			if g, _ := sym.changes(); g != gen || sym.reloadForTrampolines(time.Now()) {
-				gen, learned = sym.changes()
-				s.refreshFilter()
-			}
+			_, learned = sym.changes()
+			s.updateFilter()
 		}
 		for _, r := range s.rings {
 			fill = max(fill, float64(r.Pending())/float64(r.Size()))
@@ -512,8 +539,8 @@ loop:
 		case <-learned:
 			// A program learned (the daemon's load records, or a
 			// drain's LearnNew): its code passes from now on.
-			gen, learned = sym.changes()
-			s.refreshFilter()
+			_, learned = sym.changes()
+			s.updateFilter()
 		case <-end.C:
 			break loop
 		case <-ctx.Done():

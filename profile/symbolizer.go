@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/bpfperf/bpfperf/internal/transientfd"
+	"github.com/bpfperf/bpfperf/profile/kfilter"
 )
 
 // SymbolizerConfig configures a Symbolizer.
@@ -62,10 +63,19 @@ type Symbolizer struct {
 	// code at once (Sampler).
 	gen     uint64
 	changed chan struct{}
-	// trampolined is when the newest program that attaches through a
-	// trampoline (fentry, fexit, LSM, extension, struct_ops) was learned:
-	// kallsyms read before then may lack its trampoline.
-	trampolined time.Time
+	// fresh are the functions learned after generation freshFrom, each
+	// with the generation that learned it: a filtered capture adds them
+	// to its filter (rangesSince) instead of giving it every range again.
+	fresh     []freshRange
+	freshFrom uint64
+	// trampolined are the programs of trampolineTypes (fentry, fexit,
+	// LSM, extension, struct_ops; iterators too, which have none) learned
+	// since kallsyms was last read, with when: kallsyms read before then
+	// may lack their trampolines (reloadForTrampolines).
+	trampolined map[uint32]time.Time
+	// trampolinesChecked is when reloadForTrampolines last looked at
+	// the links of settled ones.
+	trampolinesChecked time.Time
 	// tracers are the learned programs of traceRunnerTypes (filter.go):
 	// a filtered capture looks at them at each drain, and walking every
 	// program (10,000 on a big host) each time cost more than the drain.
@@ -82,6 +92,33 @@ func (s *Symbolizer) changes() (uint64, <-chan struct{}) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.gen, s.changed
+}
+
+// freshRange is a function's code learned at generation gen.
+type freshRange struct {
+	gen uint64
+	r   kfilter.Range
+}
+
+// maxFresh bounds the log of fresh functions where nothing prunes (a
+// symbolizer without continuous windows): past it, captures take every
+// range again.
+const maxFresh = 1 << 14
+
+// rangesSince returns the code of the functions learned after generation
+// gen, and the generation now; ok is false where the log no longer
+// reaches back to gen (Prune started it again): take codeRanges then.
+func (s *Symbolizer) rangesSince(gen uint64) (rs []kfilter.Range, now uint64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if gen < s.freshFrom {
+		return nil, s.gen, false
+	}
+	i, _ := slices.BinarySearchFunc(s.fresh, gen+1, func(f freshRange, g uint64) int { return cmp.Compare(f.gen, g) })
+	for _, f := range s.fresh[i:] {
+		rs = append(rs, f.r)
+	}
+	return rs, s.gen, true
 }
 
 // learnTries is how many times a program that cannot be read (an error
@@ -148,6 +185,7 @@ func NewSymbolizer(cfg SymbolizerConfig) *Symbolizer {
 
 // LoadKallsyms reads kallsyms again. Lookups read it on first use.
 func (s *Symbolizer) LoadKallsyms() error {
+	started := time.Now()
 	ks, err := readKallsyms(filepath.Join(s.cfg.ProcRoot, "kallsyms"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -156,6 +194,11 @@ func (s *Symbolizer) LoadKallsyms() error {
 		return err
 	}
 	s.ks, s.ksErr = ks, nil
+	for id, at := range s.trampolined {
+		if at.Before(started) {
+			delete(s.trampolined, id) // its trampoline, if attached, is in
+		}
+	}
 	return nil
 }
 
@@ -200,10 +243,17 @@ func (s *Symbolizer) Learn(id uint32) error {
 	if err != nil {
 		return err
 	}
+	s.add(p)
+	return nil
+}
+
+// add keeps what Learn read of program p, unless it is known already.
+func (s *Symbolizer) add(p *program) {
+	id := p.id
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, known := s.progs[id]; known {
-		return nil
+		return
 	}
 	s.progs[id] = p
 	for _, f := range p.funcs {
@@ -213,10 +263,20 @@ func (s *Symbolizer) Learn(id uint32) error {
 	slices.SortFunc(s.index, func(a, b *function) int { return cmp.Compare(a.start, b.start) })
 	clear(s.unknown)
 	s.gen++
+	if len(s.fresh)+len(p.funcs) > maxFresh {
+		s.fresh, s.freshFrom = s.fresh[:0], s.gen
+	} else {
+		for _, f := range p.funcs {
+			s.fresh = append(s.fresh, freshRange{gen: s.gen, r: kfilter.Range{Start: f.start, End: f.end}})
+		}
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	if trampolineTypes[p.typ] {
-		s.trampolined = time.Now()
+		if s.trampolined == nil {
+			s.trampolined = map[uint32]time.Time{}
+		}
+		s.trampolined[id] = time.Now()
 	}
 	if traceRunnerTypes[p.typ] {
 		if s.tracers == nil {
@@ -224,7 +284,6 @@ func (s *Symbolizer) Learn(id uint32) error {
 		}
 		s.tracers[id] = p
 	}
-	return nil
 }
 
 // LearnAll learns every loaded program it does not know yet and returns how
@@ -342,6 +401,9 @@ func (s *Symbolizer) Prune() (int, error) {
 			n++
 		}
 	}
+	// The log of fresh functions starts again once a window: a capture
+	// that began before takes every range again (rangesSince).
+	s.fresh, s.freshFrom = s.fresh[:0], s.gen
 	if n > 0 {
 		s.index = slices.DeleteFunc(s.index, func(f *function) bool { return s.progs[f.prog.id] != f.prog })
 	}

@@ -25,8 +25,8 @@ func load(t *testing.T) *Filter {
 }
 
 // TestSetRanges: the kernel map holds exactly the pages of the ranges
-// given last; a set too big turns the filter into a pass-all, and a
-// smaller one turns it back.
+// given last, and those AddRanges added since; a set too big turns the
+// filter into a pass-all, and a smaller one turns it back.
 func TestSetRanges(t *testing.T) {
 	f := load(t)
 	if !Ours(f.id) {
@@ -75,6 +75,25 @@ func TestSetRanges(t *testing.T) {
 	}
 	if n, full := f.Pages(); n != 1 || full {
 		t.Errorf("Pages %d %v, want 1 false", n, full)
+	}
+	// AddRanges keeps what the map holds and adds the new pages.
+	if err := f.AddRanges([]Range{{0x5000, 0x6001}, {0x3800, 0x3900}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := kernelPages(); len(got) != 3 || !got[3] || !got[5] || !got[6] {
+		t.Errorf("pages %v after AddRanges, want 3 5 6", got)
+	}
+	if err := f.AddRanges([]Range{{0, (MaxPages + 1) << pageShift}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.objs.Config.Lookup(uint32(0), &all); err != nil || all != 1 {
+		t.Errorf("pass-all %d (%v) after adding too many pages", all, err)
+	}
+	if err := f.SetRanges([]Range{{0x3000, 0x4000}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := kernelPages(); len(got) != 1 || !got[3] {
+		t.Errorf("pages %v after SetRanges, want 3", got)
 	}
 	if c, err := f.Counts(); err != nil || c != (Counts{}) {
 		t.Errorf("counts %+v (%v) with no event attached", c, err)
