@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	pprof "github.com/google/pprof/profile"
 
@@ -23,11 +24,14 @@ func TestProfileEvent(t *testing.T) {
 	privtest.Root(t)
 	noPMU := privtest.NoPMU(t) != ""
 	d := startDaemon(t, t.TempDir(), "--profile.event", "cycles", "--profile.every", "1s")
+	// Profiling and counters show in status once each is set up, which
+	// may end after the first tick (the kernel filter loads and reads
+	// kallsyms first; the arm64 VM is slow).
 	var st api.Status
-	d.json(t, &st, "status")
-	if st.Profiling == nil {
-		t.Fatal("status has no profiling")
-	}
+	eventuallyWithin(t, 30*time.Second, "profiling and counters in status", func() bool {
+		st = api.Status{}
+		return d.query(&st, "status") == nil && st.Profiling != nil && st.Counters != nil
+	})
 	logs := d.stderr.String()
 	switch {
 	case noPMU && (!strings.Contains(logs, "no hardware PMU") || st.Profiling.Event != "cpu-clock"):

@@ -60,9 +60,6 @@ var traceRunnerTypes = map[ebpf.ProgramType]bool{ebpf.Kprobe: true, ebpf.TracePo
 // probes' (probeHooks) matter little today: while a kprobe or uprobe
 // program is loaded the sampler does not filter (traceRunnerTypes).
 func hookFunction(name string) bool {
-	if probeHooks[name] != "" || name == "exc_debug_user" || name == "asm_exc_int3" {
-		return true
-	}
 	switch name {
 	case "trace_call_bpf", "__bpf_trace_run", "perf_syscall_enter", "perf_syscall_exit",
 		"syscall_trace_enter", "syscall_exit_work", "trace_sys_enter", "trace_sys_exit",
@@ -70,6 +67,15 @@ func hookFunction(name string) bool {
 		return true
 	}
 	return strings.HasPrefix(name, "bpf_trace_run")
+}
+
+// probeHookFunction names the kprobe and uprobe machinery (hook.go's
+// probeHooks and the breakpoint traps). The filter passes their pages
+// only while a kprobe-type program is loaded: a page holds other code
+// too (the traps share theirs with the kernel's hot entry paths), and
+// with them always in, an idle host passed a fifth of its samples.
+func probeHookFunction(name string) bool {
+	return probeHooks[name] != "" || name == "exc_debug_user" || name == "asm_exc_int3"
 }
 
 // bpfSymbolReach bounds a BPF symbol of kallsyms whose length is unknown:
@@ -87,20 +93,38 @@ func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
 	if err != nil {
 		return nil, err
 	}
+	probes := s.hasProbes()
 	s.mu.RLock()
 	rs := make([]kfilter.Range, 0, len(s.index)+len(ks.filterRanges))
 	for _, f := range s.index {
 		rs = append(rs, kfilter.Range{Start: f.start, End: f.end})
 	}
 	s.mu.RUnlock()
-	ks.rangesOnce.Do(func() { ks.filterRanges = ks.codeRanges() })
-	return append(rs, ks.filterRanges...), nil
+	ks.rangesOnce.Do(func() { ks.filterRanges, ks.probeRanges = ks.codeRanges() })
+	rs = append(rs, ks.filterRanges...)
+	if probes {
+		rs = append(rs, ks.probeRanges...)
+	}
+	return rs, nil
+}
+
+// hasProbes says whether a learned program is of the kprobe type
+// (kprobes, kretprobes, uprobes, uretprobes, kprobe_multi): the filter
+// then passes the probe machinery's pages too.
+func (s *Symbolizer) hasProbes() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, p := range s.tracers {
+		if p.typ == ebpf.Kprobe {
+			return true
+		}
+	}
+	return false
 }
 
 // codeRanges are kallsyms' part of Symbolizer.codeRanges, worked out once
 // a read: the walk of 122,000 symbols is most of what a refresh costs.
-func (ks *kallsyms) codeRanges() []kfilter.Range {
-	var rs []kfilter.Range
+func (ks *kallsyms) codeRanges() (rs, probes []kfilter.Range) {
 	bpfMod := -1
 	for i, m := range ks.mods {
 		if m == "bpf" {
@@ -118,12 +142,15 @@ func (ks *kallsyms) codeRanges() []kfilter.Range {
 				end = min(end, sym.addr+bpfSymbolReach)
 			}
 		case sym.mod == 0 && hookFunction(ks.name(sym)):
+		case sym.mod == 0 && probeHookFunction(ks.name(sym)):
+			probes = append(probes, kfilter.Range{Start: sym.addr, End: max(end, sym.addr+1)})
+			continue
 		default:
 			continue
 		}
 		rs = append(rs, kfilter.Range{Start: sym.addr, End: max(end, sym.addr+1)})
 	}
-	return rs
+	return rs, probes
 }
 
 // trampolineSettle is how long after a program with a trampoline is

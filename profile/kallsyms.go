@@ -28,6 +28,9 @@ type kallsyms struct {
 	// kernel filter (filter.go), worked out at first use.
 	rangesOnce   sync.Once
 	filterRanges []kfilter.Range
+	// probeRanges are the kprobe and uprobe machinery's code
+	// (probeHookFunction), passed only while a probe program is loaded.
+	probeRanges []kfilter.Range
 }
 
 type ksym struct {

@@ -111,6 +111,9 @@ type Sampler struct {
 	// filterGen is the symbolizer's generation (changes) whose code the
 	// filter has.
 	filterGen uint64
+	// filterProbes: the ranges set include the probe machinery's, for a
+	// kprobe-type program learned then (Symbolizer.hasProbes).
+	filterProbes bool
 }
 
 // Sample is one sample: where a CPU was and which task ran on it.
@@ -270,6 +273,7 @@ func (s *Sampler) refreshFilter() error {
 	sym := s.cfg.Symbolizer
 	sym.reloadForTrampolines(time.Now())
 	gen, _ := sym.changes() // what is learned from here on is added later
+	probes := sym.hasProbes()
 	rs, err := sym.codeRanges()
 	if err != nil {
 		return err
@@ -277,7 +281,7 @@ func (s *Sampler) refreshFilter() error {
 	if err := s.filter.SetRanges(rs); err != nil {
 		return err
 	}
-	s.filterGen = gen
+	s.filterGen, s.filterProbes = gen, probes
 	return nil
 }
 
@@ -287,7 +291,7 @@ func (s *Sampler) refreshFilter() error {
 // learned functions that no longer reaches back (Prune), sets them all.
 func (s *Sampler) updateFilter() error {
 	sym := s.cfg.Symbolizer
-	if sym.reloadForTrampolines(time.Now()) {
+	if sym.reloadForTrampolines(time.Now()) || sym.hasProbes() != s.filterProbes {
 		return s.refreshFilter()
 	}
 	rs, gen, ok := sym.rangesSince(s.filterGen)

@@ -672,9 +672,17 @@ func testSyslogNeeded(t *testing.T, n *node.Node) {
 
 	without := podLacking(t, n, t.TempDir(), "SYSLOG", profiles...)
 	c = without.client(t, n)
-	start, err := c.Status()
-	if err != nil || start.Profiling == nil {
-		t.Fatalf("status: %+v, %v", start, err)
+	// Profiling shows in status once the profiler is set up, which may
+	// end after the first tick (the kernel filter loads and reads
+	// kallsyms first).
+	var start api.Status
+	for deadline := time.Now().Add(20 * time.Second); start.Profiling == nil; time.Sleep(100 * time.Millisecond) {
+		if start, err = c.Status(); err == nil && start.Profiling != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status has no profiling in 20 s: %+v, %v", start, err)
+		}
 	}
 	var s api.Status
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
