@@ -29,7 +29,7 @@ const blockedReads = 16
 // pipe_read and blocks blockedReads threads in it at once. Each return
 // probe hit either takes a free instance, and runs the program when the
 // read returns, or is missed: so for each link runs + missed = reads
-// exactly, and missed > 0. Links reports the same missed count as the
+// (give or take another process's pipe read), and missed > 0. Links reports the same missed count as the
 // kernel's link info read through cilium/ebpf.
 func TestKprobeMissed(t *testing.T) {
 	if !vmtest.InVM() {
@@ -78,8 +78,10 @@ func TestKprobeMissed(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d runs, %d missed, of %d reads", c.typ, runs, missed, blockedReads)
-		if runs+missed != blockedReads || missed == 0 {
-			t.Errorf("%s: %d runs + %d missed, want %d reads in all with some missed", c.typ, runs, missed, blockedReads)
+		// The probes are on every pipe_read of the guest: another
+		// process's read in the window adds a hit (CI once saw 17).
+		if runs+missed < blockedReads || runs+missed > blockedReads+2 || missed == 0 {
+			t.Errorf("%s: %d runs + %d missed, want the %d reads (and at most 2 from other processes) in all, with some missed", c.typ, runs, missed, blockedReads)
 		}
 		if want := kernelMissed(t, c.l); want != missed {
 			t.Errorf("%s: Links says %d missed, the kernel's link info (cilium/ebpf) %d", c.typ, missed, want)
