@@ -596,7 +596,13 @@ func TestAgreesWithPerf(t *testing.T) {
 	// apart from ours on a busy host for that alone.
 	script, err := exec.Command(perf, "script", "-i", data, "-F", "time,ip,sym").Output()
 	if err != nil {
-		t.Fatalf("perf script: %v", err)
+		// CI once saw exit status 242 and nothing more: say what perf said.
+		var exit *exec.ExitError
+		var stderr []byte
+		if errors.As(err, &exit) {
+			stderr = exit.Stderr
+		}
+		t.Fatalf("perf script: %v: %s", err, stderr)
 	}
 	perfSamples := perfChains(t, script)
 	if len(perfSamples) < 2 {
