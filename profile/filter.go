@@ -86,16 +86,17 @@ const bpfSymbolReach = 4096
 // codeRanges is the code a sample's call chain must touch for Build to
 // keep it: every function the symbolizer learned, the BPF symbols of
 // kallsyms (trampolines, dispatchers, programs it could not read) and
-// the hook functions. A trampoline attached since kallsyms was read is
-// missing until the next read (see Sampler.refreshFilter).
-func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
+// the hook functions, and, with probes true, the probe machinery's (a
+// kprobe-type program is learned). A trampoline attached since kallsyms
+// was read is missing until the next read (see Sampler.refreshFilter).
+func (s *Symbolizer) codeRanges() (rs []kfilter.Range, probes bool, err error) {
 	ks, err := s.kallsyms()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	probes := s.hasProbes()
+	probes = s.hasProbes()
 	s.mu.RLock()
-	rs := make([]kfilter.Range, 0, len(s.index)+len(ks.filterRanges))
+	rs = make([]kfilter.Range, 0, len(s.index)+len(ks.filterRanges))
 	for _, f := range s.index {
 		rs = append(rs, kfilter.Range{Start: f.start, End: f.end})
 	}
@@ -105,7 +106,7 @@ func (s *Symbolizer) codeRanges() ([]kfilter.Range, error) {
 	if probes {
 		rs = append(rs, ks.probeRanges...)
 	}
-	return rs, nil
+	return rs, probes, nil
 }
 
 // hasProbes says whether a learned program is of the kprobe type

@@ -35,7 +35,7 @@ ffffffffc0100800 t e1000_clean	[e1000]
 	f := &function{prog: p, start: 0xffffffffc0200010, end: 0xffffffffc0200090}
 	p.funcs = []*function{f}
 	sym.progs[7], sym.index = p, []*function{f}
-	got, err := sym.codeRanges()
+	got, _, err := sym.codeRanges()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,8 +273,7 @@ func (s *Sampler) refreshFilter() error {
 	sym := s.cfg.Symbolizer
 	sym.reloadForTrampolines(time.Now())
 	gen, _ := sym.changes() // what is learned from here on is added later
-	probes := sym.hasProbes()
-	rs, err := sym.codeRanges()
+	rs, probes, err := sym.codeRanges()
 	if err != nil {
 		return err
 	}
