@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -40,13 +39,18 @@ func TestRegressionByTail(t *testing.T) {
 	// while, so the mean may move by more than the design's 0% (rightly a
 	// finding of its own) and the tail by less than its 200% (a 2x tail
 	// once measured only 1.19x). The latency windows measure both
-	// exactly: a reload whose windows' means agree within 15% (the detector ignores 20%) and whose
-	// p99 grew by 50% or more is the case under test, tried up to 3 times;
-	// a try the emulator spoiled may end with no finding at all.
+	// exactly: a reload whose windows' mean grew by less than 15% (the
+	// detector ignores 20%) and whose p99 grew by 50% or more is the case
+	// under test, tried up to 3 times; a try the emulator spoiled may end
+	// with no finding at all. A mean that fell is no spoiled try: it cannot
+	// make a regression, so the tail must still decide one (CI on an AMD
+	// host saw the windows' means x0.74-0.81 in all three tries, each
+	// rightly a regression by p99, which a gate of 15% either way threw
+	// away).
 	for try := 1; try <= 3; try++ {
 		r, found, meanRatio, p99Ratio := reloadWithSlowerTail(t, d)
 		t.Logf("try %d: finding %v: %s by %s; ns/run x%.3f (p=%.2g); the windows' means x%.3f, p99 x%.3f; tail %+v", try, found, r.Kind, r.By, r.Ratio, r.P, meanRatio, p99Ratio, r.Tail)
-		if math.Abs(meanRatio-1) > 0.15 || p99Ratio < 1.5 {
+		if meanRatio > 1.15 || p99Ratio < 1.5 {
 			continue
 		}
 		// bpf_stats outside the windows (what the detector compares) may
