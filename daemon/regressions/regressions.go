@@ -10,9 +10,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/bpfperf/bpfperf/api"
@@ -256,8 +256,16 @@ func (dt *Detector) explain(prog string, bFrom, bTo, aFrom, aTo time.Time) api.E
 	before, nb, err := profiling.MergeWindows(dt.deps.Store, bFrom, bTo)
 	after, na, err2 := profiling.MergeWindows(dt.deps.Store, aFrom, aTo)
 	ex := api.Explanation{BeforeProfiles: nb, AfterProfiles: na}
-	if err = errors.Join(err, err2); err != nil {
-		ex.Off = "no profile diff: " + err.Error()
+	// One line for `regressions show`: errors.Join would put a newline
+	// between the two sides.
+	var missing []string
+	for _, e := range []error{err, err2} {
+		if e != nil {
+			missing = append(missing, e.Error())
+		}
+	}
+	if len(missing) > 0 {
+		ex.Off = "no profile diff: " + strings.Join(missing, "; ")
 		return ex
 	}
 	changes, err := profile.Changes(before, after, topChanges, prog)
