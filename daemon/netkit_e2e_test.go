@@ -57,9 +57,11 @@ func TestNetkitEndToEnd(t *testing.T) {
 		}
 		// The kernel's link info: the device is the side's, whose ifindex
 		// is ns.Index on both sides.
-		if nk := info.Netkit(); nk == nil || nk.Ifindex != uint32(ns.Index) || ebpf.AttachType(nk.AttachType) != s.attach {
+		nk := info.Netkit()
+		if nk == nil || nk.Ifindex != uint32(ns.Index) || ebpf.AttachType(nk.AttachType) != s.attach {
 			t.Fatalf("netkit %v link %d: kernel link info %+v, want ifindex %d", s.attach, s.link, nk, ns.Index)
 		}
+		t.Logf("program %d, link %d through %s: the kernel's link info says ifindex %d, %v", s.prog, s.link, primary, nk.Ifindex, s.attach)
 	}
 	prim, peer := sides[0], sides[1]
 	// The second pair, and a program on its peer.
@@ -85,6 +87,7 @@ func TestNetkitEndToEnd(t *testing.T) {
 	if info, err := ll.Info(); err != nil || info.Netkit() == nil || info.Netkit().Ifindex != uint32(lp.Attrs().Index) {
 		t.Fatalf("netkit peer link %d on %s: kernel link info %+v (%v), want %s's ifindex %d", localLink, local, info, err, localPeer, lp.Attrs().Index)
 	}
+	t.Logf("program %d, link %d through %s (ifindex %d): the kernel's link info says ifindex %d, %s's", localID, localLink, local, nk.Attrs().Index, lp.Attrs().Index, localPeer)
 	// The kernel lists the peer's link on the primary, and eth0 in the
 	// namespace is the primary's peer.
 	res, err := link.QueryPrograms(link.QueryOptions{Target: ns.Index, Attach: ebpf.AttachNetkitPeer})
@@ -94,6 +97,7 @@ func TestNetkitEndToEnd(t *testing.T) {
 	if ids := linkIDs(res); !slices.Equal(ids, []uint32{peer.link}) {
 		t.Fatalf("the kernel lists links %v on %s's peer, want %d", ids, primary, peer.link)
 	}
+	t.Logf("the kernel's query on %s (ifindex %d) for its peer lists link %d", primary, ns.Index, peer.link)
 	err = privtest.InNetns("/run/netns/"+ns.Name, func() error {
 		eth0, err := netlink.LinkByName("eth0")
 		if err != nil {
