@@ -95,8 +95,8 @@ test: deps
 	$(GO) -C internal/deb test -count=1 ./...
 
 # Tests this kernel refuses or lacks (fentry/fexit exact counters, kprobes'
-# missed counts), in Debian's stock 6.1 and 6.12 kernels under qemu. `make
-# test` runs them too.
+# missed counts, netkit devices), in Debian's stock 6.1 and 6.12 kernels
+# under qemu. `make test` runs them too.
 test-vm:
 	$(GO) test -count=1 -p 1 -run 'InVM' ./internal/vmtest/ ./collectors/ ./profile/ ./daemon/
 

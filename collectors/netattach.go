@@ -20,6 +20,15 @@ type NetDevice struct {
 	Name  string
 	Kind  string   // its driver's link kind ("veth", "netkit"); "" for most hardware
 	xdp   []uint32 // program ids, one per attach mode in use
+	// Peer is the ifindex of a veth's or netkit's other end (IFLA_LINK),
+	// in that end's namespace, which is another where PeerNetns
+	// (IFLA_LINK_NETNSID); 0 for none.
+	Peer      int
+	PeerNetns bool
+	// Primary says a netkit device is its pair's primary: the kernel
+	// attaches and lists the programs of both ends through the primary
+	// (BPF_PROG_QUERY on the peer fails with EACCES).
+	Primary bool
 }
 
 // NetAttach returns, by program id, the programs attached through netlink
@@ -92,7 +101,13 @@ func netDevices() ([]NetDevice, error) {
 					return nil, fmt.Errorf("parse xdp of ifindex %d: %w", dev.Index, err)
 				}
 			case unix.IFLA_LINKINFO:
-				dev.Kind = linkKind(a.Value)
+				dev.Kind, dev.Primary = linkKind(a.Value)
+			case unix.IFLA_LINK:
+				if len(a.Value) >= 4 {
+					dev.Peer = int(binary.NativeEndian.Uint32(a.Value))
+				}
+			case unix.IFLA_LINK_NETNSID:
+				dev.PeerNetns = true
 			}
 		}
 		devs = append(devs, dev)
@@ -118,19 +133,35 @@ func xdpProgIDs(b []byte) ([]uint32, error) {
 	return ids, nil
 }
 
-// linkKind reads IFLA_INFO_KIND from a nested IFLA_LINKINFO; "" where
-// it cannot.
-func linkKind(b []byte) string {
+// linkKind reads IFLA_INFO_KIND from a nested IFLA_LINKINFO, "" where
+// it cannot, and for a netkit device whether it is the primary
+// (IFLA_NETKIT_PRIMARY in IFLA_INFO_DATA).
+func linkKind(b []byte) (kind string, primary bool) {
 	attrs, err := nl.ParseRouteAttr(b)
 	if err != nil {
-		return ""
+		return "", false
 	}
+	var data []byte
 	for _, a := range attrs {
-		if a.Attr.Type == unix.IFLA_INFO_KIND {
-			return cString(a.Value)
+		switch a.Attr.Type {
+		case unix.IFLA_INFO_KIND:
+			kind = cString(a.Value)
+		case unix.IFLA_INFO_DATA:
+			data = a.Value
 		}
 	}
-	return ""
+	if kind != "netkit" || data == nil {
+		return kind, false
+	}
+	if attrs, err = nl.ParseRouteAttr(data); err != nil {
+		return kind, false
+	}
+	for _, a := range attrs {
+		if a.Attr.Type == nl.IFLA_NETKIT_PRIMARY && len(a.Value) >= 1 {
+			primary = a.Value[0] != 0
+		}
+	}
+	return kind, primary
 }
 
 // clsactParents are where a clsact qdisc hangs its ingress and egress

@@ -16,10 +16,12 @@ import (
 
 // TestKprobeMissedInVM boots Debian's 6.12 (kprobes, and the links' missed
 // counts of Linux 6.7, which this host's kernel lacks) with bpfperfd and
-// bpfperf built for it, and runs TestKprobeMissedEndToEnd there.
+// bpfperf built for it, and runs TestKprobeMissedEndToEnd there, and in
+// the same boot TestNetkitEndToEnd (netkit devices, CONFIG_NETKIT=y in
+// Debian's 6.12, unset in this host's kernel).
 func TestKprobeMissedInVM(t *testing.T) {
 	vmtest.RunTestsWithCommands(t, vmtest.Config{Series: vmtest.Kernel612}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestKprobeMissedEndToEnd"})
+		[]string{"TestKprobeMissedEndToEnd", "TestNetkitEndToEnd"})
 }
 
 // TestKprobeMissedEndToEnd: a kretprobe and a kretprobe_multi link on

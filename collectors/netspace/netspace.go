@@ -12,6 +12,15 @@
 // links (BPF_PROG_QUERY, which reads the ifindex in the caller's
 // namespace): a link is where its id is listed. Only the netns link type
 // carries a namespace inode of its own.
+//
+// A netkit peer link is the exception: the kernel puts it on the peer
+// device (its info gives the peer's ifindex, in the peer's namespace,
+// usually a pod's) but lists it only on the primary, usually on the host,
+// and in the daemon's namespace the peer's ifindex may well be the
+// primary's own. So every netkit primary is asked for its peer's links,
+// and a peer link is placed on the peer: in the primary's namespace where
+// the pair is in one, else in the namespace of the netkit device that
+// has the link's ifindex and names the primary's ifindex as its peer.
 package netspace
 
 import (
@@ -98,7 +107,11 @@ func (s *Scanner) Attach(links map[uint32][]collectors.AttachPoint, others bool)
 	pending := deviceLinks(links)
 	var errs []error
 
-	own := look(pending)
+	// Peer links that netkit primaries list whose peers are in another
+	// namespace, from every namespace read: where the peer is, is known
+	// only once the namespace it is in is read too.
+	remote := map[uint32]netkitPeer{}
+	own := look(pending, remote)
 	if own.err != nil {
 		// Without the own namespace's view no link can be told to be
 		// elsewhere: they keep Links' names, as before this package.
@@ -117,7 +130,7 @@ func (s *Scanner) Attach(links map[uint32][]collectors.AttachPoint, others bool)
 		nss = slices.DeleteFunc(nss, func(ns Namespace) bool { return ns.Inode == s.self })
 		var views []foreign
 		if err := inEach(s.cfg.ProcRoot, nss, func(ns Namespace) {
-			views = append(views, foreign{ns, look(pending)})
+			views = append(views, foreign{ns, look(pending, remote)})
 		}); err != nil {
 			errs = append(errs, err)
 		}
@@ -142,6 +155,11 @@ func (s *Scanner) Attach(links map[uint32][]collectors.AttachPoint, others bool)
 		}
 		if len(unread) > 0 {
 			errs = append(errs, fmt.Errorf("%d network namespaces not read, the first: %w", len(unread), unread[0]))
+		}
+		if own.err == nil {
+			// A netkit peer here whose primary is in a namespace read
+			// after this one: Links' name is right.
+			pending = place(links, pending, own, Name{})
 		}
 	}
 	// Not in the daemon's namespace, whose view said so, nor in any other
@@ -197,18 +215,37 @@ type view struct {
 	devs  map[int]collectors.NetDevice
 	net   map[uint32][]collectors.AttachPoint
 	links map[uint32]int // link id → ifindex
-	err   error
+	// peers are the peer links of the netkit primaries here; remote,
+	// shared by all views, those of primaries in any namespace whose
+	// peers are in another.
+	peers, remote map[uint32]netkitPeer
+	err           error
+}
+
+// netkitPeer is a netkit peer link as its primary's query tells it.
+type netkitPeer struct {
+	primary   int  // the primary's ifindex, in its namespace
+	peer      int  // the peer's ifindex, the link's device, in its namespace
+	elsewhere bool // the peer is not in the primary's namespace
+}
+
+// netkitPeerLink says whether d is a netkit peer link.
+func netkitPeerLink(d deviceLink) bool {
+	return d.typ == "netkit" && d.attach == ebpf.AttachNetkitPeer
 }
 
 // look reads the calling thread's namespace: one device dump (with XDP),
-// the TC filters, and a BPF_PROG_QUERY for each tcx or netkit hook that a
-// pending link names and a device here has.
-func look(pending []deviceLink) view {
+// the TC filters, a BPF_PROG_QUERY for each tcx or netkit primary hook
+// that a pending link names and a device here has, and, while a netkit
+// peer link is pending, one for the peer hook of each netkit primary
+// here (adding those whose peers are elsewhere to remote).
+func look(pending []deviceLink, remote map[uint32]netkitPeer) view {
 	devs, net, err := collectors.NetView()
 	if err != nil {
 		return view{err: err}
 	}
-	v := view{devs: make(map[int]collectors.NetDevice, len(devs)), net: net, links: map[uint32]int{}}
+	v := view{devs: make(map[int]collectors.NetDevice, len(devs)), net: net, links: map[uint32]int{},
+		peers: map[uint32]netkitPeer{}, remote: remote}
 	for _, d := range devs {
 		v.devs[d.Index] = d
 	}
@@ -218,33 +255,77 @@ func look(pending []deviceLink) view {
 	}
 	asked := map[hook]bool{}
 	for _, d := range pending {
+		if netkitPeerLink(d) {
+			continue // asked of the primaries below
+		}
 		h := hook{d.ifindex, d.attach}
 		dev, ok := v.devs[d.ifindex]
 		if d.typ == "xdp" || asked[h] || !ok || (d.typ == "netkit" && dev.Kind != "netkit") {
 			continue
 		}
 		asked[h] = true
-		res, err := link.QueryPrograms(link.QueryOptions{Target: d.ifindex, Attach: d.attach})
-		if err != nil {
-			continue // the device went since the dump
+		for _, id := range linksOn(d.ifindex, d.attach) {
+			v.links[id] = d.ifindex
 		}
-		for _, p := range res.Programs {
-			if id, ok := p.LinkID(); ok {
-				v.links[uint32(id)] = d.ifindex
+	}
+	if !slices.ContainsFunc(pending, netkitPeerLink) {
+		return v
+	}
+	for _, dev := range devs {
+		if dev.Kind != "netkit" || !dev.Primary {
+			continue
+		}
+		nk := netkitPeer{primary: dev.Index, peer: dev.Peer, elsewhere: dev.PeerNetns}
+		for _, id := range linksOn(dev.Index, ebpf.AttachNetkitPeer) {
+			v.peers[id] = nk
+			if nk.elsewhere {
+				remote[id] = nk
 			}
 		}
 	}
 	return v
 }
 
-// has says whether the link d is on a device of v: a tcx or netkit link
-// by its id, an XDP link by its program on the device of its ifindex
-// (netlink tells programs, not links; the same program on the same
-// ifindex in two namespaces is placed in the first looked at, the
-// daemon's own).
+// linksOn are the ids of the links on the hook attach of the device of
+// ifindex in the calling thread's namespace; none where the device went
+// since the dump.
+func linksOn(ifindex int, attach ebpf.AttachType) []uint32 {
+	res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: attach})
+	if err != nil {
+		return nil
+	}
+	var ids []uint32
+	for _, p := range res.Programs {
+		if id, ok := p.LinkID(); ok {
+			ids = append(ids, uint32(id))
+		}
+	}
+	return ids
+}
+
+// has says whether the link d is on a device of v: a tcx or netkit
+// primary link by its id, an XDP link by its program on the device of its
+// ifindex (netlink tells programs, not links; the same program on the
+// same ifindex in two namespaces is placed in the first looked at, the
+// daemon's own), a netkit peer link on the netkit peer of its ifindex
+// whose primary lists it (where the primary is in another namespace, the
+// peer that names the primary's ifindex: two pairs of the same two
+// ifindexes, each across namespaces, would be told apart by the netns ids
+// of each end, which this does not read).
 func (v view) has(d deviceLink) bool {
 	if d.typ == "xdp" {
 		return slices.Contains(v.devs[d.ifindex].XDPProgs(), d.prog)
+	}
+	if netkitPeerLink(d) {
+		dev, ok := v.devs[d.ifindex]
+		if !ok || dev.Kind != "netkit" || dev.Primary {
+			return false
+		}
+		nk, ok := v.peers[d.linkID]
+		if !ok || nk.elsewhere {
+			nk, ok = v.remote[d.linkID]
+		}
+		return ok && nk.peer == d.ifindex && nk.primary == dev.Peer && nk.elsewhere == dev.PeerNetns
 	}
 	ifindex, ok := v.links[d.linkID]
 	return ok && ifindex == d.ifindex

@@ -2,6 +2,7 @@ package privtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -260,4 +261,72 @@ func BpftoolNet(tb testing.TB, netns string) []NetAttached {
 		}
 	}
 	return all
+}
+
+// NetkitIntoNetns makes a PodNetns whose pair is a netkit one, as Cilium's
+// netkit mode makes a pod's: the primary (Host) out here, the peer, eth0,
+// in the namespace, both of one ifindex as VethIntoNetns's ends are. The
+// namespace is named under /run/netns, made with setns(2) rather than ip,
+// which before iproute2 6.7 (bookworm has 6.1) does not know netkit, and
+// the devices over netlink. It skips where the kernel has no netkit
+// (CONFIG_NETKIT, Linux 6.7 and later).
+func NetkitIntoNetns(t testing.TB) PodNetns {
+	t.Helper()
+	tag := fmt.Sprintf("%04x", rand.Uint32()&0xffff)
+	p := PodNetns{Name: "bpfperf-test-" + tag}
+	ns, err := newNamedNetns(p.Name)
+	if err != nil {
+		t.Fatalf("network namespace %s: %v", p.Name, err)
+	}
+	defer ns.Close()
+	t.Cleanup(func() { netns.DeleteNamed(p.Name) })
+	host := "nkN" + tag
+	for range 5 { // an index taken on the host: try another
+		p.Index = 40000 + rand.IntN(20000)
+		nk := &netlink.Netkit{LinkAttrs: netlink.LinkAttrs{Name: host, Index: p.Index}, Mode: netlink.NETKIT_MODE_L2}
+		nk.SetPeerAttrs(&netlink.LinkAttrs{Name: "eth0", Index: p.Index, Namespace: netlink.NsFd(ns)})
+		if err = netlink.LinkAdd(nk); err == nil || errors.Is(err, unix.EOPNOTSUPP) {
+			break
+		}
+	}
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		Skip(t, fmt.Sprintf("add a netkit device: %v (the kernel has no CONFIG_NETKIT)", err))
+	}
+	if err != nil {
+		t.Fatalf("add netkit %s with its peer in %s: %v", host, p.Name, err)
+	}
+	if p.Host, err = netlink.LinkByName(host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netlink.LinkDel(p.Host) })
+	return p
+}
+
+// newNamedNetns makes a network namespace named name under /run/netns,
+// as `ip netns add` does, and returns a handle to it; the caller's
+// thread stays in its own.
+func newNamedNetns(name string) (netns.NsHandle, error) {
+	type made struct {
+		ns  netns.NsHandle
+		err error
+	}
+	done := make(chan made, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			done <- made{err: err}
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.NewNamed(name) // enters it
+		if serr := netns.Set(orig); serr != nil {
+			done <- made{ns, fmt.Errorf("back to the caller's network namespace: %w", serr)}
+			return // still locked: the thread goes with the goroutine
+		}
+		runtime.UnlockOSThread()
+		done <- made{ns, err}
+	}()
+	m := <-done
+	return m.ns, m.err
 }
