@@ -56,8 +56,9 @@ func TestDiskFull(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", state).Run() })
 
-	// A hundred busy programs make the store grow every few ticks, so
-	// writes need new pages while the disk is full.
+	// Four hundred busy programs make the store grow every few ticks, so
+	// writes need new pages while the disk is full (with a hundred, the
+	// store's free pages took 30-40 s to fill, most of the test's time).
 	name := uniqueName("e2e_full")
 	prog, err := privtest.LoadSocketFilter(name)
 	if err != nil {
@@ -65,7 +66,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	defer prog.Close()
 	progs := []*ebpf.Program{prog}
-	for i := range 99 {
+	for i := range 399 {
 		p, err := privtest.LoadSocketFilter(fmt.Sprintf("e2e_full%d", i))
 		if err != nil {
 			t.Fatal(err)
@@ -86,6 +87,8 @@ func TestDiskFull(t *testing.T) {
 
 	filler := fillDisk(t, state)
 	fullAt := time.Now()
+	var reportedAt time.Time
+	defer func() { t.Logf("the daemon reported the full disk after %v", reportedAt.Sub(fullAt).Round(time.Millisecond)) }()
 	var st api.Status
 	// Writes fail once bbolt must grow the file, which it does by
 	// doubling: the store's free pages may take a while to fill (settling
@@ -95,6 +98,7 @@ func TestDiskFull(t *testing.T) {
 		busy(100 * time.Millisecond)
 		st = api.Status{}
 		if d.query(&st, "status") == nil && strings.Contains(st.LastError, "no space left") {
+			reportedAt = time.Now()
 			break
 		}
 		if time.Now().After(deadline) {
