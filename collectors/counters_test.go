@@ -19,7 +19,7 @@ import (
 )
 
 // Tests named TestCountersExact* need a kernel that allows fentry/fexit:
-// they run inside the test VM (TestCountersInVM boots it) and skip on the
+// they run inside the test VM (TestTracingInVM boots it) and skip on the
 // host. The others run on the host and in the VM.
 
 func TestCounterValueScaled(t *testing.T) {
@@ -437,7 +437,7 @@ func statsOn(t *testing.T) {
 func exactCounters(t *testing.T, cfg ExactConfig) *ExactCounters {
 	t.Helper()
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestTracingInVM)")
 	}
 	privtest.Root(t)
 	c, err := NewExactCounters(cfg)

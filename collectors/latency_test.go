@@ -61,7 +61,7 @@ func runCost(tb testing.TB, prog *ebpf.Program, in []byte, n int) float64 {
 func latencyTimer(t *testing.T, cfg LatencyConfig) *LatencyTimer {
 	t.Helper()
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestTracingInVM)")
 	}
 	privtest.Root(t)
 	lt, err := NewLatencyTimer(cfg)
@@ -79,15 +79,6 @@ func startLatency(tb testing.TB, lt *LatencyTimer, target *ebpf.Program, d time.
 	}
 	tb.Cleanup(func() { w.Close() })
 	return w
-}
-
-// TestLatencyInVM boots the test VM (Debian's kernels allow fentry/fexit)
-// and runs the latency window's tests there.
-func TestLatencyInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{}, []string{
-		"TestLatencyMix", "TestLatencyCalibration", "TestLatencyDetachLeavesNothing", "TestLatencyTooManyTargets",
-		"TestLatencyPerRunEvent", "TestLatencyCyclesPerRun",
-	})
 }
 
 // timeMix runs the mix n times through a window and returns its reading.

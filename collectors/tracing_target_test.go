@@ -1,7 +1,6 @@
 package collectors
 
 import (
-	"os/exec"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -12,21 +11,6 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
-// TestTracingTargetsInVM boots the test VM (fentry and fexit, which this
-// host's kernel refuses) with the host's bpftool and runs
-// TestTracingTargets there.
-func TestTracingTargetsInVM(t *testing.T) {
-	path, err := exec.LookPath("bpftool")
-	if err != nil {
-		privtest.Skip(t, "bpftool not installed (apt-get install bpftool)")
-	}
-	files, err := vmtest.HostBinary(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vmtest.RunTests(t, vmtest.Config{Files: files}, []string{"TestTracingTargets"})
-}
-
 // TestTracingTargets: Links names a tracing link's target as the function
 // it traces ("fentry __do_sys_getppid", "fexit ..."), or the program
 // ("fentry prog N"), where the kernel gives only ids; bpftool's ids for
@@ -34,7 +18,7 @@ func TestTracingTargetsInVM(t *testing.T) {
 // that program.
 func TestTracingTargets(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestTracingTargetsInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestTracingInVM)")
 	}
 	privtest.Root(t)
 	fentry := privtest.GetppidFentry(t, "tt_fentry")

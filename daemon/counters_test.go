@@ -227,15 +227,6 @@ func loadBTFTarget(t *testing.T, name string, iters int32) *ebpf.Program {
 	return prog
 }
 
-// TestCountersInVM boots the test VM (Debian's 6.1 kernel allows
-// fentry/fexit) with bpfperfd and bpfperf built for it, and runs the
-// end-to-end counter test there, and the JSON parity of the views that
-// need fentry.
-func TestCountersInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestCountersExactEndToEnd", "TestJSONParityFentry"})
-}
-
 // TestCountersPMUInVM runs the counter tests that need a PMU in the arm64
 // VM (QEMU's emulated PMUv3, Linux's armv8_pmuv3 driver), with bpfperfd
 // and bpfperf built for it. 4 minutes: the four take 50 s with the boot
@@ -246,17 +237,6 @@ func TestCountersPMUInVM(t *testing.T) {
 		[]string{"TestCountersStatusReasons", "TestProfileEvent", "TestLatencyEndToEnd", "TestBenchCounters"})
 }
 
-// TestLatencyInVM boots the test VM with bpfperfd and bpfperf built for it,
-// and the host's execsnoop and bpftool, and runs the latency tests there:
-// windows end to end, a regression its tail decides, and a window on a
-// program we did not write.
-func TestLatencyInVM(t *testing.T) {
-	// 4 minutes: the four took 1m50s of the default 2 on a quiet CI host,
-	// and TestRegressionByTail may try three times, 23 s each.
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "execsnoop", "bpftool"), Timeout: 4 * time.Minute}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestLatencyEndToEnd", "TestLatencyPerRunEndToEnd", "TestRegressionByTail", "TestRealToolsLatencyExecsnoop"})
-}
-
 // TestCountersExactEndToEnd runs the real daemon and CLI in the VM: a
 // target enabled with a short window has every run counted once, the
 // numbers reach list, show and history with their mechanism, and once the
@@ -264,7 +244,7 @@ func TestLatencyInVM(t *testing.T) {
 // the target's owner lets it go, and the limit on targets holds.
 func TestCountersExactEndToEnd(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	start := time.Now()

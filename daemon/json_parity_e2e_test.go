@@ -255,7 +255,7 @@ func latencyViews(id string, rng []string) []parityView {
 // and target (disable prints the same line, renderTarget).
 func TestJSONParityFentry(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestCountersInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	start := time.Now()

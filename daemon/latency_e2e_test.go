@@ -15,14 +15,14 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
-// TestLatencyEndToEnd runs the real daemon and CLI in the VM (TestLatencyInVM
+// TestLatencyEndToEnd runs the real daemon and CLI in the VM (TestDaemonInVM
 // boots it): `bpfperf latency` times every run made while its window is
 // open, the window reaches show, history --latency, events and /metrics,
 // a --latency.programs target gets windows of its own, and between windows
 // the daemon holds nothing of the targets.
 func TestLatencyEndToEnd(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	web := freeAddr(t)
@@ -128,7 +128,7 @@ func TestLatencyEndToEnd(t *testing.T) {
 // show, history and status, and the count of a run agrees with its time.
 func TestLatencyPerRunEndToEnd(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	web := freeAddr(t)
@@ -264,7 +264,7 @@ func TestLatencyRefused(t *testing.T) {
 	}
 }
 
-// TestRealToolsLatencyExecsnoop (in the VM: TestLatencyInVM, with the
+// TestRealToolsLatencyExecsnoop (in the VM: TestDaemonInVM, with the
 // host's execsnoop and bpftool and their libraries): a window on
 // execsnoop's sys_exit_execve program, a program this project did not
 // write, times exactly the execs made while it is open, and bpftool's
@@ -273,7 +273,7 @@ func TestLatencyRefused(t *testing.T) {
 // the window go through the API in-process: a CLI would exec, and count.
 func TestRealToolsLatencyExecsnoop(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir())

@@ -11,17 +11,7 @@ import (
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
-	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
-
-// TestProbeHooksInVM boots Debian's 6.1 (kprobes; a perf_event link that
-// names no event, which only its holder's perf event fd tells) with
-// bpfperfd and bpfperf built for it and runs TestProbeHooksEndToEnd
-// there.
-func TestProbeHooksInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Timeout: 4 * time.Minute}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestProbeHooksEndToEnd"})
-}
 
 // TestProbeHooksEndToEnd: a uprobe and a uretprobe on a function of this
 // test binary (here and in the VM) and, in the VM, a kretprobe and a

@@ -12,13 +12,13 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
-// TestRegressionByTail (in the VM: TestLatencyInVM): a reload whose mean
+// TestRegressionByTail (in the VM: TestDaemonInVM): a reload whose mean
 // run time is the same but whose slow runs, a third as many, take three
 // times as long. The mean finds nothing; the latency windows of the two versions
 // (--latency.programs) find the tail, and the finding says p99 decided it.
 func TestRegressionByTail(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry/fexit: runs in the VM (TestLatencyInVM)")
+		t.Skip("needs fentry/fexit: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	// --regressions.min-change 20%: the emulated VM's mean wanders by

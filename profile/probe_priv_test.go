@@ -51,7 +51,7 @@ func probeHook(hook string) bool {
 }
 
 // TestProbeHooks: a kprobe, kretprobe and kprobe_multi program on
-// getppid()'s kernel entry (in the test VM, TestProbeHooksInVM: this
+// getppid()'s kernel entry (in the test VM, TestKernelsInVM: this
 // host's kernel has no kprobes) and a uprobe and uretprobe on a function
 // of this test binary (here and in the VM), each alone, each driven by a
 // thread for 2 s under a 999 Hz profile. The oracle is the thread's own
