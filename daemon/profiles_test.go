@@ -8,9 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,40 +47,11 @@ func loadHot(t testing.TB, name string) (prog *ebpf.Program, id uint32, tag stri
 	return prog, uint32(pid), info.Tag
 }
 
-// spin runs prog in a loop on a locked OS thread until the test ends, 50
-// runs per BPF_PROG_TEST_RUN call: on a VM where a system call costs
-// microseconds, one run per call left the program a tenth of the thread's
-// time and windows too few samples. Exact run counts are not needed here
-// (bpf_stats counts what ran), so the retry after an interrupted batch
-// that privtest.Run avoids does no harm.
-func spin(t testing.TB, prog *ebpf.Program) { t.Cleanup(spinUntil(t, prog)) }
+// spin runs prog in a loop (privtest.SpinUntil) until the test ends.
+func spin(t testing.TB, prog *ebpf.Program) { t.Cleanup(privtest.SpinUntil(t, prog)) }
 
 // spinUntil spins prog as spin does until the returned stop is called.
-func spinUntil(t testing.TB, prog *ebpf.Program) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14), Repeat: 50}); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
-}
+func spinUntil(t testing.TB, prog *ebpf.Program) (stop func()) { return privtest.SpinUntil(t, prog) }
 
 // pprofTop runs `go tool pprof -top` on a file and returns its output.
 func pprofTop(t *testing.T, path string) string {

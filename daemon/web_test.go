@@ -414,19 +414,13 @@ func scrapeHotLine(t *testing.T, url, want string) string {
 // spin, and runs it until the test ends.
 func spinHot(t *testing.T) *ebpf.Program {
 	t.Helper()
-	spec, err := ebpf.LoadCollectionSpec("../profile/hot_bpfel_test.o")
+	prog, err := privtest.LoadHotEntry("../profile/hot_bpfel_test.o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs struct {
-		HotEntry *ebpf.Program `ebpf:"hot_entry"`
-	}
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { objs.HotEntry.Close() }) // after spin's cleanup stops the runs
-	spin(t, objs.HotEntry)
-	return objs.HotEntry
+	t.Cleanup(func() { prog.Close() }) // after spin's cleanup stops the runs
+	spin(t, prog)
+	return prog
 }
 
 // hotSourceLine is the line of bpf/profile/hot.c marked HOT.

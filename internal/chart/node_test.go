@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,10 +93,15 @@ func renderFor(t *testing.T, dir string, args ...string) *chart.Objects {
 	return render(t, append(base, args...)...)
 }
 
-// runChart runs the rendered DaemonSet's pod as pod name.
-func runChart(t *testing.T, n *node.Node, name string, objs *chart.Objects) *chartPod {
+// runChart runs the rendered DaemonSet's pod as pod name; secrets are
+// the Secrets its secret volumes name (name, key, value).
+func runChart(t *testing.T, n *node.Node, name string, objs *chart.Objects, secrets ...map[string]map[string][]byte) *chartPod {
 	t.Helper()
-	spec, notes, err := chart.Pod(objs.DaemonSet, "monitoring", name, map[string]string{"status.podIP": "127.0.0.1"})
+	env := chart.Env{Fields: map[string]string{"status.podIP": "127.0.0.1"}, VolumeDir: t.TempDir()}
+	if len(secrets) > 0 {
+		env.Secrets = secrets[0]
+	}
+	spec, notes, err := chart.Pod(objs.DaemonSet, "monitoring", name, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +141,8 @@ func (p *chartPod) client(t *testing.T, n *node.Node) *api.Client {
 
 // exec runs cmd in the pod's container, as a kubelet runs an exec probe.
 func (p *chartPod) exec(n *node.Node, cmd []string) (int32, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := n.Runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: p.pod.Containers[0].ID, Cmd: cmd, Timeout: 20})
-	if err != nil {
-		return -1, "", err
-	}
-	return r.ExitCode, string(r.Stdout) + string(r.Stderr), nil
+	code, stdout, stderr, err := p.execOut(n, cmd)
+	return code, string(stdout) + string(stderr), err
 }
 
 // started runs the rendered start-up probe until it passes, as a kubelet
@@ -257,13 +255,18 @@ func ownCgroup(t *testing.T) string {
 // and a read-only root; the chart's probe passes; and through the socket
 // on the host directory the daemon lists what bpftool lists, counts a
 // program's runs as bpftool does, and names its loader and holder by
-// host pid and the host's cgroup path.
+// host pid and the host's cgroup path. Its listener has the TLS of the
+// chart's web config Secret (checkTLSListener), and a profile taken in
+// the pod names a host program's source lines (checkProfileLines).
 func TestChartPodOnNode(t *testing.T) {
 	n := nodeWithImage(t)
 	privtest.LockStats(t)
 	dir := t.TempDir()
 	port := freePort(t)
-	p := runChart(t, n, "bpfperf-chart", renderFor(t, dir, "--set", "metrics.enabled=true", "--set", "metrics.port="+strconv.Itoa(port)))
+	// The listener with TLS, through the chart's Secret.
+	web := newWebSecret(t)
+	p := runChart(t, n, "bpfperf-chart", renderFor(t, dir, "--set", "metrics.enabled=true", "--set", "metrics.port="+strconv.Itoa(port),
+		"--set", "metrics.webConfigSecret=bpfperf-web"), map[string]map[string][]byte{"bpfperf-web": web.data})
 	client := p.client(t, n)
 	pid := p.pod.Containers[0].PID
 
@@ -368,22 +371,10 @@ func TestChartPodOnNode(t *testing.T) {
 	}
 
 	// The opt-in listener, on the pod's address (the host's network:
-	// status.podIP is given as 127.0.0.1 here): metrics, and GETs only.
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "bpfperf_program_runs_total{") {
-		t.Errorf("GET /metrics: %s, %d bytes without bpfperf_program_runs_total", resp.Status, len(body))
-	}
-	if resp, err := http.Post(base+"/v1/counters/enable?prog="+strconv.Itoa(int(id)), "application/json", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST /v1/counters/enable over TCP: %v %v, want 405", resp, err)
-	} else {
-		resp.Body.Close()
-	}
+	// status.podIP is given as 127.0.0.1 here), with the TLS of the
+	// chart's Secret: metrics, and GETs only. (Plain HTTP is
+	// TestDashboardSeriesOnNode's.)
+	checkTLSListener(t, fmt.Sprintf("127.0.0.1:%d", port), web, strconv.Itoa(int(id)))
 
 	s, err := client.Status()
 	if err != nil {
@@ -399,6 +390,7 @@ func TestChartPodOnNode(t *testing.T) {
 		t.Errorf("sweep %q, holders %q, loaders %q: want the iterators and the load records with their commands", s.Sweep, s.Holders, s.Loaders)
 	}
 
+	checkProfileLines(t, n, p)
 	checkPodLoaderNamed(t, n, client)
 }
 

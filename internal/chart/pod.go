@@ -3,6 +3,7 @@ package chart
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,14 +19,16 @@ import (
 // env, capabilities, read-only root, user, no-new-privileges and seccomp;
 // and each volume mount of a hostPath volume at the volume's host path.
 // hostPath directories of type DirectoryOrCreate are made (0755, as a
-// kubelet makes them).
+// kubelet makes them). A secret volume is written as a kubelet writes it,
+// from env's secrets (there is no API server to read them from): each key
+// a file under env.VolumeDir, with the volume's mode, mounted read-only.
 //
 // What the node cannot run as the chart says is an error (a privileged
-// container, a volume other than hostPath), except one thing, returned
+// container, a volume other than hostPath or secret), except one thing, returned
 // in notes: a HostToContainer mount whose host mount is private (a host
 // without systemd), which the runtime would refuse, runs as a private
 // bind mount; it shows what is mounted now, not what is mounted later.
-func Pod(ds *appsv1.DaemonSet, namespace, name string, fields map[string]string) (spec node.PodSpec, notes []string, err error) {
+func Pod(ds *appsv1.DaemonSet, namespace, name string, env Env) (spec node.PodSpec, notes []string, err error) {
 	ps := ds.Spec.Template.Spec
 	spec = node.PodSpec{Namespace: namespace, Name: name, Labels: ds.Spec.Template.Labels, HostPID: ps.HostPID, HostNetwork: ps.HostNetwork}
 	if len(ps.InitContainers) > 0 {
@@ -36,7 +39,7 @@ func Pod(ds *appsv1.DaemonSet, namespace, name string, fields map[string]string)
 		volumes[v.Name] = v
 	}
 	for _, c := range ps.Containers {
-		cs, cnotes, err := container(c, ps.SecurityContext, volumes, fields)
+		cs, cnotes, err := container(c, ps.SecurityContext, volumes, env)
 		if err != nil {
 			return spec, nil, fmt.Errorf("container %s: %w", c.Name, err)
 		}
@@ -46,7 +49,20 @@ func Pod(ds *appsv1.DaemonSet, namespace, name string, fields map[string]string)
 	return spec, notes, nil
 }
 
-func container(c corev1.Container, pod *corev1.PodSecurityContext, volumes map[string]corev1.Volume, fields map[string]string) (node.ContainerSpec, []string, error) {
+// Env is what a kubelet would take from the node and the API server for
+// a pod: the spec only names it.
+type Env struct {
+	// Fields are the values of fieldRef env vars ("status.podIP").
+	Fields map[string]string
+	// Secrets are the Secrets secret volumes name: name, key, value.
+	Secrets map[string]map[string][]byte
+	// VolumeDir is where secret volumes are written (a kubelet's
+	// pods/UID/volumes): one directory per volume, made here.
+	VolumeDir string
+}
+
+func container(c corev1.Container, pod *corev1.PodSecurityContext, volumes map[string]corev1.Volume, env Env) (node.ContainerSpec, []string, error) {
+	fields := env.Fields
 	cs := node.ContainerSpec{Name: c.Name, Image: c.Image}
 	vars := map[string]string{}
 	for _, e := range c.Env {
@@ -106,11 +122,21 @@ func container(c corev1.Container, pod *corev1.PodSecurityContext, volumes map[s
 		if !ok {
 			return cs, nil, fmt.Errorf("volume mount %s: no such volume", m.Name)
 		}
-		if v.HostPath == nil {
-			return cs, nil, fmt.Errorf("volume %s: the node mounts hostPath volumes only", m.Name)
-		}
 		if m.SubPath != "" || m.SubPathExpr != "" {
 			return cs, nil, fmt.Errorf("volume mount %s: subPath is not done here", m.Name)
+		}
+		if v.Secret != nil {
+			dir, err := secretVolume(v, env)
+			if err != nil {
+				return cs, nil, fmt.Errorf("volume %s: %w", m.Name, err)
+			}
+			// Read-only whatever the mount says, as a kubelet mounts
+			// secrets.
+			cs.Mounts = append(cs.Mounts, node.Mount{Host: dir, Container: m.MountPath})
+			continue
+		}
+		if v.HostPath == nil {
+			return cs, nil, fmt.Errorf("volume %s: the node mounts hostPath and secret volumes only", m.Name)
 		}
 		if v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectoryOrCreate {
 			if err := os.MkdirAll(v.HostPath.Path, 0o755); err != nil {
@@ -141,6 +167,65 @@ func container(c corev1.Container, pod *corev1.PodSecurityContext, volumes map[s
 		cs.Mounts = append(cs.Mounts, mount)
 	}
 	return cs, notes, nil
+}
+
+// secretVolume writes secret volume v's files, from env's secrets, into a
+// directory of its own under env.VolumeDir and returns it: every key of
+// the Secret (or the items listed, at their paths), mode defaultMode
+// (0644 when unset) or the item's.
+func secretVolume(v corev1.Volume, env Env) (string, error) {
+	src := v.Secret
+	data, ok := env.Secrets[src.SecretName]
+	if !ok {
+		// A kubelet leaves such a pod waiting for the Secret.
+		return "", fmt.Errorf("secret %s: not given to the node", src.SecretName)
+	}
+	if env.VolumeDir == "" {
+		return "", fmt.Errorf("secret %s: no directory to write it in", src.SecretName)
+	}
+	mode := os.FileMode(corev1.SecretVolumeSourceDefaultMode)
+	if src.DefaultMode != nil {
+		mode = os.FileMode(*src.DefaultMode)
+	}
+	type file struct {
+		path string
+		mode os.FileMode
+		data []byte
+	}
+	var files []file
+	if len(src.Items) == 0 {
+		for k, d := range data {
+			files = append(files, file{k, mode, d})
+		}
+	}
+	for _, it := range src.Items {
+		d, ok := data[it.Key]
+		if !ok {
+			return "", fmt.Errorf("secret %s has no key %s", src.SecretName, it.Key)
+		}
+		f := file{it.Path, mode, d}
+		if it.Mode != nil {
+			f.mode = os.FileMode(*it.Mode)
+		}
+		files = append(files, f)
+	}
+	dir := filepath.Join(env.VolumeDir, v.Name)
+	for _, f := range files {
+		if !filepath.IsLocal(f.path) {
+			return "", fmt.Errorf("secret %s: path %q leaves the volume", src.SecretName, f.path)
+		}
+		p := filepath.Join(dir, f.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(p, f.mode); err != nil { // past the umask
+			return "", err
+		}
+	}
+	return dir, os.MkdirAll(dir, 0o755)
 }
 
 var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
