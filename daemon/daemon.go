@@ -15,6 +15,7 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/collectors/loadrec"
 	"github.com/bpfperf/bpfperf/collectors/netspace"
 	"github.com/bpfperf/bpfperf/daemon/counters"
 	"github.com/bpfperf/bpfperf/daemon/holders"
@@ -162,6 +163,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer d.maps.Close()
 	lds.OnLoad(d.prof.Learn)
+	lds.OnCode(func(k loadrec.Ksym, gone bool) { d.prof.Code(k.Addr, k.Len, k.Name, gone) })
 
 	stopServing, err := d.serve()
 	if err != nil {

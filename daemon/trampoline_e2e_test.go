@@ -14,17 +14,6 @@ import (
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
-// TestTrampolineInVM boots the test VM (fentry, which this host's kernel
-// refuses) with bpfperfd and bpfperf built for it and the host's vfsstat
-// and bpftool, and runs TestRealToolsTrampolineVfsstat there. A boot of
-// its own: run after TestDaemonInVM's tests in one boot it found no sample
-// in vfs_read's trampoline in 17 windows, where alone it finds about 90
-// (2026-11-27, not yet understood).
-func TestTrampolineInVM(t *testing.T) {
-	vmtest.RunTestsWithCommands(t, vmtest.Config{Files: hostTools(t, "vfsstat", "bpftool")}, []string{"../cmd/bpfperfd", "../cmd/bpfperf"},
-		[]string{"TestRealToolsTrampolineVfsstat"})
-}
-
 // TestRealToolsTrampolineVfsstat: libbpf-tools' vfsstat counts VFS calls
 // with fentry programs where the kernel allows them. Under a read and
 // write loop, bpfperf names each program's attach point as the function
@@ -33,7 +22,7 @@ func TestTrampolineInVM(t *testing.T) {
 // hook cost, beside its run time, never negative.
 func TestRealToolsTrampolineVfsstat(t *testing.T) {
 	if !vmtest.InVM() {
-		t.Skip("needs fentry: runs in the VM (TestTrampolineInVM)")
+		t.Skip("needs fentry: runs in the VM (TestDaemonInVM)")
 	}
 	privtest.Root(t)
 	// Stats on all the time (no budget): under the emulated CPU, flipping

@@ -88,7 +88,8 @@ const bpfSymbolReach = 4096
 // kallsyms (trampolines, dispatchers, programs it could not read) and
 // the hook functions, and, with probes true, the probe machinery's (a
 // kprobe-type program is learned). A trampoline attached since kallsyms
-// was read is missing until the next read (see Sampler.refreshFilter).
+// was read is there from its ksymbol record (AddCode), or else missing
+// until the next read (see Sampler.refreshFilter).
 func (s *Symbolizer) codeRanges() (rs []kfilter.Range, probes bool, err error) {
 	ks, err := s.kallsyms()
 	if err != nil {
@@ -100,6 +101,7 @@ func (s *Symbolizer) codeRanges() (rs []kfilter.Range, probes bool, err error) {
 	for _, f := range s.index {
 		rs = append(rs, kfilter.Range{Start: f.start, End: f.end})
 	}
+	rs = append(rs, s.codeRangesLocked()...)
 	s.mu.RUnlock()
 	ks.rangesOnce.Do(func() { ks.filterRanges, ks.probeRanges = ks.codeRanges() })
 	rs = append(rs, ks.filterRanges...)

@@ -73,6 +73,11 @@ type Symbolizer struct {
 	// since kallsyms was last read, with when: kallsyms read before then
 	// may lack their trampolines (reloadForTrampolines).
 	trampolined map[uint32]time.Time
+	// code is BPF JIT code of no program (trampolines, dispatchers) the
+	// kernel's ksymbol records told of as it was made (AddCode), by
+	// start: exact extents, known at once, where kallsyms is read again
+	// only now and then.
+	code []codeSym
 	// trampolinesChecked is when reloadForTrampolines last looked at
 	// the links of settled ones.
 	trampolinesChecked time.Time
@@ -512,15 +517,19 @@ func (s *Symbolizer) Lookup(addr, t uint64) Frame {
 		}
 		return fr
 	}
+	if c, ok := s.codeAt(addr); ok {
+		fr.Func, fr.SystemName, fr.Module = c.name, c.name, "bpf"
+		return fr
+	}
 	ks, err := s.kallsyms()
 	if err != nil {
 		return fr
 	}
-	name, mod, _, ok := ks.lookup(addr)
+	name, mod, _, ok := s.kallsymsLookup(ks, addr)
 	if !ok && time.Since(ks.loaded) > s.cfg.KallsymsMaxAge {
 		if s.LoadKallsyms() == nil {
 			ks, _ = s.kallsyms()
-			name, mod, _, ok = ks.lookup(addr)
+			name, mod, _, ok = s.kallsymsLookup(ks, addr)
 		}
 	}
 	if ok {

@@ -68,11 +68,12 @@ type Load struct {
 	Ksyms []Ksym
 }
 
-// Ksym is one JIT image of a program, as /proc/kallsyms lists it.
+// Ksym is one image of BPF JIT code, as /proc/kallsyms lists it: a
+// program's, a trampoline's or a dispatcher's.
 type Ksym struct {
 	Addr uint64
 	Len  uint32
-	Name string // "bpf_prog_<tag>_<name>"
+	Name string // "bpf_prog_<tag>_<name>", "bpf_trampoline_<key>", ...
 }
 
 // Unload is a program the kernel freed: its last fd, pin and link gone.
@@ -90,6 +91,11 @@ type Config struct {
 	// meanwhile (see Lost). They must not call Close.
 	OnLoad   func(Load)
 	OnUnload func(Unload)
+	// OnCode, if set, is told of BPF JIT code that belongs to no
+	// program as the kernel registers it (gone false) and frees it (gone
+	// true): trampolines and dispatchers, which kallsyms lists but no
+	// program's info does. Called like OnLoad.
+	OnCode func(k Ksym, gone bool)
 	// RingPages is the size of each CPU's ring in pages, a power of two
 	// (default 8: 32 KiB, about 250 loads, each a load record and a
 	// ksymbol, between two reads).
@@ -373,6 +379,10 @@ func (f *Follower) act(r *record) {
 		}
 		if k := f.ksyms[r.tid]; len(k) < maxKsyms {
 			f.ksyms[r.tid] = append(k, *r)
+		}
+	case r.codeKsym():
+		if f.cfg.OnCode != nil {
+			f.cfg.OnCode(r.ksym, r.unregister)
 		}
 	case r.typ == unix.PERF_RECORD_BPF_EVENT && r.event == unix.PERF_BPF_EVENT_PROG_LOAD:
 		l := Load{

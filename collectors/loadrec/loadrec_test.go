@@ -30,7 +30,8 @@ func TestMain(m *testing.M) {
 // kernfs_node calls its parent pointer `parent` (6.15 renamed it
 // `__parent`, which this host's kernel has): the sys_enter_bpf program
 // reads the loader's cgroup names on both through CO-RE. And
-// TestRingForCPUOnlinedLater, which takes a CPU offline.
+// TestRingForCPUOnlinedLater, which takes a CPU offline. And
+// TestTrampolineKsyms, which attaches fentry (this host refuses it).
 func TestLoadRecordsInVM(t *testing.T) {
 	bpftool, err := exec.LookPath("bpftool")
 	if err != nil {
@@ -45,7 +46,7 @@ func TestLoadRecordsInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, vmtest.File{Name: "pkg/testprog_bpfel_test.o", Mode: 0o644, Data: obj})
-	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad", "TestRingForCPUOnlinedLater"})
+	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad", "TestRingForCPUOnlinedLater", "TestTrampolineKsyms"})
 }
 
 // seen is what a follower reported, safe to read while it runs.

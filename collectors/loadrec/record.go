@@ -84,6 +84,15 @@ func parse(typ uint32, data []byte) (record, bool) {
 	return r, true
 }
 
+// codeKsym reports whether r registers or unregisters BPF JIT code that
+// belongs to no program load: a trampoline ("bpf_trampoline_<key>", made
+// when a tracing program is attached) or a dispatcher
+// ("bpf_dispatcher_<name>").
+func (r *record) codeKsym() bool {
+	return r.typ == unix.PERF_RECORD_KSYMBOL && r.ksymType == unix.PERF_RECORD_KSYMBOL_TYPE_BPF &&
+		!strings.HasPrefix(r.ksym.Name, "bpf_prog_")
+}
+
 // progKsym reports whether r registers the JIT image of a program (its
 // main function or a subprogram): "bpf_prog_<tag>_<name>". Trampolines
 // and dispatchers ("bpf_trampoline_...", "bpf_dispatcher_...") are BPF

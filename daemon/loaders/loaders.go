@@ -45,8 +45,10 @@ type Loaders struct {
 	mu      sync.Mutex
 	pending map[uint32]collectors.Loader // by program id, until taken or unloaded
 	seen    uint64                       // loads recorded since Start
-	// onLoad, once set, is told of each load as its record arrives.
+	// onLoad, once set, is told of each load as its record arrives;
+	// onCode of each trampoline and dispatcher made and freed.
 	onLoad func(id uint32)
+	onCode func(k loadrec.Ksym, gone bool)
 }
 
 // PodNamer names the pod of a container's cgroup from what it has at
@@ -69,6 +71,29 @@ func (l *Loaders) OnLoad(fn func(id uint32)) {
 	l.onLoad = fn
 }
 
+// OnCode has fn told of BPF JIT code of no program (trampolines,
+// dispatchers) as the kernel makes (gone false) and frees it, on the
+// follower's goroutine (fn must not block): the profiler names a
+// trampoline just attached from its first sample on.
+func (l *Loaders) OnCode(fn func(k loadrec.Ksym, gone bool)) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onCode = fn
+}
+
+// code passes a code ksymbol on to onCode.
+func (l *Loaders) code(k loadrec.Ksym, gone bool) {
+	l.mu.Lock()
+	notify := l.onCode
+	l.mu.Unlock()
+	if notify != nil {
+		notify(k, gone)
+	}
+}
+
 // Start follows loads from now on. A kernel that refuses the records
 // (before 5.1, no perf_event_open) leaves loaders unknown: the error says
 // why, and the daemon runs on without them. pods names the pods of loaders
@@ -78,7 +103,7 @@ func Start(procRoot string, log *slog.Logger, pods PodNamer) (*Loaders, error) {
 	if r, err := cgroupid.New(filepath.Join(procRoot, "self/mountinfo")); err == nil {
 		l.cgroups = r
 	}
-	f, err := loadrec.Open(loadrec.Config{ProcRoot: procRoot, OnLoad: l.loaded, OnUnload: l.unloaded})
+	f, err := loadrec.Open(loadrec.Config{ProcRoot: procRoot, OnLoad: l.loaded, OnUnload: l.unloaded, OnCode: l.code})
 	if err != nil {
 		return nil, err
 	}

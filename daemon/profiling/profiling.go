@@ -239,6 +239,24 @@ func (p *Profiling) Learn(id uint32) {
 	}
 }
 
+// Code tells the symbolizer of BPF JIT code of no program (a trampoline,
+// a dispatcher) the kernel just made at addr (gone false) or freed.
+// Called from the load-record follower's goroutine; while profiling is
+// off it is dropped: the profiler reads kallsyms as it starts.
+func (p *Profiling) Code(addr uint64, size uint32, name string, gone bool) {
+	p.mu.Lock()
+	prof := p.prof
+	p.mu.Unlock()
+	if prof == nil {
+		return
+	}
+	if gone {
+		prof.Symbolizer().RemoveCode(addr)
+	} else {
+		prof.Symbolizer().AddCode(addr, size, name)
+	}
+}
+
 // window stores one continuous window and keeps its program shares for
 // the progs view.
 func (p *Profiling) window(pp *pprof.Profile, err error) {
