@@ -13,13 +13,13 @@ import (
 	"github.com/bpfperf/bpfperf/internal/privtest"
 )
 
-// TestProfileFilter: with --profile.filter the kernel filter is on and
-// keeps nearly every sample of a host without busy BPF programs from
-// the daemon (status and /metrics count them), while a busy program's
-// window still carries its samples; at the defaults it is off.
+// TestProfileFilter: at the defaults the kernel filter is on and keeps
+// nearly every sample of a host without busy BPF programs from the
+// daemon (status and /metrics count them), while a busy program's window
+// still carries its samples; --profile.filter=false turns it off.
 func TestProfileFilter(t *testing.T) {
 	privtest.Root(t)
-	d := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--profile.filter")
+	d := startDaemon(t, t.TempDir(), "--profile.every", "1s")
 	var st api.Status
 	eventuallyWithin(t, 20*time.Second, "three filtered windows", func() bool {
 		st = api.Status{}
@@ -51,13 +51,13 @@ func TestProfileFilter(t *testing.T) {
 	spin(t, prog)
 	waitSampledCPU(t, d, id, 10)
 
-	u := startDaemon(t, t.TempDir(), "--profile.every", "1s")
+	u := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--profile.filter=false")
 	eventuallyWithin(t, 20*time.Second, "an unfiltered window", func() bool {
 		st = api.Status{}
 		return u.query(&st, "status") == nil && st.Profiling != nil && st.Profiling.Filter != nil
 	})
 	if f := st.Profiling.Filter; f.On || f.Reason != "off" {
-		t.Errorf("defaults: filter %+v, want off", f)
+		t.Errorf("--profile.filter=false: filter %+v, want off", f)
 	}
 }
 
