@@ -42,7 +42,10 @@ type TailComparison struct {
 }
 
 // Windows says what was compared: Changed is when the new version
-// appeared; the windows are [BeforeFrom, BeforeTo) and [AfterFrom, AfterTo].
+// appeared (the sweep that saw it); the windows are [BeforeFrom, BeforeTo)
+// and [AfterFrom, AfterTo]. For a new version BeforeTo is its load, where
+// the kernel dates that after BeforeFrom: from its load to Changed it may
+// already run, so that time is in neither window's profiles.
 type Windows struct {
 	Changed    time.Time `json:"changed"`
 	BeforeFrom time.Time `json:"before_from"`

@@ -165,11 +165,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	lds.OnLoad(d.prof.Learn)
 	lds.OnCode(func(k loadrec.Ksym, gone bool) { d.prof.Code(k.Addr, k.Len, k.Name, gone) })
 
-	stopServing, err := d.serve()
-	if err != nil {
-		return err
-	}
-	defer stopServing()
 	if err := d.writeStart(duty); err != nil {
 		return err
 	}
@@ -334,9 +329,13 @@ func (d *Daemon) writeStart(duty *sampler.DutyCycle) error {
 	return d.store.WriteTick(store.Tick{Time: d.started, Events: events})
 }
 
-// runUntil runs the sampling loop and every room's own loop until ctx is
-// done or sampling fails for good, then stops them, waits for what they
-// store as they stop, and stores the stop.
+// runUntil runs the sampling loop and every room's own loop, and answers
+// the API, until ctx is done or sampling fails for good, then stops them,
+// waits for what they store as they stop, and stores the stop. The API
+// answers only once profiling, counters and latency have started (or
+// said why not), so status shows them from its first answer: with the
+// kernel filter on, profiling takes 50-200 ms more to start, and status
+// read in that time had no profiling or counters at all (issue 46).
 func (d *Daemon) runUntil(ctx context.Context) (err error) {
 	log := d.cfg.Logger
 	errc := make(chan error, 1)
@@ -361,12 +360,15 @@ func (d *Daemon) runUntil(ctx context.Context) (err error) {
 	d.lat.Start(loopCtx)
 	go d.expire(loopCtx)
 	wg.Go(func() { d.maps.Run(loopCtx, d.now) })
-	sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-	log.Info("bpfperfd ready", "socket", d.cfg.Socket, "store", d.store.Path(), "interval", d.cfg.Interval, "web", d.cfg.Web.ListenAddress)
-
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
+	stopServing, err := d.serve()
+	if err == nil {
+		defer stopServing()
+		sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+		log.Info("bpfperfd ready", "socket", d.cfg.Socket, "store", d.store.Path(), "interval", d.cfg.Interval, "web", d.cfg.Web.ListenAddress)
+		select {
+		case <-ctx.Done():
+		case err = <-errc:
+		}
 	}
 	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	stop()

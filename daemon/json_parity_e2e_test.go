@@ -639,7 +639,7 @@ var (
 		"stats duty": "stats_duty", "sweep": "sweep,sweep_detail", "loaders": "loaders", "holders": "holders", "pods": "pods",
 		"sweep bpf cost": "sweep_bpf_ms,sweep_bpf_cpu_percent",
 		"profiling":      "profiling.continuous,profiling.hz,profiling.event,profiling.window_ms,profiling.every_ms,profiling.stored_profiles",
-		"profile filter": "profiling.filter.on,profiling.filter.reason,profiling.filter.passed,profiling.filter.dropped,profiling.filter.pages",
+		"profile filter": "profiling.filter.on,profiling.filter.reason|profiling.filter.on,profiling.filter.passed,profiling.filter.dropped,profiling.filter.pages",
 		"stats cost":     "stats_cost.detail|stats_cost.ns_per_run,stats_cost.runs_per_sec",
 		"stats budget":   "stats_cost.budget",
 		"counters":       "counters", "counters exact": "counters.exact.available", "counters sampled*": "counters.sampled.event,counters.sampled.available",

@@ -197,7 +197,7 @@ func profileFilterText(f *api.ProfilingFilter) string {
 	state := "on"
 	switch {
 	case !f.On && f.Reason == "off":
-		state = "off (bpfperfd --profile.filter turns it on): every sample reaches the daemon"
+		state = "off (bpfperfd --profile.filter=false): every sample reaches the daemon"
 	case !f.On:
 		state = "off (" + f.Reason + "): every sample reaches the daemon"
 	}

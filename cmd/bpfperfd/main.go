@@ -67,7 +67,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "profile.every", Value: daemon.DefaultProfileEvery, Usage: "start a continuous CPU profile window this often (0 turns continuous profiling off)"},
 			&cli.DurationFlag{Name: "profile.duration", Usage: "length of each continuous window, at most --profile.every (default: --profile.every)"},
 			&cli.StringFlag{Name: "profile.event", Value: "cpu-clock", Usage: "what CPU profiles sample on: cpu-clock, or cycles, instructions, llc-misses (need a hardware PMU; fall back to cpu-clock)"},
-			&cli.BoolFlag{Name: "profile.filter", Value: daemon.DefaultProfileFilter, Usage: "drop CPU samples outside BPF code and hooks in the kernel (a perf_event program on each sampling event; issue 46); off by default: it cost the daemon more CPU in two of three benchmark runs, not yet explained"},
+			&cli.BoolFlag{Name: "profile.filter", Value: daemon.DefaultProfileFilter, Usage: "drop CPU samples outside BPF code and hooks in the kernel (a perf_event program on each sampling event; issue 46); --profile.filter=false sends every sample to the daemon"},
 			&cli.IntFlag{Name: "profile.hz", Value: daemon.DefaultProfileHz, Usage: "CPU samples per second on each CPU (1 to 1000)"},
 			&cli.DurationFlag{Name: "profile.limit", Value: daemon.DefaultProfileLimit, Usage: "longest on-demand capture (bpfperf profile capture)"},
 			&cli.StringFlag{Name: "retention.profiles", Value: "7d", Usage: "how long CPU profiles are kept"},

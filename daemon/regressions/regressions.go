@@ -115,6 +115,7 @@ type foundIn struct {
 	finding        *regress.Finding
 	name, typ, key string
 	id             uint32
+	loaded         time.Time           // when the kernel loaded the program (the new version of a reload)
 	tail           *api.TailComparison // the p99 of the two versions' latency windows, where both have them
 	by             string              // what decided it: "mean" or "p99"
 }
@@ -143,6 +144,7 @@ func (dt *Detector) Tick(now time.Time) {
 	for _, in := range found {
 		f := in.finding
 		if f.OldTag != "" && f.OldTag != f.NewTag {
+			endBeforeAtLoad(&f.Windows, in.loaded)
 			// A new version (not a shift of one): its tail too, where
 			// latency windows exist.
 			tc, err := tail(dt.deps.Store, in.key, f.OldTag, f.NewTag, f.Windows)
@@ -205,10 +207,25 @@ func (dt *Detector) observe(v sampler.View, now time.Time) []foundIn {
 		}
 		m := p.Meta()
 		if f := tr.Observe(key, m.Tag, smp); f != nil {
-			found = append(found, foundIn{finding: f, name: m.Name, typ: m.Type, key: key, id: m.ID})
+			found = append(found, foundIn{finding: f, name: m.Name, typ: m.Type, key: key, id: m.ID, loaded: m.LoadedAt})
 		}
 	}
 	return found
+}
+
+// endBeforeAtLoad ends a reload's before window at the new version's
+// load, where the kernel dates that inside the window. The tracker dates
+// the change at the sweep that followed the new version under the old
+// one's identity: a tick or more after its load, more while the identity
+// settles. The new version runs in between, and a profile window or
+// latency window that ended there was counted as the old version's (a
+// new line of the new version showed in the before profile: CI, issue
+// 46). The ns/run intervals need no cut: the tracker takes the old tag's
+// own. [BeforeTo, AfterFrom) is then in neither window.
+func endBeforeAtLoad(w *api.Windows, loaded time.Time) {
+	if loaded.After(w.BeforeFrom) && loaded.Before(w.BeforeTo) {
+		w.BeforeTo = loaded
+	}
 }
 
 // storeFinding explains a finding from the profiles and stores it as an
