@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/perfring"
@@ -91,6 +93,9 @@ type hotRun struct {
 	c     *Capture
 	p     *profile.Profile
 	cpuNS uint64
+	// The program's bpf_stats run time over the capture (0 with stats
+	// off) and the time between the two reads of it.
+	runNS, statsSpan uint64
 }
 
 // threadCPU is the time a thread of this process has run, in ns, by its
@@ -120,11 +125,11 @@ func captureHot(t *testing.T) *hotRun {
 	return hot
 }
 
-func runHot() (*hotRun, error) { return runHotOn(SamplerConfig{Hz: 999}) }
+func runHot() (*hotRun, error) { return runHotOn(SamplerConfig{Hz: 999}, 2*time.Second) }
 
-// runHotOn captures the hot program spinning for 2 s with a sampler of
+// runHotOn captures the hot program spinning for d with a sampler of
 // cfg (a hardware event in cfg.Event where a PMU exists).
-func runHotOn(cfg SamplerConfig) (*hotRun, error) {
+func runHotOn(cfg SamplerConfig, d time.Duration) (*hotRun, error) {
 	var objs hotObjects
 	if err := loadHotObjects(&objs, nil); err != nil {
 		return nil, err
@@ -150,9 +155,16 @@ func runHotOn(cfg SamplerConfig) (*hotRun, error) {
 	comm, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(w.tid) + "/comm")
 	r.comm = strings.TrimSpace(string(comm))
 	cpu0 := threadCPU(w.tid)
-	r.c, err = s.Capture(context.Background(), 2*time.Second)
+	st0, err0 := objs.HotEntry.Stats()
+	t0 := time.Now()
+	r.c, err = s.Capture(context.Background(), d)
+	st1, err1 := objs.HotEntry.Stats()
+	r.statsSpan = uint64(time.Since(t0))
 	r.cpuNS = threadCPU(w.tid) - cpu0
 	w.Stop()
+	if err0 == nil && err1 == nil {
+		r.runNS = uint64(st1.Runtime - st0.Runtime)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +372,21 @@ func TestCaptureCounts(t *testing.T) {
 // entry program.
 func TestTailCallChain(t *testing.T) {
 	privtest.Root(t)
+	tailCallChain(t, SamplerConfig{Hz: 999})
+}
+
+// TestTailCallChainCycles: TestTailCallChain on cycles, where a PMU
+// exists (the arm64 VM: TestPMUInVM), at 99 Hz as TestCycles.
+func TestTailCallChainCycles(t *testing.T) {
+	privtest.Root(t)
+	privtest.PMU(t)
+	tailCallChain(t, SamplerConfig{Event: perfevent.Cycles, Hz: 99})
+}
+
+// tailCallChain profiles the chain spinning on cfg's event: each program
+// gets about a third of the chain's share (eventShares), and samples in
+// a target are labelled with it.
+func tailCallChain(t *testing.T, cfg SamplerConfig) {
 	var objs chainObjects
 	if err := loadChainObjects(&objs, nil); err != nil {
 		t.Fatal(err)
@@ -380,7 +407,7 @@ func TestTailCallChain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := newSampler(t, SamplerConfig{Hz: 999})
+	s := newSampler(t, cfg)
 	w := spin(t, objs.ChainA)
 	c, err := s.Capture(context.Background(), 2*time.Second)
 	w.check(t)
@@ -391,10 +418,10 @@ func TestTailCallChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shares, err := ProgramShares(p)
-	if err != nil {
-		t.Fatal(err)
+	if p.SampleType[1].Type != cfg.Event.String() && cfg.Event != perfevent.CPUClock {
+		t.Errorf("sample types %v, want %v", p.SampleType, cfg.Event)
 	}
+	shares := eventShares(t, c, p)
 	var total float64
 	for _, id := range ids {
 		total += shares[id]
@@ -412,7 +439,52 @@ func TestTailCallChain(t *testing.T) {
 			t.Errorf("sample in %s labelled %v", leaf, name)
 		}
 	}
-	t.Logf("shares: a %.1f%%, b %.1f%%, c %.1f%%", shares[ids["chain_a"]], shares[ids["chain_b"]], shares[ids["chain_c"]])
+	t.Logf("%v shares (%d samples): a %.1f%%, b %.1f%%, c %.1f%%", c.Event, len(c.Samples), shares[ids["chain_a"]], shares[ids["chain_b"]], shares[ids["chain_c"]])
+}
+
+// eventShares is each program's share of a capture in % of one CPU:
+// ProgramShares on cpu-clock; on a hardware event, the program's share of
+// all the event counted on the capture's CPUs (its samples' periods over
+// every sample's, user mode and idle included), times the CPUs. On cycles
+// that is its share of CPU time where cycles run at one rate, as QEMU's
+// do (a 1 GHz virtual clock: TestCycles); a cycles profile has no
+// cpu/nanoseconds value, so ProgramShares refuses it.
+func eventShares(t *testing.T, c *Capture, p *profile.Profile) map[uint32]float64 {
+	t.Helper()
+	if c.Event == perfevent.CPUClock {
+		shares, err := ProgramShares(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shares
+	}
+	est, _, err := ProgramEstimates(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Build scales a multiplexed event's values by time enabled / running.
+	all := eventTotal(c)
+	if c.RunningShare > 0 && c.RunningShare < 1 {
+		all /= c.RunningShare
+	}
+	shares := map[uint32]float64{}
+	if all == 0 {
+		return shares
+	}
+	for id, e := range est {
+		shares[id] = 100 * float64(c.CPUs) * e.Total / all
+	}
+	return shares
+}
+
+// eventTotal is what c's event counted on its CPUs: every sample's
+// period, summed.
+func eventTotal(c *Capture) float64 {
+	all := 0.0
+	for _, s := range c.Samples {
+		all += float64(s.Period)
+	}
+	return all
 }
 
 // TestUnloadedMidCapture: programs nobody told the symbolizer about, run
@@ -797,16 +869,61 @@ func TestPprofTool(t *testing.T) {
 
 // TestCycles: where a PMU exists, a cycles profile of the hot program
 // spinning puts its hottest line on the loop marked HOT, as cpu-clock does
-// (TestHotProgram), in a profile whose second sample type is cycles. At 99
+// (TestHotProgram), in a profile whose second sample type is cycles, and
+// the program's share of the capture's cycles (eventShares) is within 10%
+// of its CPU share by bpf_stats (run time over the same span). At 99
 // Hz: in a VM each hardware sample is a VM exit, and 999 Hz of three
-// events once brought a soft lockup (DESIGN.md). Never run: no host we
-// have has a PMU; elsewhere it skips through privtest.PMU.
+// events once brought a soft lockup (DESIGN.md). It runs in the arm64 VM
+// under icount (TestPMUInVM), where cycles are a 1 GHz clock of virtual
+// time, the time the guest's clocks and bpf_stats read; no x86 host we
+// have has a PMU: elsewhere it skips through privtest.PMU.
 func TestCycles(t *testing.T) {
 	privtest.Root(t)
 	privtest.PMU(t)
-	r, err := runHotOn(SamplerConfig{Event: perfevent.Cycles, Hz: 99})
+	privtest.LockStats(t)
+	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		privtest.Skip(t, "BPF_ENABLE_STATS: "+err.Error())
+	}
+	defer stats.Close()
+	// A thread spinning in user mode beside the program, so that its
+	// share is not all of a CPU (97% in the one-vCPU VM): a share of the
+	// wrong denominator (the BPF samples, the samples in the kernel)
+	// would read near 100% all the same. 8 s: at 99 Hz, about 780
+	// samples, where a share near 63% is off by 1.7 points (2.7%) at one
+	// binomial standard deviation, so 10% is 3.7 of them (in 4 s, 2.6:
+	// 65.7% against 63.1% by bpf_stats once in three runs).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread()
+		for n := 0; ; n++ {
+			if n%1024 == 0 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}
+	}()
+	r, err := runHotOn(SamplerConfig{Event: perfevent.Cycles, Hz: 99}, 8*time.Second)
+	close(stop)
+	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the cycles stand for: per CPU and second of the capture, the
+	// cycles all its samples counted (1e9 in QEMU's virtual clock).
+	perSec := eventTotal(r.c) / r.c.Duration.Seconds() / float64(r.c.CPUs)
+	share := eventShares(t, r.c, r.p)[r.id]
+	statsShare := 100 * float64(r.runNS) / float64(r.statsSpan)
+	t.Logf("%d samples in %v on %d CPUs, %.4g cycles a second a CPU; program: %.1f%% of a CPU by cycles, %.1f%% by bpf_stats (%v in %v)",
+		len(r.c.Samples), r.c.Duration, r.c.CPUs, perSec, share, statsShare, time.Duration(r.runNS), time.Duration(r.statsSpan))
+	if r.runNS == 0 || math.Abs(share-statsShare) > 0.1*statsShare {
+		t.Errorf("program share %.1f%% of a CPU by cycles, %.1f%% by bpf_stats: more than 10%% apart", share, statsShare)
 	}
 	if r.p.SampleType[1].Type != "cycles" {
 		t.Errorf("sample types %v", r.p.SampleType)
@@ -863,7 +980,7 @@ func TestHardwareEvents(t *testing.T) {
 	privtest.Root(t)
 	privtest.PMU(t)
 	for _, ev := range []perfevent.Event{perfevent.Instructions, perfevent.LLCMisses} {
-		r, err := runHotOn(SamplerConfig{Event: ev, Hz: 99})
+		r, err := runHotOn(SamplerConfig{Event: ev, Hz: 99}, 2*time.Second)
 		var pe *perfevent.OpenError
 		if ev == perfevent.LLCMisses && errors.Is(err, perfevent.ErrEventNotSupported) && errors.As(err, &pe) && pe.Event == ev {
 			t.Logf("%v: %v", ev, err)

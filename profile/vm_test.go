@@ -33,7 +33,7 @@ func bpfSources(t *testing.T) []vmtest.File {
 // TestPMUInVM runs the tests that need a PMU in the arm64 VM under icount
 // (QEMU's emulated PMUv3: cycles and instructions sample there).
 func TestPMUInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Files: bpfSources(t)}, []string{"TestCycles", "TestHardwareEvents"})
+	vmtest.RunTests(t, vmtest.Config{Arch: vmtest.ARM64, Exact: true, Files: bpfSources(t)}, []string{"TestCycles", "TestTailCallChainCycles", "TestHardwareEvents"})
 }
 
 // TestKernelsInVM runs, on Debian's 6.1 and 6.12, the kernel filter's
