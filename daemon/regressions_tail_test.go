@@ -69,7 +69,7 @@ func TestRegressionByTail(t *testing.T) {
 		t.Logf("$ bpfperf regressions show %s\n%s", r.ID, d.cli(t, "regressions", "show", r.ID))
 		return
 	}
-	t.Fatal("in 3 tries the emulator never ran the two versions' means within 15% of each other with the p99 50% apart")
+	t.Fatal("in 3 tries the emulator never ran the new version's mean less than 15% above the old one's with the p99 50% apart")
 }
 
 // tailWindow is the regression window of TestRegressionByTail.

@@ -28,20 +28,18 @@ func (s *Symbolizer) AddCode(addr uint64, size uint32, name string) {
 	c := codeSym{start: addr, end: addr + uint64(size), name: name}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, found := slices.BinarySearchFunc(s.code, addr, func(c codeSym, a uint64) int { return cmp.Compare(c.start, a) })
-	if found {
+	if i, found := s.codeIndexLocked(addr); found {
 		s.code[i] = c
 	} else {
 		s.code = slices.Insert(s.code, i, c)
 	}
-	s.gen++
-	if len(s.fresh)+1 > maxFresh {
-		s.fresh, s.freshFrom = s.fresh[:0], s.gen
-	} else {
-		s.fresh = append(s.fresh, freshRange{gen: s.gen, r: kfilter.Range{Start: c.start, End: c.end}})
-	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.learnedLocked([]kfilter.Range{{Start: c.start, End: c.end}})
+}
+
+// codeIndexLocked is where code starting at addr is, or would go, in
+// s.code. Called with s.mu held.
+func (s *Symbolizer) codeIndexLocked(addr uint64) (int, bool) {
+	return slices.BinarySearchFunc(s.code, addr, func(c codeSym, a uint64) int { return cmp.Compare(c.start, a) })
 }
 
 // RemoveCode forgets the code AddCode learned at addr, as the kernel
@@ -50,7 +48,7 @@ func (s *Symbolizer) AddCode(addr uint64, size uint32, name string) {
 func (s *Symbolizer) RemoveCode(addr uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, found := slices.BinarySearchFunc(s.code, addr, func(c codeSym, a uint64) int { return cmp.Compare(c.start, a) }); found {
+	if i, found := s.codeIndexLocked(addr); found {
 		s.code = slices.Delete(s.code, i, i+1)
 	}
 }
@@ -59,7 +57,7 @@ func (s *Symbolizer) RemoveCode(addr uint64) {
 func (s *Symbolizer) codeAt(addr uint64) (codeSym, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i, _ := slices.BinarySearchFunc(s.code, addr+1, func(c codeSym, a uint64) int { return cmp.Compare(c.start, a) })
+	i, _ := s.codeIndexLocked(addr + 1)
 	if i > 0 && addr < s.code[i-1].end {
 		return s.code[i-1], true
 	}

@@ -267,16 +267,11 @@ func (s *Symbolizer) add(p *program) {
 	}
 	slices.SortFunc(s.index, func(a, b *function) int { return cmp.Compare(a.start, b.start) })
 	clear(s.unknown)
-	s.gen++
-	if len(s.fresh)+len(p.funcs) > maxFresh {
-		s.fresh, s.freshFrom = s.fresh[:0], s.gen
-	} else {
-		for _, f := range p.funcs {
-			s.fresh = append(s.fresh, freshRange{gen: s.gen, r: kfilter.Range{Start: f.start, End: f.end}})
-		}
+	rs := make([]kfilter.Range, len(p.funcs))
+	for i, f := range p.funcs {
+		rs[i] = kfilter.Range{Start: f.start, End: f.end}
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.learnedLocked(rs)
 	if trampolineTypes[p.typ] {
 		if s.trampolined == nil {
 			s.trampolined = map[uint32]time.Time{}
@@ -289,6 +284,23 @@ func (s *Symbolizer) add(p *program) {
 		}
 		s.tracers[id] = p
 	}
+}
+
+// learnedLocked starts a new generation for code just learned (a
+// program's functions, a trampoline): its ranges go to the log a filtered
+// capture adds from, and those waiting on changed are woken. Called with
+// s.mu held.
+func (s *Symbolizer) learnedLocked(rs []kfilter.Range) {
+	s.gen++
+	if len(s.fresh)+len(rs) > maxFresh {
+		s.fresh, s.freshFrom = s.fresh[:0], s.gen
+	} else {
+		for _, r := range rs {
+			s.fresh = append(s.fresh, freshRange{gen: s.gen, r: r})
+		}
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // LearnAll learns every loaded program it does not know yet and returns how
