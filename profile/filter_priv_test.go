@@ -109,17 +109,59 @@ func TestFilterAgrees(t *testing.T) {
 			t.Errorf("frame %s (in over 1%% of unfiltered samples) missing from the filtered profile: %v", f, ff)
 		}
 	}
-	// What passed is what the profile keeps, bar a shared page's other
-	// code; the unfiltered sampler took everything else too.
+	// What passed is what the profile keeps, bar the samples let through
+	// by other kernel code on a hook function's page (the filter works by
+	// page: on 6.1 under a busy host, 90 of 545 were, once); the
+	// unfiltered sampler took everything else too. A filter that passed
+	// all would fail here: the rest have no frame on its pages.
 	kept := int64(0)
 	for _, s := range fp.Sample {
 		kept += s.Value[0]
 	}
-	if got := int64(len(fc.Samples)); got > kept+kept/10+10 || uint64(got) != fc.Filter.Passed {
-		t.Errorf("filtered capture received %d samples (the filter passed %d), the profile kept %d", got, fc.Filter.Passed, kept)
+	shared, neighbours := passedByPage(t, fc, sym)
+	if got := int64(len(fc.Samples)); got > kept+shared+kept/10+10 || uint64(got) != fc.Filter.Passed {
+		t.Errorf("filtered capture received %d samples (the filter passed %d), the profile kept %d, %d more on a page shared with a hook function", got, fc.Filter.Passed, kept, shared)
 	}
-	t.Logf("program samples filtered %d unfiltered %d; share %.1f%% vs %.1f%%; received %d of %d (filter: %d passed, %d dropped, %d pages); frames %v",
-		fn, pn, fs[id], ps[id], len(fc.Samples), len(pc.Samples), fc.Filter.Passed, fc.Filter.Dropped, fc.Filter.Pages, pf)
+	t.Logf("program samples filtered %d unfiltered %d; share %.1f%% vs %.1f%%; received %d of %d (filter: %d passed, %d dropped, %d pages; %d for kernel code on a hook function's page: %v); frames %v",
+		fn, pn, fs[id], ps[id], len(fc.Samples), len(pc.Samples), fc.Filter.Passed, fc.Filter.Dropped, fc.Filter.Pages, shared, neighbours, pf)
+}
+
+// passedByPage counts c's samples with no BPF frame that have a frame of
+// the core kernel on a page the filter passes, and names the functions of
+// those frames: code sharing a page with a hook function.
+func passedByPage(t *testing.T, c *Capture, sym *Symbolizer) (int64, map[string]int) {
+	t.Helper()
+	rs, _, err := sym.codeRanges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := map[uint64]bool{}
+	for _, r := range rs {
+		for p := r.Start >> 12; r.End > r.Start && p <= (r.End-1)>>12; p++ {
+			pages[p] = true
+		}
+	}
+	var n int64
+	names := map[string]int{}
+	for _, s := range c.Samples {
+		var on *Frame
+		bpf := false
+		for i, a := range s.Stack {
+			if i > 0 {
+				a--
+			}
+			f := sym.Lookup(a, s.Time)
+			bpf = bpf || f.BPF()
+			if on == nil && f.Module == "" && pages[a>>12] {
+				on = &f
+			}
+		}
+		if on != nil && !bpf {
+			n++
+			names[on.Func]++
+		}
+	}
+	return n, names
 }
 
 // agree: two events on one clock sample the busy thread about as often;

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -638,7 +640,31 @@ func TestAgreesWithPerf(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSampler(t, SamplerConfig{Hz: 999})
-	w := spin(t, objs.HotEntry)
+	// Two tries: on a host whose other vCPU runs other packages' tests,
+	// one 4 s window in CI read ours 94.35% against perf's 89.82%, where
+	// runs here agree within 0.4 points. A fault in how we attribute
+	// samples shows in both tries; each try's log names both sides'
+	// innermost functions outside the program, and our lost samples.
+	for try := 1; ; try++ {
+		oursPct, perfPct := agreeWithPerf(t, perf, s, sym, id, objs.HotEntry)
+		// 3 points: about five standard deviations of the difference of
+		// two independent samplings of a 92% share in 3,900 samples each.
+		d := oursPct - perfPct
+		if d <= 3 && d >= -3 {
+			return
+		}
+		if try == 2 {
+			t.Fatalf("ours %.2f%%, perf %.2f%%: more than 3 points apart in two tries", oursPct, perfPct)
+		}
+		t.Logf("try %d: ours %.2f%%, perf %.2f%%: more than 3 points apart; again", try, oursPct, perfPct)
+	}
+}
+
+// agreeWithPerf captures 4 s with s and with perf at once while prog
+// spins, and returns the program's share of all samples by each.
+func agreeWithPerf(t *testing.T, perf string, s *Sampler, sym *Symbolizer, id uint32, prog *ebpf.Program) (oursPct, perfPct float64) {
+	t.Helper()
+	w := spin(t, prog)
 
 	// perf stamps samples with CLOCK_BOOTTIME too (-k boottime), so both
 	// are compared over exactly the same window: on these VMs a vCPU
@@ -688,23 +714,29 @@ func TestAgreesWithPerf(t *testing.T) {
 
 	// Ours: samples whose innermost BPF frame is the program, of all.
 	var ours, all int
-	oursBPF := map[string]int{} // the innermost BPF function's name, for the log
+	oursBPF := map[string]int{}  // the innermost BPF function's name, for the log
+	oursElse := map[string]int{} // the innermost function of the rest
 	for _, smp := range c.Samples {
 		if smp.Time < from || smp.Time > to {
 			continue
 		}
 		all++
+		prog := false
 		for _, a := range smp.Stack {
 			if f := sym.Lookup(a, smp.Time); f.ProgID != 0 {
 				oursBPF[f.Func]++
 				if f.ProgID == id {
 					ours++
+					prog = true
 				}
 				break
 			}
 		}
+		if !prog {
+			oursElse[innermost(smp.Stack, func(a uint64) string { return sym.Lookup(a, smp.Time).Func })]++
+		}
 	}
-	oursPct := 100 * float64(ours) / float64(all)
+	oursPct = 100 * float64(ours) / float64(all)
 
 	// perf names JITed code bpf_prog_<tag>_<function>; a subprogram has a
 	// tag of its own. Shares are by sample count, as ours are: perf's
@@ -713,35 +745,64 @@ func TestAgreesWithPerf(t *testing.T) {
 	bpf := regexp.MustCompile(`^bpf_prog_[0-9a-f]{16}_(.*)$`)
 	var perfProg, perfAll int
 	perfBPF := map[string]int{}
+	perfElse := map[string]int{}
 	for _, smp := range perfSamples {
 		if smp.time < from || smp.time > to {
 			continue
 		}
 		perfAll++
+		prog := false
 		for _, fn := range smp.syms {
 			if m := bpf.FindStringSubmatch(fn); m != nil {
 				perfBPF[m[1]]++
 				if m[1] == "hot_entry" || m[1] == "spin" || m[1] == "warm" {
 					perfProg++
+					prog = true
 				}
 				break
 			}
+		}
+		if !prog {
+			fn := "(user)"
+			if len(smp.syms) > 0 {
+				fn = smp.syms[0]
+			}
+			perfElse[fn]++
 		}
 	}
 	if perfAll == 0 {
 		t.Fatalf("perf has no samples in the capture's window")
 	}
-	perfPct := 100 * float64(perfProg) / float64(perfAll)
-	t.Logf("program share of all samples from %d to %d ns: ours %.2f%% (%d of %d), perf %.2f%% (%d of %d); innermost BPF functions: ours %v, perf %v",
-		from, to, oursPct, ours, all, perfPct, perfProg, perfAll, oursBPF, perfBPF)
+	perfPct = 100 * float64(perfProg) / float64(perfAll)
+	t.Logf("program share of all samples from %d to %d ns: ours %.2f%% (%d of %d; %d lost, %d throttled), perf %.2f%% (%d of %d); innermost BPF functions: ours %v, perf %v; the rest's innermost functions: ours %v, perf %v",
+		from, to, oursPct, ours, all, c.Lost, c.Throttled, perfPct, perfProg, perfAll, oursBPF, perfBPF, top(oursElse, 6), top(perfElse, 6))
 	if perfProg == 0 {
 		t.Fatalf("perf has no sample in the program")
 	}
-	// 3 points: about five standard deviations of the difference of two
-	// independent samplings of a 92% share in 3,900 samples each.
-	if d := oursPct - perfPct; d > 3 || d < -3 {
-		t.Errorf("ours %.2f%%, perf %.2f%%: more than 3 points apart", oursPct, perfPct)
+	return oursPct, perfPct
+}
+
+// innermost names a stack's innermost frame, "(user)" for none.
+func innermost(stack []uint64, name func(uint64) string) string {
+	if len(stack) == 0 {
+		return "(user)"
 	}
+	return name(stack[0])
+}
+
+// top is the n largest counts of m, for a log line.
+func top(m map[string]int, n int) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int { return m[b] - m[a] })
+	var b strings.Builder
+	for i, k := range keys {
+		if i == n {
+			fmt.Fprintf(&b, " ...")
+			break
+		}
+		fmt.Fprintf(&b, " %s:%d", k, m[k])
+	}
+	return "[" + strings.TrimSpace(b.String()) + "]"
 }
 
 // perfSample is one sample of perf script's output: its time
