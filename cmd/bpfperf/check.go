@@ -38,8 +38,8 @@ func checkCommand(dial clientFactory) *cli.Command {
 			if err != nil {
 				return exitError{checkUndecided, err.Error()}
 			}
-			line := fmt.Sprintf("%s %s: ns/run x%.3f (95%% CI %.3f-%.3f, p=%.3g, %d+%d intervals) vs %s, limit +%g%%",
-				res.Program, res.Current, res.Ratio, res.RatioLo, res.RatioHi, res.P, res.NBefore, res.NAfter, res.Baseline, 100*res.Limit)
+			line := fmt.Sprintf("%s %s: ns/run x%.3f (95%% CI %.3f-%.3f, p=%.3g, %d+%d intervals) vs %s, limit +%g%%; %s",
+				res.Program, res.Current, res.Ratio, res.RatioLo, res.RatioHi, res.P, res.NBefore, res.NAfter, res.Baseline, 100*res.Limit, driftNote(res.Comparison))
 			switch res.Verdict {
 			case api.VerdictSlower:
 				return exitError{checkSlower, "slower: " + line}
@@ -65,4 +65,13 @@ func runCheck(c *cli.Context, dial clientFactory) (api.Check, error) {
 		return api.Check{}, err
 	}
 	return client.Check(c.Args().First(), c.String("baseline"), limit, since, until)
+}
+
+// driftNote says whether the machine's own change was divided out of a
+// comparison, and by what, in a few words for one line.
+func driftNote(c api.Comparison) string {
+	if c.Controls == 0 {
+		return "the machine's drift not measured (no other program ran one version on both sides)"
+	}
+	return fmt.Sprintf("the machine's drift x%.3f divided out (median of %d programs that did not change)", c.Drift, c.Controls)
 }

@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 	"time"
@@ -58,8 +59,12 @@ func (q *Query) Check(name, baseline string, limit float64, since, until time.Ti
 		cfg = regress.DefaultConfig()
 	}
 	cfg.MinChange = limit
+	// As the detector does: each interval divided by how slow the
+	// machine ran then, told by programs whose version did not change.
+	drift, controls := regress.DivideDrift(before, after, q.checkControls(insts, before, after, cfg.MinSamples), spacing(before, after))
 	c := regress.Compare(before, after, cfg)
 	res.Comparison = c.Comparison
+	res.Drift, res.Controls = drift, controls
 	switch {
 	case c.Undecided != "":
 		res.Verdict = api.VerdictUndecided
@@ -142,6 +147,83 @@ func hasTag(insts []store.Program, tag string) bool {
 		}
 	}
 	return false
+}
+
+// checkControls yields, in the store's order, the intervals of each other
+// program that ran one version (a stored instance is one) across both
+// sides of a check, split at the sides' times: before up to the last
+// baseline interval, after from the first current one, with minSamples
+// intervals at least on each. The caller stops at regress.MaxControls.
+func (q *Query) checkControls(insts []store.Program, before, after []regress.Sample, minSamples int) iter.Seq2[[]regress.Sample, []regress.Sample] {
+	return func(yield func(before, after []regress.Sample) bool) {
+		from, beforeTo := timeSpan(before)
+		afterFrom, to := timeSpan(after)
+		progs, err := q.Store.Programs()
+		if err != nil {
+			return // no controls: the ratio is left as it is, and says so
+		}
+		self := map[string]bool{}
+		for _, p := range insts {
+			self[p.Identity] = true
+		}
+		for _, p := range progs {
+			if p.Identity == "" || self[p.Identity] || p.FirstSeen.After(beforeTo) || (!p.Loaded() && p.UnloadedAt.Before(afterFrom)) {
+				continue
+			}
+			pts, err := q.Store.Series(p.Key, from, to)
+			if err != nil {
+				continue
+			}
+			var b, a []regress.Sample
+			for _, s := range intervals(pts) {
+				switch {
+				case !s.At.After(beforeTo):
+					b = append(b, s)
+				case !s.At.Before(afterFrom):
+					a = append(a, s)
+				}
+			}
+			if len(b) < max(minSamples, 1) || len(a) < max(minSamples, 1) {
+				continue
+			}
+			if !yield(b, a) {
+				return
+			}
+		}
+	}
+}
+
+// timeSpan is the first and last time of samples.
+func timeSpan(samples []regress.Sample) (first, last time.Time) {
+	for i, s := range samples {
+		if i == 0 || s.At.Before(first) {
+			first = s.At
+		}
+		if i == 0 || s.At.After(last) {
+			last = s.At
+		}
+	}
+	return first, last
+}
+
+// spacing is how near in time a control's interval must be to pair with
+// one of the program's: the median gap between the program's consecutive
+// intervals on either side (the store's resolution where it was read:
+// a tick, or a rollup's bucket), a second where there is none.
+func spacing(before, after []regress.Sample) time.Duration {
+	var gaps []float64
+	for _, side := range [][]regress.Sample{before, after} {
+		for i := 1; i < len(side); i++ {
+			if d := side[i].At.Sub(side[i-1].At); d > 0 {
+				gaps = append(gaps, float64(d))
+			}
+		}
+	}
+	if len(gaps) == 0 {
+		return time.Second
+	}
+	sort.Float64s(gaps)
+	return time.Duration(gaps[len(gaps)/2])
 }
 
 // intervals turns stored cumulative points into per-interval samples,

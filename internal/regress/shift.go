@@ -151,7 +151,7 @@ func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) (Resul
 
 // machineSpeed is, for each point, how slow the machine ran then: the
 // median, over the other keys that ran one version across both of w's
-// windows (at most maxControls, in key order), of their bucket nearest in
+// windows (at most MaxControls, in key order), of their bucket nearest in
 // time to the point over their own median across the windows. Dividing a
 // program's point by it takes out what its neighbours felt too (the
 // machine's other tenants, its clock) point by point, so a slow drift of
@@ -168,7 +168,7 @@ func (t *Tracker) machineSpeed(self string, points []Sample, w api.Windows) ([]f
 }
 
 // speedAt is, for each point, the median over the controls (at most
-// maxControls) of their sample nearest in time to it, within within, over
+// MaxControls) of their sample nearest in time to it, within within, over
 // the control's own median across both sides: how slow the machine ran
 // then. 1 where no control has a sample near; all 1 with no control. It
 // also returns how many controls told it.
@@ -185,7 +185,7 @@ func speedAt(controls iter.Seq2[[]Sample, []Sample], points []Sample, within tim
 			r[i] = nearest(ctl, p.At, within).NsPerRun / m
 		}
 		rel = append(rel, r)
-		if len(rel) == maxControls {
+		if len(rel) == MaxControls {
 			break
 		}
 	}

@@ -90,29 +90,17 @@ func (t *Tracker) Observe(key, tag string, s Sample) *Finding {
 	return f
 }
 
-// maxControls bounds the keys a decision reads to tell the machine's drift.
-const maxControls = 32
+// MaxControls bounds the programs a decision reads to tell the machine's
+// drift.
+const MaxControls = 32
 
 // divideDrift divides each of the program's intervals, on both sides of
-// the reload, by how slow the machine ran at that moment: the median,
-// over the other keys that ran one version across both of w's windows (at
-// most maxControls, in key order), of their ns/run in the same interval
-// (the nearest, within a tenth of the window) over their own median
-// across the windows. A host whose speed steps inside a window (a
-// neighbour's job starting, a CPU's clock) is then taken out where it
-// happened; one ratio over the two windows, as this was until 2026-11-27,
-// divides a step by half its height and leaves the rest to the program.
-// The same interval, not a median of several around it: the host's
-// disturbances within an interval reach the program and its neighbours
-// alike, so pairing them cancels those too (BenchmarkDetectorReplay's
-// busy host beside a copy, stats on all the time: no false finding and
-// every +15% found, against 12-29% and 53-66% with one ratio; medians of
-// 3 to 31 neighbouring intervals did worse at every duty).
-// It returns the machine's after/before ratio and how many keys told it:
-// 1 and 0 when none qualifies, and the intervals are left as they are.
+// the reload, by how slow the machine ran at that moment (DivideDrift):
+// the controls are the other keys that ran one version across both of
+// w's windows (at most MaxControls, in key order), read within a tenth
+// of the window.
 func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample) (float64, int) {
-	points := append(append([]Sample(nil), before...), after...)
-	speed, n := speedAt(t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
+	return DivideDrift(before, after, t.controls(self, func(st *keyState) (before, after []Sample, ok bool) {
 		for _, x := range st.samples {
 			if x.At.Before(w.BeforeFrom) || x.At.After(w.AfterTo) {
 				continue
@@ -127,7 +115,29 @@ func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample
 			}
 		}
 		return before, after, true
-	}), points, t.cfg.Window/10)
+	}), t.cfg.Window/10)
+}
+
+// DivideDrift divides each interval of before and after, in place, by how
+// slow the machine ran at that moment: the median, over the controls
+// (programs whose version did not change across both sides; at most
+// MaxControls), of their ns/run in the same interval (the nearest, within
+// within) over their own median across both sides. A host whose speed
+// steps inside a window (a neighbour's job starting, a CPU's clock) is
+// then taken out where it happened; one ratio over the two windows, as
+// the detector did until 2026-11-27, divides a step by half its height
+// and leaves the rest to the program. The same interval, not a median of
+// several around it: the host's disturbances within an interval reach the
+// program and its neighbours alike, so pairing them cancels those too
+// (BenchmarkDetectorReplay's busy host beside a copy, stats on all the
+// time: no false finding and every +15% found, against 12-29% and 53-66%
+// with one ratio; medians of 3 to 31 neighbouring intervals did worse at
+// every duty).
+// It returns the machine's after/before ratio and how many controls told
+// it: 1 and 0 when none qualifies, and the intervals are left as they are.
+func DivideDrift(before, after []Sample, controls iter.Seq2[[]Sample, []Sample], within time.Duration) (float64, int) {
+	points := append(append([]Sample(nil), before...), after...)
+	speed, n := speedAt(controls, points, within)
 	if n == 0 {
 		return 1, 0
 	}
@@ -143,7 +153,7 @@ func (t *Tracker) divideDrift(self string, w api.Windows, before, after []Sample
 // controls yields, in key order, the two sides (as sides reads them) of
 // each other key with no pending change whose sides hold MinSamples each:
 // the keys a decision may read the machine's drift from. The caller
-// stops at maxControls.
+// stops at MaxControls.
 func (t *Tracker) controls(self string, sides func(*keyState) (before, after []Sample, ok bool)) iter.Seq2[[]Sample, []Sample] {
 	return func(yield func(before, after []Sample) bool) {
 		for _, k := range t.keyOrder() {
