@@ -18,6 +18,7 @@ import (
 // kernel name is the cut tracepoint__sys) focuses pprof's flame graph of
 // the range on it: its frame is there, not "matched no samples".
 func TestDashboardRealTools(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	web := freeAddr(t)
 	d := startDaemon(t, t.TempDir(), "--web.listen-address", web, "--interval", "1s", "--profile.every", "2s", "--profile.hz", "499")

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -317,7 +318,36 @@ func heldForLife(id string) bool {
 }
 
 func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1_000_000)
+	return fmt.Sprintf("%s%d", prefix, nameSeq.Add(1)%1_000_000)
+}
+
+// nameSeq numbers uniqueName's names: from the clock, so that two runs'
+// names differ, then one by one, so that tests running in parallel
+// (parallelWaiting) never draw the same.
+var nameSeq = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(time.Now().UnixNano() % 1_000_000)
+	return &n
+}()
+
+// parallelWaiting runs a test beside others like it, after the package's
+// other tests are done (t.Parallel; two at a time on two CPUs). For tests
+// that mostly wait, on a daemon's ticks, Prometheus, a browser, a
+// container or a disk filling, and whose checks hold on a shared CPU:
+// each runs a daemon of its own on programs of names of its own, takes no
+// stats lock (privtest.LockStats), and times nothing. The tests that
+// measure (duty cycles, budgets, regressions, costs) stay alone, and so
+// do those that check the stats budget's line: a daemon measures what a
+// run of bpf_stats costs as it starts, with stats off, which it cannot
+// while another daemon holds them on (TestDashboardInBrowser, run beside
+// the others once, read "budget off: the cost of a run was not
+// measured"), and TestChurn: its bursts of hundreds of programs overrun
+// the other daemons' load records, and identities that need them failed
+// beside it. Saves
+// CI about three minutes (docs/testing.md).
+func parallelWaiting(t *testing.T) {
+	t.Helper()
+	t.Parallel()
 }
 
 func TestRunCountMatchesKernelExactly(t *testing.T) {

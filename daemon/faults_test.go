@@ -49,6 +49,7 @@ func fillDisk(t *testing.T, dir string) string {
 }
 
 func TestDiskFull(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	state := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", state).CombinedOutput(); err != nil {
@@ -157,6 +158,7 @@ func TestDiskFull(t *testing.T) {
 }
 
 func TestBadStoreFiles(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	// A real store, written by a daemon.
 	good := t.TempDir()

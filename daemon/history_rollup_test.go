@@ -15,6 +15,7 @@ import (
 // Ten days of history written fast into a store: history with a coarse step
 // reads rollups and still gives exact counters and rates.
 func TestHistoryFromRollups(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	state := t.TempDir()
 	db, err := store.Open(filepath.Join(state, daemon.StoreFile), store.Options{})

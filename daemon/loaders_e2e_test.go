@@ -108,6 +108,7 @@ func TestUnitLoaderAttachesLate(t *testing.T) {
 // (the unit's program would be "by pin" from what holds it now), and each
 // identity's history holds points from both daemons.
 func TestIdentitiesSurviveRestart(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	needBpftool(t)
 	privtest.Tracefs(t)
@@ -163,6 +164,7 @@ func TestIdentitiesSurviveRestart(t *testing.T) {
 // raw tracepoint's link is the only record of where it is attached (no
 // perf event, no netlink attachment says it).
 func TestIdentityWaitsForFailedLinks(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	name := uniqueName("lnkf")
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
@@ -243,6 +245,7 @@ func TestShortLivedProgramInProfile(t *testing.T) {
 // takes back its own slot, so neither history gets the other's code as a
 // new version.
 func TestCopiesKeepTheirSlots(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir(), "--profile.every", "0")
 	name := uniqueName("copy")
@@ -373,6 +376,7 @@ func loadOnEachCPU(t *testing.T) {
 // anything when the load record is read. The names the sys_enter_bpf
 // program kept still give the unit: the runner is the unit, not the pin.
 func TestOneshotUnitLoaderGone(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	privtest.Tracefs(t)
 	d := startDaemon(t, t.TempDir(), "--profile.every", "0")

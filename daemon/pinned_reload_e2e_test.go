@@ -175,7 +175,13 @@ func pinnedReload(t *testing.T, d *daemonProc, pin, want string, window time.Dur
 	if len(found) == 0 {
 		var evs []api.Event
 		d.json(t, &evs, "events", "--since", "1h", "--prog", "reg_prog")
-		t.Logf("no regression of %s after %v; events of reg_prog: %+v", want, 2*window+15*time.Second, evs)
+		var why []string // the detector's reason, where it compared and could not decide
+		for _, l := range strings.Split(d.stderr.String(), "\n") {
+			if strings.Contains(l, "not compared") && strings.Contains(l, "reg_prog") {
+				why = append(why, l)
+			}
+		}
+		t.Logf("no regression of %s after %v; events of reg_prog: %+v; the detector: %q", want, 2*window+15*time.Second, evs, why)
 		return api.Regression{}, v2
 	}
 	return found[0], v2

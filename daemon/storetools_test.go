@@ -21,6 +21,7 @@ import (
 )
 
 func TestStoreTools(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	state := t.TempDir()
 	name := uniqueName("e2e_tool")

@@ -162,6 +162,7 @@ func (p *promServer) one(t *testing.T, q string) (float64, bool) {
 // daemon's own average ns per run within 1%. The /metrics body is clean to
 // promtool.
 func TestPrometheusScrapesRunCounts(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	promtool := needTool(t, "promtool")
 	web := freeAddr(t)
@@ -251,6 +252,7 @@ func TestPrometheusScrapesRunCounts(t *testing.T) {
 // dashboard against a real Prometheus scraping bpfperfd while a program
 // runs: none may fail, and the per-program ones must find the program.
 func TestGrafanaDashboardQueries(t *testing.T) {
+	parallelWaiting(t)
 	privtest.Root(t)
 	exprs := dashboardExprs(t, "../charts/bpfperf/dashboards/bpfperf.json")
 	web := freeAddr(t)
