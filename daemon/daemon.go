@@ -351,7 +351,7 @@ func (d *Daemon) runUntil(ctx context.Context) (err error) {
 		errc <- d.loop(loopCtx)
 	})
 	go d.watchdog(loopCtx)
-	if err := d.prof.Start(loopCtx, profiling.Hooks{WindowStarts: d.ctr.WindowStarts, WindowEnds: d.ctr.WindowEnds}); err != nil {
+	if err := d.prof.Start(loopCtx, profiling.Hooks{WindowStarts: d.ctr.WindowStarts, WindowEnds: d.ctr.WindowEnds, Loaded: d.sweptIDs}); err != nil {
 		log.Warn("CPU profiling off", "err", err)
 	}
 	if err := d.ctr.Start(loopCtx); err != nil {
@@ -516,4 +516,20 @@ func readBootID(procRoot string) (string, error) {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// sweptIDs are the programs loaded at the sampler's last sweep, while it
+// is at most two intervals old: what the profiler's symbolizer keeps
+// (profile.SymbolizerConfig.Loaded).
+func (d *Daemon) sweptIDs() (ids []uint32, ok bool) {
+	d.sampler.Read(func(v sampler.View) {
+		if v.LastTick().IsZero() || d.now().Sub(v.LastTick()) > 2*d.cfg.Interval {
+			return
+		}
+		ids, ok = make([]uint32, 0, v.Len()), true
+		for id := range v.Programs() {
+			ids = append(ids, id)
+		}
+	})
+	return ids, ok
 }

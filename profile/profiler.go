@@ -34,6 +34,8 @@ type ProfilerConfig struct {
 	// window's capture starts, so callers can take readings (run counts)
 	// over the same window. It must not block.
 	WindowStarts func(start time.Time)
+	// Loaded is the new Symbolizer's SymbolizerConfig.Loaded.
+	Loaded func() (ids []uint32, ok bool)
 }
 
 // Window is what one continuous window gave: the profile of the main
@@ -89,7 +91,7 @@ type Profiler struct {
 func NewProfiler(cfg ProfilerConfig) (*Profiler, error) {
 	p := &Profiler{cfg: cfg, sym: cfg.Symbolizer, eventErrs: map[perfevent.Event]error{}, scrapes: newScrapes()}
 	if p.sym == nil {
-		p.sym = NewSymbolizer(SymbolizerConfig{ProcRoot: cfg.Sampler.ProcRoot})
+		p.sym = NewSymbolizer(SymbolizerConfig{ProcRoot: cfg.Sampler.ProcRoot, Loaded: cfg.Loaded})
 	}
 	p.cfg.Sampler.Symbolizer = p.sym
 	// The events are tried without the kernel filter: whether an event

@@ -38,6 +38,9 @@ type Hooks struct {
 	// WindowEnds is called with each window as it ends (w nil on a
 	// failed window).
 	WindowEnds func(ctx context.Context, w *profile.Window)
+	// Loaded lists the programs loaded as the sampler last swept them
+	// (profile.SymbolizerConfig.Loaded).
+	Loaded func() (ids []uint32, ok bool)
 }
 
 // Profiling is the daemon's profiling state. It is off (Profiler says
@@ -166,7 +169,7 @@ func (p *Profiling) open(ctx context.Context, cfg Config, hooks Hooks) (*profile
 			// the filter off.
 			sc.Filter, sc.Own = loadOwnFilter, collectors.LoadedHere
 		}
-		return profile.NewProfiler(profile.ProfilerConfig{Sampler: sc, Build: profile.BuildOptions{Cgroups: cgroups}, Events: others, WindowStarts: func(start time.Time) {
+		return profile.NewProfiler(profile.ProfilerConfig{Sampler: sc, Build: profile.BuildOptions{Cgroups: cgroups}, Events: others, Loaded: hooks.Loaded, WindowStarts: func(start time.Time) {
 			if hooks.WindowStarts != nil {
 				hooks.WindowStarts(ctx, start)
 			}
