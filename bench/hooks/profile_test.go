@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -29,13 +30,34 @@ import (
 // stays 30%; CI's run beside another engineer's benchmarks read 268.9 ns
 // from the profile against 192.4 with an IQR of 57.1, rounds 30% apart
 // among themselves.
+//
+// Two tries: the bench and the profile run one after the other, and CI
+// once read 310.4 ns from the profile against 200.1 with an IQR of 8.0
+// (the host slowed between them, not within the bench's rounds). A
+// profile that charges the hook wrongly is wrong in both tries.
 func TestHookCostFromProfile(t *testing.T) {
 	privtest.Root(t)
-	_, fromProfile, cost := hookCostFromProfile(t, "tracepoint", "syscall_enter", func() *ebpf.Program {
-		return privtest.GetppidTracepoint(t, "hook_profile", 1)
-	})
-	if bound := 0.3*cost.Median + cost.IQR; math.Abs(fromProfile-cost.Median) > bound {
-		t.Errorf("from the profile %.1f ns a call, bench hooks %.1f (IQR %.1f): more than 30%% plus the IQR (%.1f ns) apart", fromProfile, cost.Median, cost.IQR, bound)
+	for try := 1; ; try++ {
+		// A subtest, so that its program is detached before the next.
+		var fromProfile float64
+		var cost bench.Summary
+		t.Run(fmt.Sprintf("try%d", try), func(t *testing.T) {
+			_, fromProfile, cost = hookCostFromProfile(t, "tracepoint", "syscall_enter", func() *ebpf.Program {
+				return privtest.GetppidTracepoint(t, "hook_profile", 1)
+			})
+		})
+		if t.Failed() {
+			return
+		}
+		bound := 0.3*cost.Median + cost.IQR
+		if math.Abs(fromProfile-cost.Median) <= bound {
+			return
+		}
+		msg := fmt.Sprintf("from the profile %.1f ns a call, bench hooks %.1f (IQR %.1f): more than 30%% plus the IQR (%.1f ns) apart", fromProfile, cost.Median, cost.IQR, bound)
+		if try == 2 {
+			t.Fatal(msg + ", in both tries")
+		}
+		t.Logf("try 1: %s; again", msg)
 	}
 }
 
