@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -52,32 +53,29 @@ func TestSampledCountersEndToEnd(t *testing.T) {
 	info, _ := idle.Info()
 	idleID, _ := info.ID()
 
+	// Two windows at most: CI once read 467 against 738 (-36.8%) in one
+	// window on a host whose speed moved; a sampler that mis-scales is
+	// off in both.
 	var row api.ProgRow
-	eventually(t, "a sampled window with 200 samples", func() bool {
-		row, _ = progsCountersRow(t, d, hotID)
-		pc := row.PerfCounters
-		return pc != nil && pc.Mechanism == "sampled" && pc.CPUClockNsPerRun != nil && pc.Samples >= 200
-	})
-	pc := row.PerfCounters
-	// bpf_stats over the same stretch: the stored series across the
-	// window's edges.
-	var h struct{ Points []api.HistoryPoint }
-	d.json(t, &h.Points, "history", hot, "--since", pc.WindowStart.Add(-300*1e6).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(300*1e6).Format("2006-01-02T15:04:05.000Z07:00"))
-	var ns, runs float64
-	for i := 1; i < len(h.Points); i++ {
-		a, b := h.Points[i-1], h.Points[i]
-		ns += float64(b.RunTimeNs - a.RunTimeNs)
-		runs += float64(b.RunCnt - a.RunCnt)
-	}
-	if runs == 0 {
-		t.Fatalf("no runs in the stored series around the window: %+v", h.Points)
-	}
-	statsNs := ns / runs
-	got := *pc.CPUClockNsPerRun
-	t.Logf("window %s..%s: %d samples, %d runs, sampled %.0f ns/run (%.2f ms in window), bpf_stats %.0f ns/run (since load %.0f): %+.1f%%",
-		pc.WindowStart.Format("15:04:05.000"), pc.WindowEnd.Format("15:04:05.000"), pc.Samples, pc.CountedRuns, got, pc.Totals["cpu-clock"]/1e6, statsNs, *row.AvgNsSinceLoad, 100*(got-statsNs)/statsNs)
-	if math.Abs(got-statsNs) > 0.3*statsNs {
-		t.Errorf("sampled %.0f ns/run vs bpf_stats %.0f ns/run: more than 30%% apart with %d samples", got, statsNs, pc.Samples)
+	var pc *api.PerfCounters
+	var after time.Time
+	for try := 1; ; try++ {
+		eventually(t, "a sampled window with 200 samples", func() bool {
+			row, _ = progsCountersRow(t, d, hotID)
+			pc = row.PerfCounters
+			return pc != nil && pc.Mechanism == "sampled" && pc.CPUClockNsPerRun != nil && pc.Samples >= 200 && pc.WindowStart.After(after)
+		})
+		got, statsNs := *pc.CPUClockNsPerRun, statsNsAround(t, d, hot, pc)
+		t.Logf("window %s..%s: %d samples, %d runs, sampled %.0f ns/run (%.2f ms in window), bpf_stats %.0f ns/run (since load %.0f): %+.1f%%",
+			pc.WindowStart.Format("15:04:05.000"), pc.WindowEnd.Format("15:04:05.000"), pc.Samples, pc.CountedRuns, got, pc.Totals["cpu-clock"]/1e6, statsNs, *row.AvgNsSinceLoad, 100*(got-statsNs)/statsNs)
+		if math.Abs(got-statsNs) <= 0.3*statsNs {
+			break
+		}
+		if try == 2 {
+			t.Errorf("sampled %.0f ns/run vs bpf_stats %.0f ns/run: more than 30%% apart with %d samples, in two windows", got, statsNs, pc.Samples)
+			break
+		}
+		after = pc.WindowStart
 	}
 	if row.RunCnt == 0 || pc.CountedRuns == 0 || pc.CountedRuns > row.RunCnt {
 		t.Errorf("counted runs %d of run_cnt %d", pc.CountedRuns, row.RunCnt)
@@ -155,4 +153,22 @@ func TestSampledCountersTailCall(t *testing.T) {
 	if out := d.cli(t, "show", row.Name); !strings.Contains(out, "no runs counted") {
 		t.Errorf("show does not say why per-run is absent:\n%s", out)
 	}
+}
+
+// statsNsAround is bpf_stats' ns/run of prog over pc's window: the stored
+// series across the window's edges.
+func statsNsAround(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounters) float64 {
+	t.Helper()
+	var pts []api.HistoryPoint
+	d.json(t, &pts, "history", prog, "--since", pc.WindowStart.Add(-300*1e6).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(300*1e6).Format("2006-01-02T15:04:05.000Z07:00"))
+	var ns, runs float64
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		ns += float64(b.RunTimeNs - a.RunTimeNs)
+		runs += float64(b.RunCnt - a.RunCnt)
+	}
+	if runs == 0 {
+		t.Fatalf("no runs in the stored series around the window: %+v", pts)
+	}
+	return ns / runs
 }

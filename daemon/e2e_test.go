@@ -341,10 +341,12 @@ var nameSeq = func() *atomic.Int64 {
 // run of bpf_stats costs as it starts, with stats off, which it cannot
 // while another daemon holds them on (TestDashboardInBrowser, run beside
 // the others once, read "budget off: the cost of a run was not
-// measured"), and TestChurn: its bursts of hundreds of programs overrun
-// the other daemons' load records, and identities that need them failed
-// beside it. Saves
-// CI about three minutes (docs/testing.md).
+// measured"); TestChurn: its bursts of hundreds of programs overrun the
+// other daemons' load records, and identities that need them failed
+// beside it; and TestPodLoaders, whose identities wait a bounded time for
+// the CRI to name a container: beside the others, once, a container
+// restarted after the socket came back was named by ids. Saves
+// CI about a minute (docs/testing.md).
 func parallelWaiting(t *testing.T) {
 	t.Helper()
 	t.Parallel()

@@ -51,7 +51,6 @@ var podLoaderCaps = []string{"BPF", "PERFMON", "SYS_ADMIN"}
 //     on; it comes back when the socket does, and a container started
 //     then is named again.
 func TestPodLoaders(t *testing.T) {
-	parallelWaiting(t)
 	n, img, tp := loaderNode(t)
 	cri := startCRIProxy(t)
 	web := freeAddr(t)

@@ -287,7 +287,9 @@ func TestHooksEndToEnd(t *testing.T) {
 		t.Fatalf("no syscall_enter row with a cost per run: %+v", h.Rows)
 	}
 	// Its runs over the windows' span: the windows wholly in the range
-	// hold most of the 5M calls, not all.
+	// hold most of the 5M calls, not all; the program also runs for the
+	// host's other getppid() callers (CI: 43,593 and 46,889 more, twice),
+	// so up to 5% over.
 	// The daemon's own programs on syscall tracepoints (the loaders'
 	// sys_enter_bpf) share the hook, and are marked its own.
 	var rows []api.ProgRow
@@ -295,7 +297,7 @@ func TestHooksEndToEnd(t *testing.T) {
 	theirs := slices.DeleteFunc(slices.Clone(enter.Programs), func(p api.HookProgram) bool {
 		return slices.ContainsFunc(rows, func(r api.ProgRow) bool { return r.ID == p.ID && r.Own })
 	})
-	if len(theirs) != 1 || theirs[0].ID != uint32(id) || theirs[0].Runs < 1_000_000 || theirs[0].Runs > 5_000_000 {
+	if len(theirs) != 1 || theirs[0].ID != uint32(id) || theirs[0].Runs < 1_000_000 || theirs[0].Runs > calls*105/100 {
 		// What progs says of each (CI once listed bpfperf_loadrec,
 		// the daemon's own sys_enter_bpf program, among the others).
 		var said []string

@@ -357,15 +357,21 @@ func TestCaptureCounts(t *testing.T) {
 			}
 		}
 	}
-	most := 1
+	// At the rate reported, gaps of an odd number of periods are common;
+	// at half of it (Hz/2 reported as Hz) every gap is even. Not "one
+	// period the most common": in the 16-CPU VM on a busy host the
+	// thread's vCPU runs in slices, and CI once read 8 periods the most
+	// common with odd gaps 49% of all.
+	odd, all := 0, 0
 	for m, n := range multiples {
-		if n > multiples[most] {
-			most = m
+		all += n
+		if m%2 == 1 {
+			odd += n
 		}
 	}
 	t.Logf("workload thread: %d samples in %v of its CPU time; gaps by multiple of 1/Hz: %v", n, time.Duration(r.cpuNS), multiples)
-	if most != 1 || multiples[1] == 0 {
-		t.Errorf("workload thread: gaps of %d periods most common, want 1: %v", most, multiples)
+	if multiples[1] == 0 || 4*odd < all {
+		t.Errorf("workload thread: %d of %d gaps an odd number of periods, %d of one: want a quarter or more, and some of one: %v", odd, all, multiples[1], multiples)
 	}
 }
 
