@@ -31,6 +31,7 @@ import (
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/internal/perfring"
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
 // hotLine is the line of bpf/profile/hot.c marked HOT.
@@ -301,9 +302,14 @@ func TestCaptureCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CPUs != len(cpus) || c.Lost != 0 {
+	// None lost, but in the 16-vCPU TCG guest on a 2-CPU host, where the
+	// reader's vCPU goes unrun for long stretches: there a loss is
+	// counted (Lost, as status shows it), not failed on (CI read 109 and
+	// 1,612 lost of 21,553 and 16,710 on a busy host).
+	if c.CPUs != len(cpus) || (c.Lost != 0 && !vmtest.InVM()) {
 		t.Errorf("CPUs %d (want %d), lost %d", c.CPUs, len(cpus), c.Lost)
 	}
+	t.Logf("CPUs %d, lost %d", c.CPUs, c.Lost)
 	// cpu-clock fires Hz times a second on a busy CPU, but a timer that
 	// fires late skips samples (perf's too), and an idle CPU in a tickless
 	// kernel may not fire at all. In a VM, a vCPU the host does not run
