@@ -43,7 +43,12 @@ func Health(s Status, now time.Time, maxAge time.Duration) (ok bool, line string
 	}
 	age := now.Sub(s.LastSample)
 	if age > maxAge {
-		return false, fmt.Sprintf("sampler stalled: last tick %v ago, at %s (%s); the API still answers, but programs are not read", round(age), s.LastSample.Local().Format(time.RFC3339), bound)
+		line := fmt.Sprintf("sampler stalled: last tick %v ago, at %s (%s); the API still answers, but programs are not read", round(age), s.LastSample.Local().Format(time.RFC3339), bound)
+		if s.StoreUnansweredSeconds > 0 {
+			// The likely cause: the tick's write waits on the disk.
+			line += fmt.Sprintf("; the store has not answered a read for %v (a write stuck in the kernel: frozen or hung disk?)", round(time.Duration(s.StoreUnansweredSeconds*float64(time.Second))))
+		}
+		return false, line
 	}
 	return true, fmt.Sprintf("ok: last tick %v ago (%s)", round(max(age, 0)), bound)
 }

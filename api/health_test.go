@@ -34,12 +34,16 @@ func TestHealth(t *testing.T) {
 		{"at the bound", 60 * time.Second, 80 * time.Second, 0, true, "ok: last tick 20s ago", ""},
 		{"past the bound", 60 * time.Second, 80*time.Second + time.Millisecond, 0, false, "sampler stalled: last tick 20s ago, at ", "ok"},
 		{"long stalled", 60 * time.Second, 150 * time.Second, 0, false, "last tick 1m30s ago", ""},
+		{"store stuck", 60 * time.Second, 90 * time.Second, 0, false, "programs are not read; the store has not answered a read for 25.5s (a write stuck in the kernel", ""},
 		{"max-age", 60 * time.Second, 65 * time.Second, 3 * time.Second, false, "(stale after 3s: --max-age)", ""},
 		{"starting", -1, 5 * time.Second, 0, false, "sampler not started: no tick yet, 5s after bpfperfd started", ""},
 		// A tick stamped after the reader's now (clocks a hair apart).
 		{"tick after now", 60 * time.Second, 59 * time.Second, 0, true, "ok: last tick 0s ago", ""},
 	} {
 		s := s
+		if c.name == "store stuck" {
+			s.StoreUnansweredSeconds = 25.49
+		}
 		if c.last >= 0 {
 			s.LastSample = start.Add(c.last)
 		}

@@ -25,9 +25,14 @@ type Status struct {
 	// StoreGone says the store's path no longer names the file the
 	// daemon has open (removed or replaced): what it writes is lost
 	// when it stops.
-	StoreGone   string    `json:"store_gone,omitempty"`
-	LastSample  time.Time `json:"last_sample,omitzero"`
-	LastSweepMs float64   `json:"last_sweep_ms"`
+	StoreGone string `json:"store_gone,omitempty"`
+	// StoreUnansweredSeconds is how long a read of the store has waited,
+	// when it did not answer in time: a write is stuck in the kernel (a
+	// frozen or hung disk). ProgramsSeen and the stored profiles are then
+	// the last ones counted.
+	StoreUnansweredSeconds float64   `json:"store_unanswered_seconds,omitempty"`
+	LastSample             time.Time `json:"last_sample,omitzero"`
+	LastSweepMs            float64   `json:"last_sweep_ms"`
 	// LastSweepRead is how many programs the last sweep read: all of
 	// them with the fd sweep, and with the iterator only those that are
 	// new or whose counters moved (the rest are as last read), but all

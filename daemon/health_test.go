@@ -60,8 +60,11 @@ func TestHealthCatchesHungSampler(t *testing.T) {
 	t.Logf("health failed %v after the freeze (bound %v): %s", took.Round(time.Millisecond), bound, line)
 	t.Logf("bpfperfd's threads wait in: %s", wchans(d.cmd.Process.Pid))
 	if !strings.HasPrefix(line, "bpfperf: sampler stalled") {
-		// The API itself did not answer (CI once, 2026-11-27): where its
-		// goroutines wait tells which lock the stuck write holds.
+		// The API itself did not answer. CI caught this once, 2026-11-27:
+		// status read the store, and a read waits for bbolt's meta lock,
+		// which the tick's write held, stuck writing the meta page; status
+		// now takes the store's counts with a bound (store.Counts). Where
+		// the goroutines wait tells which lock it is should it come back.
 		d.cmd.Process.Signal(syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 		fz.Thaw()

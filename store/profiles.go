@@ -217,18 +217,6 @@ func (db *DB) ExpireProfiles(now time.Time, keep time.Duration) (int, error) {
 	return n, nil
 }
 
-// ProfileBytes returns how many profiles are stored and their total size.
-func (db *DB) ProfileBytes() (count int, size int64, err error) {
-	err = db.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketProfiles).ForEach(func(k, v []byte) error {
-			count++
-			size += int64(len(v))
-			return nil
-		})
-	})
-	return count, size, err
-}
-
 // ProfileData returns the gzipped pprof bytes of each profile in infos (as
 // ListProfiles described them), in the same order, reading them in one
 // transaction by key. A profile expired since it was listed fails with

@@ -104,9 +104,8 @@ func TestExpireProfiles(t *testing.T) {
 	if n, _ := db.ExpireProfiles(start.Add(1100*time.Second), 100*time.Second); n != 0 {
 		t.Errorf("second expiry deleted %d", n)
 	}
-	count, size, err := db.ProfileBytes()
-	if err != nil || count != 200 || size == 0 {
-		t.Errorf("ProfileBytes = %d, %d, %v", count, size, err)
+	if n := db.Counts(time.Minute); n.Profiles != 200 || n.ProfileBytes == 0 {
+		t.Errorf("Counts = %d profiles, %d bytes; want 200 and some", n.Profiles, n.ProfileBytes)
 	}
 }
 

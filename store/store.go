@@ -165,6 +165,7 @@ type DB struct {
 	// abandoned transaction keeps (safe.go); abandoned says one does.
 	writeMu   sync.Mutex
 	abandoned atomic.Bool
+	counter   counter // counts.go
 }
 
 // Options tune Open.
@@ -583,17 +584,6 @@ func (db *DB) Programs() ([]Program, error) {
 		})
 	})
 	return out, err
-}
-
-// CountPrograms returns how many program instances the store knows,
-// without decoding them.
-func (db *DB) CountPrograms() (int, error) {
-	n := 0
-	err := db.view(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketPrograms).Stats().KeyN
-		return nil
-	})
-	return n, err
 }
 
 // Point is one stored sample of a stats series.

@@ -111,6 +111,9 @@ func statusFields(s api.Status) [][2]string {
 	if s.StoreDamaged != "" {
 		kv = append(kv, [2]string{"store damage", "writes stopped: " + s.StoreDamaged + "; stop bpfperfd, then run bpfperf store salvage --file " + s.StorePath + " --to NEW.db"})
 	}
+	if s.StoreUnansweredSeconds > 0 {
+		kv = append(kv, [2]string{"store stuck", fmt.Sprintf("a read has waited %.1fs: a write is stuck in the kernel (frozen or hung disk?); programs seen and stored profiles are the last counted", s.StoreUnansweredSeconds)})
+	}
 	if s.StoreGone != "" {
 		kv = append(kv, [2]string{"store gone", s.StoreGone + "; what bpfperfd writes now is lost when it stops: restart it"})
 	}

@@ -24,6 +24,10 @@ func (s *server) measureStatsCost(w http.ResponseWriter, r *http.Request) {
 	reply(w, sc, err)
 }
 
+// countsWait is how long status waits for the store's counts: past it,
+// a write is stuck (store.Counts) and status answers with the last ones.
+const countsWait = 500 * time.Millisecond
+
 // status is the daemon as it runs: its sampler, store and own cost, and
 // what profiling and perf counters do.
 func (d *daemon) status() api.Status {
@@ -49,12 +53,17 @@ func (d *daemon) status() api.Status {
 	if total, since := s.IterTotalNs, s.IterSince; total > 0 && unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil && uint64(ts.Nano()) > since {
 		st.SweepBPFCPUPercent, _ = api.CPUPercent(float64(total), time.Duration(uint64(ts.Nano())-since))
 	}
-	st.ProgramsSeen, _ = d.Store.CountPrograms()
 	st.CPUPercent, st.RSSBytes, st.HeapLiveBytes = d.Self()
 	st.Hostname, _ = os.Hostname()
 	st.KernelRelease = kernelRelease()
 	st.StatsCost = d.StatsCost()
 	st.Profiling = d.Profiling.Status()
+	counts := d.Store.Counts(countsWait)
+	st.ProgramsSeen = counts.Programs
+	st.StoreUnansweredSeconds = counts.Unanswered.Seconds()
+	if st.Profiling != nil {
+		st.Profiling.StoredProfiles, st.Profiling.StoredBytes = counts.Profiles, counts.ProfileBytes
+	}
 	st.Counters = d.Counters.Status()
 	st.Latency = d.Latency.Status()
 	if d.Pods != nil {

@@ -80,7 +80,7 @@ type Store interface {
 	Gone() string
 	Stats() (store.Stats, error)
 	Check() ([]string, error)
-	CountPrograms() (int, error)
+	Counts(wait time.Duration) store.Counts
 	Export(from, to time.Time, fn func(store.ExportRow) error) error
 	PutBenchRun(run store.BenchRun, report []byte) (store.BenchRun, error)
 	ListBenchRuns(from, to time.Time) ([]store.BenchRun, error)

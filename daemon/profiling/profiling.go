@@ -474,7 +474,9 @@ func (p *Profiling) Windows() (on bool, windows int64, lost map[string]uint64, f
 	return p.prof != nil, p.windows, maps.Clone(p.lost), p.filter
 }
 
-// Status reports profiling in /v1/status, nil when off.
+// Status reports profiling in /v1/status, nil when off. The stored
+// profiles' count and size are status's to fill from the store's counts,
+// which can wait (store.Counts).
 func (p *Profiling) Status() *api.ProfilingStatus {
 	p.mu.Lock()
 	if p.prof == nil {
@@ -499,6 +501,5 @@ func (p *Profiling) Status() *api.ProfilingStatus {
 	sym := p.prof.Symbolizer()
 	p.mu.Unlock()
 	st.ProgramsKnown = len(sym.Programs())
-	st.StoredProfiles, st.StoredBytes, _ = p.store.ProfileBytes()
 	return st
 }
