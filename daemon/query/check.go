@@ -170,20 +170,15 @@ func (q *Query) checkControls(insts []store.Program, before, after []regress.Sam
 			if p.Identity == "" || self[p.Identity] || p.FirstSeen.After(beforeTo) || (!p.Loaded() && p.UnloadedAt.Before(afterFrom)) {
 				continue
 			}
-			pts, err := q.Store.Series(p.Key, from, to)
+			// Each side's range only: a baseline tag of long ago leaves
+			// months between them. The after side loses its first
+			// interval (it ends past afterFrom, from a point before).
+			b, err := q.controlSide(p.Key, from, beforeTo, minSamples)
 			if err != nil {
 				continue
 			}
-			var b, a []regress.Sample
-			for _, s := range intervals(pts) {
-				switch {
-				case !s.At.After(beforeTo):
-					b = append(b, s)
-				case !s.At.Before(afterFrom):
-					a = append(a, s)
-				}
-			}
-			if len(b) < max(minSamples, 1) || len(a) < max(minSamples, 1) {
+			a, err := q.controlSide(p.Key, afterFrom, to, minSamples)
+			if err != nil {
 				continue
 			}
 			if !yield(b, a) {
@@ -192,6 +187,22 @@ func (q *Query) checkControls(insts []store.Program, before, after []regress.Sam
 		}
 	}
 }
+
+// controlSide is a control's intervals in [from, to], or an error when
+// it cannot be read or has fewer than minSamples (at least one).
+func (q *Query) controlSide(key store.InstanceKey, from, to time.Time, minSamples int) ([]regress.Sample, error) {
+	pts, err := q.Store.Series(key, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := intervals(pts)
+	if len(out) < max(minSamples, 1) {
+		return nil, errTooFew
+	}
+	return out, nil
+}
+
+var errTooFew = errors.New("too few intervals")
 
 // timeSpan is the first and last time of samples.
 func timeSpan(samples []regress.Sample) (first, last time.Time) {
@@ -222,8 +233,7 @@ func spacing(before, after []regress.Sample) time.Duration {
 	if len(gaps) == 0 {
 		return time.Second
 	}
-	sort.Float64s(gaps)
-	return time.Duration(gaps[len(gaps)/2])
+	return time.Duration(regress.Median(gaps))
 }
 
 // intervals turns stored cumulative points into per-interval samples,

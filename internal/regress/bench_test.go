@@ -275,7 +275,7 @@ func detrend(series []Sample, h int) []Sample {
 			all = append(all, s.NsPerRun)
 		}
 	}
-	overall := median(all)
+	overall := Median(all)
 	out := make([]Sample, len(series))
 	for i, s := range series {
 		if gap(s) {
@@ -287,7 +287,7 @@ func detrend(series []Sample, h int) []Sample {
 				around = append(around, t.NsPerRun)
 			}
 		}
-		s.NsPerRun = s.NsPerRun / median(around) * overall
+		s.NsPerRun = s.NsPerRun / Median(around) * overall
 		out[i] = s
 	}
 	return out
@@ -366,7 +366,7 @@ func shiftVariant(b *testing.B, v variant, w, n int) {
 	}
 	r := shiftTrials(v, starts, w)
 	b.Logf("shifts, %s: %d intervals; shift window %ds; no change: %d/%d trials with a finding (goal <= 1%%); +15%% step: %d/%d detected (goal >= 95%%), %d dated before the step, found a median %.0fs after the step (at most %.0fs)",
-		v.name, len(v.series), w, r.falsePos, r.trials, r.detected, r.trials, r.early, median(r.delays), maxOf(r.delays))
+		v.name, len(v.series), w, r.falsePos, r.trials, r.detected, r.trials, r.early, Median(r.delays), maxOf(r.delays))
 	r.report(b, v.key)
 
 	const short = 60
@@ -419,7 +419,7 @@ func (r shiftResult) report(b *testing.B, key string) {
 	b.ReportMetric(pct(r.detected), "shift-detected-%-"+key)
 	b.ReportMetric(pct(r.early), "shift-early-%-"+key)
 	if len(r.delays) > 0 {
-		b.ReportMetric(median(r.delays), "shift-delay-s-"+key)
+		b.ReportMetric(Median(r.delays), "shift-delay-s-"+key)
 	}
 }
 

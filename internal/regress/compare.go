@@ -82,7 +82,7 @@ func Compare(before, after []Sample, cfg Config) Result {
 		r.Undecided = "no samples on one side"
 		return r
 	}
-	load := median(loads(after))
+	load := Median(loads(after))
 	band := max(cfg.LoadBand, 1)
 	r.LoadLo, r.LoadHi = load/band, load*band
 	b, a := inBand(before, r.LoadLo, r.LoadHi), inBand(after, r.LoadLo, r.LoadHi)
@@ -135,7 +135,9 @@ func inBand(s []Sample, lo, hi float64) []float64 {
 	return out
 }
 
-func median(v []float64) float64 {
+// Median is the middle of v (the mean of the two middle values for an
+// even count), 0 for none; v is left as it is.
+func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}

@@ -50,7 +50,7 @@ func (t *Tracker) addShiftSample(sh *shiftState, s Sample) {
 		for i, x := range sh.open {
 			ns[i], load[i] = x.NsPerRun, x.RunsPerSec
 		}
-		sh.buckets = append(sh.buckets, Sample{At: sh.open[len(sh.open)-1].At, NsPerRun: median(ns), RunsPerSec: median(load)})
+		sh.buckets = append(sh.buckets, Sample{At: sh.open[len(sh.open)-1].At, NsPerRun: Median(ns), RunsPerSec: Median(load)})
 		sh.open = sh.open[:0]
 		// Keep two windows and a bucket: what a comparison reads, here
 		// and as a control, a tick or two after it was due.
@@ -145,7 +145,7 @@ func (t *Tracker) compareShift(key string, sh *shiftState, w api.Windows) (Resul
 		return r, points
 	}
 	r.Controls = controls
-	r.Drift = median(speed[len(before):]) / median(speed[:len(before)])
+	r.Drift = Median(speed[len(before):]) / Median(speed[:len(before)])
 	return r, points
 }
 
@@ -176,7 +176,7 @@ func speedAt(controls iter.Seq2[[]Sample, []Sample], points []Sample, within tim
 	var rel [][]float64 // per control, per point
 	for before, after := range controls {
 		ctl := append(before, after...)
-		m := median(nsOf(ctl))
+		m := Median(nsOf(ctl))
 		if m <= 0 {
 			continue
 		}
@@ -200,7 +200,7 @@ func speedAt(controls iter.Seq2[[]Sample, []Sample], points []Sample, within tim
 		}
 		speed[i] = 1
 		if len(col) > 0 {
-			speed[i] = median(col)
+			speed[i] = Median(col)
 		}
 	}
 	return speed, len(rel)

@@ -147,7 +147,7 @@ func DivideDrift(before, after []Sample, controls iter.Seq2[[]Sample, []Sample],
 	for i := range after {
 		after[i].NsPerRun /= speed[len(before)+i]
 	}
-	return median(speed[len(before):]) / median(speed[:len(before)]), n
+	return Median(speed[len(before):]) / Median(speed[:len(before)]), n
 }
 
 // controls yields, in key order, the two sides (as sides reads them) of
