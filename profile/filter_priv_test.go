@@ -286,8 +286,12 @@ func TestFilterIdle(t *testing.T) {
 	// unfiltered events wrote over the same second, less those taken
 	// while a tracing program or a bpf(2) map call held bpf_prog_active
 	// on the CPU (the kernel drops them unseen) and the windows' edges.
+	// Within 10%: on an idle CPU a cpu-clock timer that fires late skips
+	// the periods it missed, and two events' timers miss differently (CI,
+	// the 6.1 guest under TCG: 1,821 against 1,716, 6.1%). A filter left
+	// off one CPU fails below: that CPU's samples arrive unfiltered.
 	active := underProgActive(pc, sym)
-	if taken := uint64(len(pc.Samples) - active); math.Abs(float64(ran)-float64(taken)) > float64(taken)/20+float64(4*c.CPUs) {
+	if taken := uint64(len(pc.Samples) - active); math.Abs(float64(ran)-float64(taken)) > float64(taken)/10+float64(4*c.CPUs) {
 		t.Errorf("the filter ran %d times, the unfiltered events took %d samples, %d of them under bpf_prog_active", ran, len(pc.Samples), active)
 	}
 	if uint64(len(c.Samples)) != c.Filter.Passed || c.Lost != 0 {
