@@ -30,9 +30,10 @@ type ProfilerConfig struct {
 	// PMU exists. One that does not open is left out, and EventErrors says
 	// why; the others go on.
 	Events []perfevent.Event
-	// WindowStarts, if set, is called by Run just before each continuous
-	// window's capture starts, so callers can take readings (run counts)
-	// over the same window. It must not block.
+	// WindowStarts, if set, is called by Run as each continuous window's
+	// sampling starts (its events on, after the filter is set up), so
+	// callers can take readings (run counts) over the same window. It
+	// must not block.
 	WindowStarts func(start time.Time)
 	// Loaded is the new Symbolizer's SymbolizerConfig.Loaded.
 	Loaded func() (ids []uint32, ok bool)
@@ -184,9 +185,6 @@ func (p *Profiler) Run(ctx context.Context, every, window time.Duration, emit fu
 	}
 	for {
 		start := time.Now()
-		if p.cfg.WindowStarts != nil {
-			p.cfg.WindowStarts(start)
-		}
 		w := &Window{Events: map[perfevent.Event]*profile.Profile{}, Errs: maps.Clone(failed), Stats: map[perfevent.Event]CaptureStats{}}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
@@ -203,7 +201,14 @@ func (p *Profiler) Run(ctx context.Context, every, window time.Duration, emit fu
 				w.Events[ev] = prof
 			})
 		}
-		c, err := s.Capture(ctx, window)
+		// The window's readings start with its samples, not before: the
+		// kernel filter's set-up, first, took 250 ms of a 1 s window here
+		// (its runs read 25% high against its samples).
+		c, err := s.captureBounded(ctx, window, func() {
+			if p.cfg.WindowStarts != nil {
+				p.cfg.WindowStarts(time.Now())
+			}
+		})
 		wg.Wait()
 		switch {
 		case c != nil && c.Duration >= MinDuration:

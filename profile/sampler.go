@@ -358,10 +358,15 @@ func CheckDuration(d, max time.Duration) error {
 // capture runs. When ctx ends first, Capture returns the samples taken so
 // far together with ctx's error.
 func (s *Sampler) Capture(ctx context.Context, d time.Duration) (*Capture, error) {
+	return s.captureBounded(ctx, d, nil)
+}
+
+// captureBounded is Capture calling onEnabled as capture does.
+func (s *Sampler) captureBounded(ctx context.Context, d time.Duration, onEnabled func()) (*Capture, error) {
 	if err := CheckDuration(d, s.cfg.MaxDuration); err != nil {
 		return nil, err
 	}
-	return s.capture(ctx, d, nil)
+	return s.capture(ctx, d, onEnabled)
 }
 
 // capture is Capture without the bounds on d: the profiler samples the
