@@ -22,3 +22,22 @@ func TestDaemonCPUWindow(t *testing.T) {
 		}
 	}
 }
+
+// status names a stuck store on a line of its own, and only then.
+func TestStatusStoreStuck(t *testing.T) {
+	line := func(s api.Status) string {
+		for _, kv := range statusFields(s) {
+			if kv[0] == "store stuck" {
+				return kv[1]
+			}
+		}
+		return ""
+	}
+	if got := line(api.Status{}); got != "" {
+		t.Errorf("a store that answers: store stuck %q", got)
+	}
+	want := "a read has waited 9.7s: a write is stuck in the kernel (frozen or hung disk?); programs seen and stored profiles are the last counted"
+	if got := line(api.Status{StoreUnansweredSeconds: 9.71}); got != want {
+		t.Errorf("store stuck %q, want %q", got, want)
+	}
+}
