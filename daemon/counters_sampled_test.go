@@ -171,8 +171,7 @@ func TestSampledCountersTailCall(t *testing.T) {
 // each.
 func runsOver(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounters) float64 {
 	t.Helper()
-	var pts []api.HistoryPoint
-	d.json(t, &pts, "history", prog, "--since", pc.WindowStart.Add(-time.Second).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(time.Second).Format("2006-01-02T15:04:05.000Z07:00"))
+	pts := historyAround(t, d, prog, pc, time.Second)
 	at := func(when time.Time) float64 {
 		for i := 1; i < len(pts); i++ {
 			a, b := pts[i-1], pts[i]
@@ -191,8 +190,7 @@ func runsOver(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounters) fl
 // series across the window's edges.
 func statsNsAround(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounters) float64 {
 	t.Helper()
-	var pts []api.HistoryPoint
-	d.json(t, &pts, "history", prog, "--since", pc.WindowStart.Add(-300*1e6).Format("2006-01-02T15:04:05.000Z07:00"), "--until", pc.WindowEnd.Add(300*1e6).Format("2006-01-02T15:04:05.000Z07:00"))
+	pts := historyAround(t, d, prog, pc, 300*time.Millisecond)
 	var ns, runs float64
 	for i := 1; i < len(pts); i++ {
 		a, b := pts[i-1], pts[i]
@@ -203,4 +201,13 @@ func statsNsAround(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounter
 		t.Fatalf("no runs in the stored series around the window: %+v", pts)
 	}
 	return ns / runs
+}
+
+// historyAround is prog's stored series from margin before pc's window to
+// margin after it.
+func historyAround(t *testing.T, d *daemonProc, prog string, pc *api.PerfCounters, margin time.Duration) []api.HistoryPoint {
+	t.Helper()
+	var pts []api.HistoryPoint
+	d.json(t, &pts, "history", prog, "--since", pc.WindowStart.Add(-margin).Format(time.RFC3339Nano), "--until", pc.WindowEnd.Add(margin).Format(time.RFC3339Nano))
+	return pts
 }
