@@ -173,12 +173,12 @@ func (q *Query) checkControls(insts []store.Program, before, after []regress.Sam
 			// Each side's range only: a baseline tag of long ago leaves
 			// months between them. The after side loses its first
 			// interval (it ends past afterFrom, from a point before).
-			b, err := q.controlSide(p.Key, from, beforeTo, minSamples)
-			if err != nil {
+			b, ok := q.controlSide(p.Key, from, beforeTo, minSamples)
+			if !ok {
 				continue
 			}
-			a, err := q.controlSide(p.Key, afterFrom, to, minSamples)
-			if err != nil {
+			a, ok := q.controlSide(p.Key, afterFrom, to, minSamples)
+			if !ok {
 				continue
 			}
 			if !yield(b, a) {
@@ -188,21 +188,16 @@ func (q *Query) checkControls(insts []store.Program, before, after []regress.Sam
 	}
 }
 
-// controlSide is a control's intervals in [from, to], or an error when
-// it cannot be read or has fewer than minSamples (at least one).
-func (q *Query) controlSide(key store.InstanceKey, from, to time.Time, minSamples int) ([]regress.Sample, error) {
+// controlSide is a control's intervals in [from, to]; ok is false when
+// they cannot be read or are fewer than minSamples (at least one).
+func (q *Query) controlSide(key store.InstanceKey, from, to time.Time, minSamples int) (side []regress.Sample, ok bool) {
 	pts, err := q.Store.Series(key, from, to)
 	if err != nil {
-		return nil, err
+		return nil, false
 	}
-	out := intervals(pts)
-	if len(out) < max(minSamples, 1) {
-		return nil, errTooFew
-	}
-	return out, nil
+	side = intervals(pts)
+	return side, len(side) >= max(minSamples, 1)
 }
-
-var errTooFew = errors.New("too few intervals")
 
 // timeSpan is the first and last time of samples.
 func timeSpan(samples []regress.Sample) (first, last time.Time) {
