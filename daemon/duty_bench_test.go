@@ -78,6 +78,7 @@ func BenchmarkStatsDuty(b *testing.B) {
 		rateErr, nsDiff := dutyAccuracy(b, prog)
 		b.ReportMetric(rateErr, "%-runs/s-error-at-10%")
 		b.ReportMetric(nsDiff, "%-ns/run-diff-10%-vs-100%")
+		b.ReportMetric(floorAccuracy(b, prog), "%-runs/s-error-at-1%")
 	}
 }
 
@@ -109,4 +110,23 @@ func dutyAccuracy(b *testing.B, prog *ebpf.Program) (rateErr, nsDiff float64) {
 		ns[duty] = median(perRun)
 	}
 	return median(errs), (ns["10%"]/ns["100%"] - 1) * 100
+}
+
+// floorAccuracy runs a steady load under the daemon at 1%, the budget's
+// floor (its on parts gathered, one every 20 or so intervals), and
+// returns the median error of its runs/s over three 20 s spans against
+// the load's own count, in percent.
+func floorAccuracy(b *testing.B, prog *ebpf.Program) float64 {
+	load := startLoad(b, prog)
+	defer load.end()
+	d := startDaemon(b, b.TempDir(), "--interval", "1s", "--profile.every", "0", "--stats.duty", "1%")
+	defer d.stop(b, syscall.SIGTERM)
+	time.Sleep(2 * time.Second)
+	var errs []float64
+	for range 3 {
+		want := load.rate(20 * time.Second)
+		got, _ := historyRate(b, d, "bench_duty", 20*time.Second)
+		errs = append(errs, math.Abs(got/want-1)*100)
+	}
+	return median(errs)
 }

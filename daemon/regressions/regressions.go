@@ -192,8 +192,13 @@ func (dt *Detector) observe(v sampler.View, now time.Time) []foundIn {
 		dt.gen, dt.built = v.Generation(), true
 	}
 	// Only programs that ran can give an interval's sample: on a host of
-	// idle programs this loop is empty.
+	// idle programs this loop is empty. An interval a duty cycle carried at
+	// the last on part's rates is that part again, not a sample of its
+	// own: counted in each, one on part would weigh as many intervals.
 	var found []foundIn
+	if v.Carried() {
+		return nil
+	}
 	for _, p := range v.Moved() {
 		key := p.IdentityKey()
 		if key == "" || dt.newest[key] != p {

@@ -59,13 +59,24 @@ func ParseBudget(s string) (float64, error) {
 // every program on the host while on (status: stats cost); off, it costs
 // nothing.
 //
+// An on part is never shorter than onPartSwitches times what turning
+// stats on or off takes (Stats.SwitchTime, about 10 ms here): when in
+// the switch the kernel starts or stops counting is not known, and 10 ms
+// on parts (the 1% floor at a 1 s interval) read a steady load 36% and
+// 77% high (TestStatsDutyFloor). A share whose part would be shorter
+// gathers the parts of several intervals into one, at the end of one
+// interval in every few (plan); the intervals between keep stats off
+// all through.
+//
 // The kernel counts runs and run time only while stats are on, so each
 // program's counters are scaled: a tick's deltas are multiplied by the
 // wall time between readings over the time stats were on, and the scaled
-// counters are what the rest of the daemon sees, stores and serves. Rates
-// and CPU % are then estimates of the whole interval; ns/run is exact for
-// the runs counted. A program that ran only while stats were off shows no
-// runs for that interval.
+// counters are what the rest of the daemon sees, stores and serves. In
+// an interval with stats off all through, each program moves on at the
+// rates of the last on part (carried). Rates and CPU % are then estimates
+// of the whole interval; ns/run is exact for the runs counted. A program
+// that ran only while stats were off shows no runs until an on part
+// sees it run.
 //
 // Stats are global: another holder (bpftop, a second stats fd, the
 // sysctl) keeps them on while ours is closed, and scaling would then
@@ -73,7 +84,7 @@ func ParseBudget(s string) (float64, error) {
 // is run once; if it was counted, stats are still on, ours is reopened at
 // once and the interval counts as wholly on (scale 1). held says so.
 type DutyCycle struct {
-	stats    *collectors.Stats
+	stats    statsSwitch
 	interval time.Duration
 	log      *slog.Logger
 
@@ -88,6 +99,13 @@ type DutyCycle struct {
 	held     string // why the cycle is suspended now, "" while it runs
 	lastRead time.Time
 	lastOn   time.Duration
+	// untilOn is how many intervals with stats off all through come
+	// before the next that ends in an on part (plan); blind says the
+	// interval running now is one of them, and blindPart is the on part
+	// the plan gave when it began.
+	untilOn   int
+	blind     bool
+	blindPart time.Duration
 	// progs is each program's counters, updated in place each tick,
 	// while tracking: at a share below 100%, and after one for the
 	// programs whose scaled counters still differ from the kernel's.
@@ -98,8 +116,11 @@ type DutyCycle struct {
 	progs    map[uint32]dutyCounters
 	tracking bool
 	sweeps   uint64
-	// lastFactor is the last interval's scale (1: stats on all of it).
-	lastFactor float64
+	// lastFactor is the last interval's scale (1: stats on all of it);
+	// lastCarried says stats were off all of it, and programs moved at the
+	// last on part's rates.
+	lastFactor  float64
+	lastCarried bool
 	// remeasure is a request to measure stats' cost again, done in the
 	// off part after a tick (remeasure.go); measuredEvents are the
 	// stats_cost events of the measurements since Transitions.
@@ -107,17 +128,51 @@ type DutyCycle struct {
 	measuredEvents []store.Event
 }
 
-// dutyCounters is one program's last raw counters and its scaled ones.
+// statsSwitch is what a duty cycle does with the stats fd
+// (collectors.Stats): turn it off and on, and know for how long it was on.
+type statsSwitch interface {
+	Pause() error
+	Resume() error
+	// OnTime is how long stats were on in all, up to at; CreditOn adds
+	// time they were on through another fd of the daemon's own.
+	OnTime(at time.Time) time.Duration
+	CreditOn(d time.Duration)
+	// SwitchTime is how long turning them on or off takes, 0 unknown.
+	SwitchTime() time.Duration
+}
+
+// dutyCounters is one program's last reading as the kernel gave it, its
+// scaled counters, and the rates of the last interval stats were on in.
 type dutyCounters struct {
-	tag                   [8]byte
-	rawTime, rawCnt       uint64
+	raw                   collectors.Sample
 	scaledTime, scaledCnt uint64
 	sweep                 uint64 // the last sweep that read it
+	// Per second of wall time, scaled; and what the last carried interval
+	// left below a whole run or ns, so that slow rates still add up.
+	rateTime, rateCnt float64
+	fracTime, fracCnt float64
+}
+
+// carry moves the scaled counters on by the carried rates over wall.
+func (p *dutyCounters) carry(wall time.Duration) {
+	t := p.rateTime*wall.Seconds() + p.fracTime
+	n := p.rateCnt*wall.Seconds() + p.fracCnt
+	p.scaledTime += uint64(t)
+	p.scaledCnt += uint64(n)
+	p.fracTime, p.fracCnt = t-math.Floor(t), n-math.Floor(n)
+}
+
+// sample is the last reading with the scaled counters in place of the
+// kernel's.
+func (p *dutyCounters) sample() collectors.Sample {
+	smp := p.raw
+	smp.RunTimeNs, smp.RunCnt = p.scaledTime, p.scaledCnt
+	return smp
 }
 
 // NewDutyCycle keeps stats, which must be on through the stats fd, on for
 // percent of each interval.
-func NewDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, log *slog.Logger) *DutyCycle {
+func NewDutyCycle(stats statsSwitch, percent int, interval time.Duration, log *slog.Logger) *DutyCycle {
 	return &DutyCycle{stats: stats, percent: percent, interval: interval, log: log, progs: map[uint32]dutyCounters{}, tracking: percent < 100, lastFactor: 1}
 }
 
@@ -126,60 +181,124 @@ func NewDutyCycle(stats *collectors.Stats, percent int, interval time.Duration, 
 // times nsPerRun, the cost of one run measured at start) stays within
 // budgetPercent of one CPU, and for the share that keeps it within when
 // not.
-func NewBudgetCycle(stats *collectors.Stats, budgetPercent, nsPerRun float64, interval time.Duration, log *slog.Logger) *DutyCycle {
+func NewBudgetCycle(stats statsSwitch, budgetPercent, nsPerRun float64, interval time.Duration, log *slog.Logger) *DutyCycle {
 	c := NewDutyCycle(stats, 100, interval, log)
 	c.budget = &budget{percent: budgetPercent, nsPerRun: nsPerRun}
 	return c
 }
 
-// onPart is how long stats run before each reading.
-func (c *DutyCycle) onPart() time.Duration {
-	return c.interval * time.Duration(c.percent) / 100
+// onPartSwitches is how many times the stats switch's own time
+// (Stats.SwitchTime) an on part lasts at least. The switch blurs each
+// end of the part by up to half its time: at 20 times, a part's runs are
+// known to within about 2.5%.
+const onPartSwitches = 20
+
+// unmeasuredSwitch stands in for the switch's time before the first is
+// measured: what it took here (9.3-11 ms, 2 vCPUs).
+const unmeasuredSwitch = 10 * time.Millisecond
+
+// plan is the on part the share asks for: how long stats run before a
+// reading, at the end of one interval in every. The share's part of one
+// interval, where that is long enough against the switch; else the parts
+// of every intervals in one, and at the most all of an interval, one in
+// as many as keep the share (100 over the percent, rounded up).
+func (c *DutyCycle) plan() (on time.Duration, every int) {
+	share := c.interval * time.Duration(c.percent) / 100
+	if c.percent >= 100 {
+		return c.interval, 1
+	}
+	least := onPartSwitches * c.switchTime()
+	if share >= least {
+		return share, 1
+	}
+	every = int((least + share - 1) / share)
+	if on = share * time.Duration(every); on > c.interval {
+		return c.interval, (100 + c.percent - 1) / c.percent
+	}
+	return on, every
 }
 
 // scale rewrites samples, read at readAt (the real clock, when the sweep
-// began), from the kernel's counters to the scaled ones. all says they are
-// every program loaded; otherwise they are those that changed, and the
-// rest keep their scaled counters (their deltas are zero).
-func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all bool) {
+// began), from the kernel's counters to the scaled ones, and returns
+// them. all says they are every program loaded; otherwise they are those
+// that changed, and the rest keep their scaled counters (their deltas
+// are zero), unless the interval had stats off all through: then every
+// program with a carried rate moves on at it, and is added to what is
+// returned.
+func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all bool) []collectors.Sample {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	on := c.stats.OnTime(readAt)
-	factor := 1.0
+	factor, carried := 1.0, false
+	var wall time.Duration
 	if !c.lastRead.IsZero() {
-		wall, onPart := readAt.Sub(c.lastRead), on-c.lastOn
-		if onPart >= time.Millisecond && wall > onPart {
+		var onPart time.Duration
+		wall, onPart = readAt.Sub(c.lastRead), on-c.lastOn
+		switch {
+		case onPart >= wall:
+		case c.blind && c.tracking && onPart < c.blindPart/2:
+			// Stats were off for the interval but the moments after the
+			// last reading, before they closed: scaled by those few ms,
+			// a part's runs would be a guess far worse than carrying it.
+			// More on time than that is another holder's (watchOff then
+			// reopens our fd) or a measurement's: a reading of its own.
+			carried = true
+		case onPart >= time.Millisecond:
 			factor = float64(wall) / float64(onPart)
 		}
 	}
-	c.lastRead, c.lastOn, c.lastFactor = readAt, on, factor
+	c.lastRead, c.lastOn, c.lastFactor, c.lastCarried = readAt, on, factor, carried
 	if !c.tracking {
-		return // stats on all the interval, nothing scaled before: exact
+		return samples // stats on all the interval, nothing scaled before: exact
 	}
 	c.sweeps++
 	// Under a budget, an interval with stats on all of it changes only
 	// the programs that carry an offset from before; the rest are the
 	// kernel's as they are, and not tracked.
-	offsetsOnly := factor == 1 && c.budget != nil
+	offsetsOnly := factor == 1 && !carried && c.budget != nil
 	for i := range samples {
 		smp := &samples[i]
 		prev, ok := c.progs[smp.ID]
 		if !ok && offsetsOnly {
 			continue
 		}
-		next := dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt, sweep: c.sweeps}
-		if ok && prev.tag == smp.Tag && smp.RunCnt >= prev.rawCnt && smp.RunTimeNs >= prev.rawTime {
-			dTime, dCnt := smp.RunTimeNs-prev.rawTime, smp.RunCnt-prev.rawCnt
+		next := dutyCounters{raw: *smp, sweep: c.sweeps}
+		switch {
+		case !ok || prev.raw.Tag != smp.Tag || smp.RunCnt < prev.raw.RunCnt || smp.RunTimeNs < prev.raw.RunTimeNs:
+			// First seen (or the id reused): start from the kernel's.
+			next.scaledTime, next.scaledCnt = smp.RunTimeNs, smp.RunCnt
+		case carried:
+			// Stats were off: what the kernel counted (another holder,
+			// on between two of watchOff's questions) is left out, and the
+			// program moves at the last on part's rates.
+			next.scaledTime, next.scaledCnt = prev.scaledTime, prev.scaledCnt
+			next.rateTime, next.rateCnt, next.fracTime, next.fracCnt = prev.rateTime, prev.rateCnt, prev.fracTime, prev.fracCnt
+			next.carry(wall)
+		default:
+			dTime, dCnt := smp.RunTimeNs-prev.raw.RunTimeNs, smp.RunCnt-prev.raw.RunCnt
 			if factor != 1 { // at 1 (stats on all the interval) the deltas stay exact integers
 				dTime, dCnt = uint64(float64(dTime)*factor), uint64(float64(dCnt)*factor)
 			}
 			next.scaledTime, next.scaledCnt = prev.scaledTime+dTime, prev.scaledCnt+dCnt
-		} else {
-			// First seen (or the id reused): start from the kernel's.
-			next.scaledTime, next.scaledCnt = smp.RunTimeNs, smp.RunCnt
+			if wall > 0 {
+				next.rateTime, next.rateCnt = float64(dTime)/wall.Seconds(), float64(dCnt)/wall.Seconds()
+			}
 		}
 		c.progs[smp.ID] = next
-		smp.RunTimeNs, smp.RunCnt = next.scaledTime, next.scaledCnt
+		*smp = next.sample()
+	}
+	if carried && !all {
+		// The programs the sweep left out did not move in the kernel
+		// (stats were off): those that ran in the last on part move on.
+		for id, p := range c.progs {
+			if p.sweep == c.sweeps || p.rateCnt == 0 {
+				continue
+			}
+			p.carry(wall)
+			p.sweep = c.sweeps
+			c.progs[id] = p
+			samples = append(samples, p.sample())
+		}
 	}
 	if all && (offsetsOnly || len(c.progs) > len(samples)) { // some went away
 		for id, p := range c.progs {
@@ -188,6 +307,17 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all boo
 			}
 		}
 	}
+	return samples
+}
+
+// Carried says whether stats were off all through the last interval, so
+// that its figures are the last on part's rates carried on, not a
+// reading of their own: a regression detector counts them once, not in
+// every interval they were carried through.
+func (c *DutyCycle) Carried() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastCarried
 }
 
 // observe sets the coming interval's share under a budget from the
@@ -212,11 +342,11 @@ func (c *DutyCycle) observe(latest func() []collectors.Sample, runsPerSec float6
 	switch {
 	case c.percent < 100 && !c.tracking:
 		c.track(latest)
-	case c.percent >= 100 && c.tracking && c.lastFactor == 1:
+	case c.percent >= 100 && c.tracking && c.lastFactor == 1 && !c.lastCarried:
 		// Stats on all the time again: only the programs whose scaled
 		// counters differ from the kernel's still need their offset.
 		for id, p := range c.progs {
-			if p.scaledTime == p.rawTime && p.scaledCnt == p.rawCnt {
+			if p.scaledTime == p.raw.RunTimeNs && p.scaledCnt == p.raw.RunCnt {
 				delete(c.progs, id)
 			}
 		}
@@ -230,8 +360,7 @@ func (c *DutyCycle) observe(latest func() []collectors.Sample, runsPerSec float6
 func (c *DutyCycle) track(latest func() []collectors.Sample) {
 	c.sweeps++
 	for _, smp := range latest() {
-		c.progs[smp.ID] = dutyCounters{tag: smp.Tag, rawTime: smp.RunTimeNs, rawCnt: smp.RunCnt,
-			scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
+		c.progs[smp.ID] = dutyCounters{raw: smp, scaledTime: smp.RunTimeNs, scaledCnt: smp.RunCnt, sweep: c.sweeps}
 	}
 	c.tracking = true
 }
@@ -243,8 +372,9 @@ func (c *DutyCycle) forget(id uint32) {
 	delete(c.progs, id)
 }
 
-// afterTick turns stats off until the on part before the next tick, read
-// at tickAt + interval.
+// afterTick turns stats off until the next on part: before the next
+// tick, read at tickAt + interval, or before a later one where the plan
+// gathers several intervals' parts into one.
 func (c *DutyCycle) afterTick(tickAt time.Time) {
 	c.measureIfAsked()
 	c.mu.Lock()
@@ -252,17 +382,28 @@ func (c *DutyCycle) afterTick(tickAt time.Time) {
 	if c.stopped {
 		return
 	}
+	c.blind = false
 	if c.endOff != nil {
 		close(c.endOff) // a late tick: the last off part's watch ends here
 		c.endOff = nil
 	}
 	if c.percent >= 100 {
 		c.resumeNow() // back from a share: on all the time
+		c.untilOn = 0 // and the next share's first interval is read
 		return
 	}
-	offFor := time.Until(tickAt.Add(c.interval - c.onPart()))
+	onPart, every := c.plan()
+	c.untilOn = min(c.untilOn, every-1)
+	ahead := c.untilOn // intervals off all through before the on part's
+	if c.untilOn == 0 {
+		c.untilOn = every - 1
+	} else {
+		c.untilOn--
+	}
+	offFor := time.Until(tickAt.Add(time.Duration(ahead+1)*c.interval - onPart))
 	if offFor <= 0 {
-		return // the tick ran into the on part
+		c.resumeNow() // the tick ran into the on part (or it is all of the interval)
+		return
 	}
 	if err := c.stats.Pause(); err != nil {
 		c.log.Warn("stats duty: pause", "err", err)
@@ -291,6 +432,7 @@ func (c *DutyCycle) afterTick(tickAt time.Time) {
 		c.log.Info("stats duty resumed", "duty", fmt.Sprintf("%d%%", c.percent))
 		c.held = ""
 	}
+	c.blind, c.blindPart = ahead > 0, onPart
 	c.endOff = make(chan struct{})
 	go c.watchOff(offFor, probe, c.endOff)
 }
@@ -367,6 +509,14 @@ func offPoll(offFor time.Duration) time.Duration {
 
 const offPollMax = 50 * time.Millisecond
 
+// switchTime is the stats switch's time plan goes by.
+func (c *DutyCycle) switchTime() time.Duration {
+	if sw := c.stats.SwitchTime(); sw > 0 {
+		return sw
+	}
+	return unmeasuredSwitch
+}
+
 // resumeNow reopens the stats fd; the caller holds mu.
 func (c *DutyCycle) resumeNow() {
 	if err := c.stats.Resume(); err != nil {
@@ -401,7 +551,13 @@ func (c *DutyCycle) status() string {
 	case c.percent >= 100:
 		s = "100%: stats on all the time; runs and run time exact"
 	default:
-		s = fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, c.onPart(), c.interval)
+		switch on, every := c.plan(); every {
+		case 1:
+			s = fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, on, c.interval)
+		default:
+			s = fmt.Sprintf("%d%%: stats on %v of one %v interval in %d (a part at least %d times the switch's %v), its rates carried through the others; runs and run time scaled from that time (estimates)",
+				c.percent, on, c.interval, every, onPartSwitches, c.switchTime().Round(100*time.Microsecond))
+		}
 	}
 	if c.othersOn > 0 {
 		s += fmt.Sprintf("; another holder turned stats on during %d off parts (those intervals read low, never high)", c.othersOn)

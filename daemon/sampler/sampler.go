@@ -215,6 +215,9 @@ type Sampler struct {
 	// the stats budget; sweptAt is when its sweep began (the real clock).
 	tickRuns uint64
 	sweptAt  time.Time
+	// carriedRates: stats were off all through the last tick, whose
+	// counters moved at the duty cycle's carried rates (DutyCycle.Carried).
+	carriedRates bool
 	// sweeps counts sweeps, failed ticks too, for program.swept; clock is
 	// when the last two read the programs.
 	sweeps uint64
@@ -429,6 +432,7 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 	s.mu.Lock()
 	prevTick := s.lastTick
 	s.lastRead = len(samples)
+	s.carriedRates = s.cfg.Duty != nil && s.cfg.Duty.Carried()
 	err = s.update(samples, all, now, &t)
 	runs := s.tickRuns
 	s.mu.Unlock()
@@ -472,12 +476,12 @@ func (s *Sampler) Tick(now time.Time, first bool) error {
 func (s *Sampler) sweep(now time.Time) (samples []collectors.Sample, all bool, took time.Duration, err error) {
 	start := time.Now()
 	samples, all, err = s.sweepChanged(now)
-	s.buf = samples
 	took = time.Since(start)
 	s.sweptAt = start
 	if s.cfg.Duty != nil {
-		s.cfg.Duty.scale(samples, start, all)
+		samples = s.cfg.Duty.scale(samples, start, all)
 	}
+	s.buf = samples
 	var skipped *collectors.SkippedError
 	switch {
 	case errors.As(err, &skipped):

@@ -61,6 +61,11 @@ func (v View) Generation() uint64 { return v.s.gen }
 // Moved are the last tick's programs whose run count changed.
 func (v View) Moved() []*Program { return v.s.moved }
 
+// Carried says the last tick read no counters of its own: stats were off
+// all through it under a duty cycle, and the programs that moved moved at
+// the last on part's rates (DutyCycle.Carried).
+func (v View) Carried() bool { return v.s.carriedRates }
+
 // IterID is the sweep iterator's own program's id, 0 without one.
 func (v View) IterID() uint32 { return v.s.sweeper.IterID() }
 
