@@ -174,21 +174,21 @@ func (r *statsRecord) nsPerRunOver(t *testing.T, pts []api.HistoryPoint, onPart 
 	return float64(r1.runNs-r0.runNs) / float64(r1.runs-r0.runs), pts[first : last+1]
 }
 
-// TestStatsDuty runs bpfperfd with stats on 10% of each interval under a
+// TestStatsDuty runs bpfperfd with stats on 20% of each interval under a
 // steady load of a program with a fixed cost per run: the kernel counts
-// 10% of the runs made, ±30% (stats are on for the duty set, not half or
+// 20% of the runs made, ±30% (stats are on for the duty set, not half or
 // all of it), the daemon's runs/s matches the load's own count, and its
 // ns/run over its last intervals is within 5% of the kernel's own over
 // the same on parts (run counts and run time scaled alike; the kernel
 // counted the runs made while stats were on). That oracle is of the same moment:
 // this host's speed moves by up to 20% within a minute (the kernel's
 // full-time figure read 117.8, 103.2, 97.0 ns), so the figure with stats
-// on all the time, taken seconds before and after, is logged beside it,
-// not asserted (CI read +18% against it once, with the daemon right).
+// on all the time, taken seconds after, is logged beside it, not
+// asserted (CI read +18% against it once, with the daemon right).
 // History marks the points as estimates and status shows the duty. With
 // another stats fd held (as bpftop holds one) the daemon sees that stats
 // stay on, suspends the cycle and does not scale: the rate is still
-// right, not ten times too high.
+// right, not five times too high.
 func TestStatsDuty(t *testing.T) {
 	privtest.Root(t)
 	name := uniqueName("duty")
@@ -200,20 +200,23 @@ func TestStatsDuty(t *testing.T) {
 	}
 	defer prog.Close()
 	state := t.TempDir()
-	// A 2 s interval: the on part is 200 ms. Turning stats on or off
-	// takes about 10 ms here, and when in it the kernel starts or stops
-	// counting is known only to within it (collectors.Stats.Pause), so a
-	// 100 ms on part's rates are uncertain by several percent (CI read
-	// -5.3%, this host -9% to +9% as the close was counted to its return,
-	// its start or its middle).
-	d := startDaemon(t, state, "--interval", "2s", "--stats.duty", "10%", "--profile.every", "0")
+	// 20% of a 2 s interval: an on part of 400 ms in every interval.
+	// Turning stats on or off takes 4-18 ms here, and when in it the
+	// kernel starts or stops counting is known only to within it
+	// (collectors.Stats.Pause), so a 100 ms on part's rates are uncertain
+	// by several percent (CI read -5.3%, this host -9% to +9% as the close
+	// was counted to its return, its start or its middle), and the daemon
+	// gathers parts shorter than 20 switches into one every few intervals
+	// (TestStatsDutyFloor): 400 ms is a part of its own up to 20 ms a
+	// switch. (At 10%, 200 ms, it was gathered two intervals in one once
+	// a switch took 12.7 ms, and the checks below of each interval's
+	// counters read 6% off.)
+	d := startDaemon(t, state, "--interval", "2s", "--stats.duty", "20%", "--profile.every", "0")
 	load := startLoad(t, prog)
 	defer load.end() // before the program closes
-	// The kernel's own ns/run with stats on all the time, for the log.
-	fullBefore := fullStatsNsPerRun(t, d, prog, load)
 	var st api.Status
-	eventually(t, "status to say the duty cycle runs again", func() bool {
-		return d.query(&st, "status") == nil && strings.HasPrefix(st.StatsDuty, "10%") && !strings.Contains(st.StatsDuty, "suspended")
+	eventually(t, "status to say the duty cycle runs", func() bool {
+		return d.query(&st, "status") == nil && strings.HasPrefix(st.StatsDuty, "20%") && !strings.Contains(st.StatsDuty, "suspended")
 	})
 	time.Sleep(4 * time.Second)
 
@@ -226,28 +229,28 @@ func TestStatsDuty(t *testing.T) {
 	made1 := load.runs.Load()
 	counted := float64(info1.RunCount-info0.RunCount) / float64(made1-made0)
 	t.Logf("the kernel counted %.1f%% of the runs made", counted*100)
-	if counted < 0.07 || counted > 0.13 {
-		t.Errorf("the kernel counted %.1f%% of the runs with stats on 10%% of the time, want 7-13%%", counted*100)
+	if counted < 0.14 || counted > 0.26 {
+		t.Errorf("the kernel counted %.1f%% of the runs with stats on 20%% of the time, want 14-26%%", counted*100)
 	}
 	got, pts := historyRate(t, d, name, 10*time.Second)
 	// The kernel's counters stand still between a tick and the next on
 	// part: read there, they are what the daemon read at the tick.
 	time.Sleep(time.Second)
-	kernelNs, span := rec.stop().nsPerRunOver(t, pts, 2*time.Second/10)
+	kernelNs, span := rec.stop().nsPerRunOver(t, pts, 2*time.Second/5)
 	dutyNs := historyNsPerRun(t, span)
-	t.Logf("duty 10%%: daemon %.0f runs/s, load's own count %.0f runs/s", got, want)
+	t.Logf("duty 20%%: daemon %.0f runs/s, load's own count %.0f runs/s", got, want)
 	if math.Abs(got/want-1) > 0.05 {
-		t.Errorf("runs/s at 10%% duty: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
+		t.Errorf("runs/s at 20%% duty: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
 	}
 	last := pts[len(pts)-1]
 	if !last.Estimated {
 		t.Errorf("history point %v not marked estimated", last.Time)
 	}
 	if last.AvgNsPerRun == nil || *last.AvgNsPerRun <= 0 {
-		t.Errorf("no ns/run at 10%% duty: %+v", last)
+		t.Errorf("no ns/run at 20%% duty: %+v", last)
 	}
 	d.json(t, &st, "status")
-	if st.StatsDuty == "" || !strings.HasPrefix(st.StatsDuty, "10%") {
+	if st.StatsDuty == "" || !strings.HasPrefix(st.StatsDuty, "20%") {
 		t.Errorf("status stats_duty = %q", st.StatsDuty)
 	}
 
@@ -270,14 +273,14 @@ func TestStatsDuty(t *testing.T) {
 	if math.Abs(got/want-1) > 0.05 {
 		t.Errorf("runs/s with stats held elsewhere: daemon %.0f, load %.0f (off by %.0f%%)", got, want, (got/want-1)*100)
 	}
-	t.Logf("ns/run: daemon at 10%% duty %.1f over %d intervals, the kernel over the same on parts %.1f (%+.1f%%); the kernel with stats on all the time %.1f before, %.1f after",
-		dutyNs, len(span)-1, kernelNs, (dutyNs/kernelNs-1)*100, fullBefore, fullAfter)
+	t.Logf("ns/run: daemon at 20%% duty %.1f over %d intervals, the kernel over the same on parts %.1f (%+.1f%%); the kernel with stats on all the time %.1f seconds later",
+		dutyNs, len(span)-1, kernelNs, (dutyNs/kernelNs-1)*100, fullAfter)
 	if math.Abs(dutyNs/kernelNs-1) > 0.05 {
-		t.Errorf("ns/run at 10%% duty: daemon %.1f, the kernel over the same on parts %.1f (off by %.1f%%)", dutyNs, kernelNs, (dutyNs/kernelNs-1)*100)
+		t.Errorf("ns/run at 20%% duty: daemon %.1f, the kernel over the same on parts %.1f (off by %.1f%%)", dutyNs, kernelNs, (dutyNs/kernelNs-1)*100)
 	}
 	fd.Close()
 
-	// Restarted at 100%: what the 10% run stored stays marked, what the
+	// Restarted at 100%: what the 20% run stored stays marked, what the
 	// new run stores is not.
 	if err := d.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -300,26 +303,6 @@ func TestStatsDuty(t *testing.T) {
 	if before == 0 || after == 0 {
 		t.Errorf("%d estimated points before the restart, %d plain after; want some of each", before, after)
 	}
-}
-
-// fullStatsNsPerRun is prog's ns/run by the kernel's own stats over 6 s
-// with another stats fd held, so stats stay on all the time whatever the
-// daemon's duty cycle does; the fd is closed when it returns.
-func fullStatsNsPerRun(t *testing.T, d *daemonProc, prog *ebpf.Program, load *steadyLoad) float64 {
-	t.Helper()
-	fd, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	var st api.Status
-	eventually(t, "status to say the duty cycle is suspended", func() bool {
-		return d.query(&st, "status") == nil && strings.Contains(st.StatsDuty, "suspended")
-	})
-	s0, _ := prog.Stats()
-	load.rate(6 * time.Second)
-	s1, _ := prog.Stats()
-	return float64(s1.Runtime-s0.Runtime) / float64(s1.RunCount-s0.RunCount)
 }
 
 // TestStatsDutyHolderInOffPart: another holder (bpftop, an admin's
@@ -394,8 +377,8 @@ func TestStatsDutyHolderInOffPart(t *testing.T) {
 // parts in every interval read the load below 36% and 77% high (two
 // runs). The daemon gathers the parts into one of at least 20 switches
 // every 20 or so intervals and carries its rates through the intervals
-// between: over 30 s, one or two parts, its runs/s are within 10% of a
-// steady load's own count (-0.2% to +3.9% in six runs here: the load's
+// between: over 20 s, one part or two, its runs/s are within 10% of a
+// steady load's own count (-0.2% to +4.6% over 30 s in seven runs: the load's
 // own rate over a 230 ms part wanders by a few percent, and the switch
 // blurs each end by a few ms), no interval between on parts reads zero,
 // every point is marked estimated, and status says how the part is
@@ -418,8 +401,8 @@ func TestStatsDutyFloor(t *testing.T) {
 		return d.query(&st, "status") == nil && strings.Contains(st.StatsDuty, "interval in")
 	})
 	time.Sleep(2 * time.Second)
-	want := load.rate(30 * time.Second)
-	got, pts := historyRate(t, d, name, 30*time.Second)
+	want := load.rate(20 * time.Second)
+	got, pts := historyRate(t, d, name, 20*time.Second)
 	t.Logf("1%%: daemon %.0f runs/s, load's own count %.0f (%+.1f%%) over %d points; status: %s", got, want, (got/want-1)*100, len(pts), st.StatsDuty)
 	if math.Abs(got/want-1) > 0.10 {
 		t.Errorf("runs/s at 1%%: daemon %.0f, load %.0f (off by %+.1f%%)", got, want, (got/want-1)*100)
