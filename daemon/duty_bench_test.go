@@ -113,7 +113,7 @@ func dutyAccuracy(b *testing.B, prog *ebpf.Program) (rateErr, nsDiff float64) {
 }
 
 // floorAccuracy runs a steady load under the daemon at 1%, the budget's
-// floor (its on parts gathered, one every 20 or so intervals), and
+// floor (its on parts gathered, one every 10 or so intervals), and
 // returns the median error of its runs/s over three 20 s spans against
 // the load's own count, in percent.
 func floorAccuracy(b *testing.B, prog *ebpf.Program) float64 {

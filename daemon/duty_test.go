@@ -206,11 +206,11 @@ func TestStatsDuty(t *testing.T) {
 	// (collectors.Stats.Pause), so a 100 ms on part's rates are uncertain
 	// by several percent (CI read -5.3%, this host -9% to +9% as the close
 	// was counted to its return, its start or its middle), and the daemon
-	// gathers parts shorter than 20 switches into one every few intervals
-	// (TestStatsDutyFloor): 400 ms is a part of its own up to 20 ms a
+	// gathers parts shorter than 10 switches into one every few intervals
+	// (TestStatsDutyFloor): 400 ms is a part of its own up to 40 ms a
 	// switch. (At 10%, 200 ms, it was gathered two intervals in one once
-	// a switch took 12.7 ms, and the checks below of each interval's
-	// counters read 6% off.)
+	// a switch took 12.7 ms, then 20 switches, and the checks below of
+	// each interval's counters read 6% off.)
 	d := startDaemon(t, state, "--interval", "2s", "--stats.duty", "20%", "--profile.every", "0")
 	load := startLoad(t, prog)
 	defer load.end() // before the program closes
@@ -375,10 +375,10 @@ func TestStatsDutyHolderInOffPart(t *testing.T) {
 // the time at a 1 s interval: 10 ms a second, about what turning stats
 // on or off takes here (4-15 ms), so each part's runs are a guess: 10 ms
 // parts in every interval read the load below 36% and 77% high (two
-// runs). The daemon gathers the parts into one of at least 20 switches
-// every 20 or so intervals and carries its rates through the intervals
-// between: over 20 s, one part or two, its runs/s are within 10% of a
-// steady load's own count (-0.2% to +4.6% over 30 s in seven runs: the load's
+// runs). The daemon gathers the parts into one of at least 10 switches
+// every 10 or so intervals and carries its rates through the intervals
+// between: over 20 s, one part or a few, its runs/s are within 10% of a
+// steady load's own count (-2.6% to +0.8% in four runs here: the load's
 // own rate over a 230 ms part wanders by a few percent, and the switch
 // blurs each end by a few ms), no interval between on parts reads zero,
 // every point is marked estimated, and status says how the part is

@@ -18,7 +18,7 @@ func (f *fakeSwitch) CreditOn(d time.Duration)       { f.on += d }
 func (f *fakeSwitch) SwitchTime() time.Duration      { return f.switchTime }
 
 // TestPlanGathersShortParts: a share whose part of one interval is
-// shorter than 20 switches is gathered into one part every few
+// shorter than 10 switches is gathered into one part every few
 // intervals, the same share of the time; at most all of one interval.
 func TestPlanGathersShortParts(t *testing.T) {
 	for _, tc := range []struct {
@@ -30,11 +30,12 @@ func TestPlanGathersShortParts(t *testing.T) {
 	}{
 		{time.Second, 50, 0, 500 * time.Millisecond, 1},
 		{time.Second, 20, 0, 200 * time.Millisecond, 1},
-		{time.Second, 10, 0, 200 * time.Millisecond, 2},
-		{time.Second, 1, 0, 200 * time.Millisecond, 20},
-		{time.Second, 3, 0, 210 * time.Millisecond, 7},
-		{time.Second, 10, 20 * time.Millisecond, 400 * time.Millisecond, 4},
-		{200 * time.Millisecond, 1, 0, 200 * time.Millisecond, 100},
+		{time.Second, 10, 0, 100 * time.Millisecond, 1},
+		{time.Second, 5, 0, 100 * time.Millisecond, 2},
+		{time.Second, 3, 0, 120 * time.Millisecond, 4},
+		{time.Second, 1, 0, 100 * time.Millisecond, 10},
+		{time.Second, 10, 20 * time.Millisecond, 200 * time.Millisecond, 2},
+		{200 * time.Millisecond, 1, 0, 100 * time.Millisecond, 50},
 		{100 * time.Millisecond, 3, 0, 100 * time.Millisecond, 34},
 	} {
 		c := NewDutyCycle(&fakeSwitch{switchTime: tc.switchTime}, tc.percent, tc.interval, slog.New(slog.DiscardHandler))

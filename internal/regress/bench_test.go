@@ -16,10 +16,44 @@ import (
 // of a steadily loaded program on this (noisy, shared) VM, one interval a
 // second as the daemon samples by default. duty picks the columns: 100 is
 // the whole interval, as the daemon reads it with stats on all the time;
-// 10 or 1 is the last 10% or 1% of the same interval, as it reads it under
-// that stats duty cycle. An interval the share saw no run in is a gap: a
+// below, a share of it as the daemon reads it under that stats duty
+// cycle (gatheredEvery). An interval the share saw no run in is a gap: a
 // zero Sample, which the replays skip as the daemon stores no point.
 func recorded(tb testing.TB, path string, duty int) []Sample {
+	every, col := gatheredEvery(duty)
+	out := recordedColumn(tb, path, col)
+	for i := range out {
+		if i%every != every-1 {
+			out[i] = Sample{}
+		}
+	}
+	return out
+}
+
+// gatheredEvery says how the daemon reads a stats duty share of a 1 s
+// interval, and which of the recording's columns replays it. A part
+// shorter than 10 stats switches (about 100 ms here: sampler/duty.go) is
+// gathered with the next intervals' into one, at the end of one interval
+// in every few, and the intervals between carry its rates and give the
+// detector no sample: 10% reads the last 100 ms of each interval, 1% the
+// last 100 ms of one interval in 10. The recording holds the last 100 ms
+// and 10 ms of each interval (its duty10 and duty1 columns, the shares'
+// parts before 2026-11-28): a gathered share is replayed as the 100 ms
+// column in one interval of every.
+func gatheredEvery(duty int) (every, column int) {
+	if duty >= 100 {
+		return 1, 100
+	}
+	const partMs, least = 10, 100 // ms of a 1 s interval per percent; 10 switches of 10 ms
+	if duty*partMs >= least {
+		return 1, duty
+	}
+	return (least + duty*partMs - 1) / (duty * partMs), 10
+}
+
+// recordedColumn reads the series' column for a duty share's last part
+// of each interval (100: all of it; 10 and 1: the last 100 ms and 10 ms).
+func recordedColumn(tb testing.TB, path string, duty int) []Sample {
 	f, err := os.Open(path)
 	if err != nil {
 		tb.Fatal(err)
