@@ -207,10 +207,10 @@ const unmeasuredSwitch = 10 * time.Millisecond
 // of every intervals in one, and at the most all of an interval, one in
 // as many as keep the share (100 over the percent, rounded up).
 func (c *DutyCycle) plan() (on time.Duration, every int) {
-	share := c.interval * time.Duration(c.percent) / 100
 	if c.percent >= 100 {
 		return c.interval, 1
 	}
+	share := c.interval * time.Duration(c.percent) / 100
 	least := onPartSwitches * c.switchTime()
 	if share >= least {
 		return share, 1
@@ -275,8 +275,8 @@ func (c *DutyCycle) scale(samples []collectors.Sample, readAt time.Time, all boo
 			// Stats were off: what the kernel counted (another holder,
 			// on between two of watchOff's questions) is left out, and the
 			// program moves at the last on part's rates.
-			next.scaledTime, next.scaledCnt = prev.scaledTime, prev.scaledCnt
-			next.rateTime, next.rateCnt, next.fracTime, next.fracCnt = prev.rateTime, prev.rateCnt, prev.fracTime, prev.fracCnt
+			next = prev
+			next.raw, next.sweep = *smp, c.sweeps
 			next.carry(wall)
 		default:
 			dTime, dCnt := smp.RunTimeNs-prev.raw.RunTimeNs, smp.RunCnt-prev.raw.RunCnt
