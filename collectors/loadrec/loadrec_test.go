@@ -318,3 +318,44 @@ func TestRingForCPUOnlinedLater(t *testing.T) {
 		t.Errorf("%d records lost", lost)
 	}
 }
+
+// TestBesideOtherFollowers: three followers at once, as when two daemons
+// or `perf record` (which asks for bpf_event too) run beside bpfperfd.
+// The kernel writes one record per event, and grows the record's size by
+// the sample_id of each event it already wrote to without putting it
+// back (kernel/events/core.c, perf_event_bpf_output and
+// perf_event_ksymbol_output): the second event's records end in 16
+// unwritten bytes, the third's in 32. Each follower still reads every
+// load's pid, tid and time as the kernel stamped them.
+func TestBesideOtherFollowers(t *testing.T) {
+	privtest.Root(t)
+	var seens [3]seen
+	for i := range seens {
+		open(t, seens[i].config())
+	}
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var ids []uint32
+	for range 3 { // after the first round, what follows a short record is an earlier record's bytes
+		for cpu := range runtime.NumCPU() * 4 {
+			if all.IsSet(cpu) {
+				ids = append(ids, privtest.LoadOnCPU(t, cpu))
+			}
+		}
+	}
+	for i := range seens {
+		for _, id := range ids {
+			var l Load
+			privtest.WaitFor(t, fmt.Sprintf("follower %d: the load of program %d", i, id), func() (ok bool) {
+				l, ok = seens[i].load(id)
+				return ok
+			})
+			if l.PID != os.Getpid() || l.TID == 0 || l.Time.Before(start.Add(-time.Second)) || time.Since(l.Time) > time.Minute {
+				t.Errorf("follower %d: load %+v, want pid %d, a tid, a time since %v", i, l, os.Getpid(), start)
+			}
+		}
+	}
+}

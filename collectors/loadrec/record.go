@@ -9,9 +9,16 @@ import (
 )
 
 // sampleType is what the kernel appends to every record (sample_id_all):
-// the task's pid and tid, then the time. The kernel writes the fields in
-// bit order, and puts them at the end of the record, after a ksymbol's
-// name of any length, so they are read from the end.
+// the task's pid and tid, then the time, in bit order.
+//
+// The sample_id is read where the kernel wrote it, right after the body,
+// never from the record's end: with more than one event asking for these
+// records on a CPU (a second daemon, `perf record`), the kernel grows the
+// shared record's size by each event's sample_id as it writes to them in
+// turn and never puts it back (perf_event_bpf_output and
+// perf_event_ksymbol_output in kernel/events/core.c, as of 6.18). The
+// second event's records end in 16 bytes never written, the third's in 32:
+// zeros in a fresh ring, an earlier record's bytes after it wrapped.
 const (
 	sampleType   = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME
 	sampleIDSize = 16 // pid u32, tid u32, time u64
@@ -45,42 +52,43 @@ type record struct {
 func parse(typ uint32, data []byte) (record, bool) {
 	ne := binary.NativeEndian
 	r := record{typ: typ}
-	if len(data) < sampleIDSize {
-		return r, false
-	}
-	id := data[len(data)-sampleIDSize:]
-	r.pid, r.tid, r.time = ne.Uint32(id), ne.Uint32(id[4:]), ne.Uint64(id[8:])
-	body := data[:len(data)-sampleIDSize]
+	var body int // the body's length: where the sample_id starts
 	switch typ {
 	case unix.PERF_RECORD_BPF_EVENT:
 		// u16 type, u16 flags, u32 id, u8 tag[8]
-		if len(body) < 16 {
+		if body = 16; len(data) < body {
 			return r, false
 		}
-		r.event, r.progID = ne.Uint16(body), ne.Uint32(body[4:])
-		copy(r.tag[:], body[8:16])
+		r.event, r.progID = ne.Uint16(data), ne.Uint32(data[4:])
+		copy(r.tag[:], data[8:16])
 	case unix.PERF_RECORD_KSYMBOL:
 		// u64 addr, u32 len, u16 ksym_type, u16 flags, char name[] (NUL, padded to 8)
-		if len(body) < 16 {
+		if len(data) < 16 {
 			return r, false
 		}
-		r.ksym.Addr, r.ksym.Len = ne.Uint64(body), ne.Uint32(body[8:])
-		r.ksymType = ne.Uint16(body[12:])
-		r.unregister = ne.Uint16(body[14:])&unix.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER != 0
-		name := body[16:]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
+		r.ksym.Addr, r.ksym.Len = ne.Uint64(data), ne.Uint32(data[8:])
+		r.ksymType = ne.Uint16(data[12:])
+		r.unregister = ne.Uint16(data[14:])&unix.PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER != 0
+		n := bytes.IndexByte(data[16:], 0)
+		if n < 0 {
+			return r, false
 		}
-		r.ksym.Name = string(name)
+		r.ksym.Name = string(data[16 : 16+n])
+		body = 16 + (n+1+7)&^7
 	case unix.PERF_RECORD_LOST:
 		// u64 id, u64 lost
-		if len(body) < 16 {
+		if body = 16; len(data) < body {
 			return r, false
 		}
-		r.lost = ne.Uint64(body[8:])
+		r.lost = ne.Uint64(data[8:])
 	default:
 		return r, false
 	}
+	if len(data) < body+sampleIDSize {
+		return r, false
+	}
+	id := data[body:]
+	r.pid, r.tid, r.time = ne.Uint32(id), ne.Uint32(id[4:]), ne.Uint64(id[8:])
 	return r, true
 }
 

@@ -67,6 +67,21 @@ func TestParse(t *testing.T) {
 		t.Errorf("lost: %+v, %v", r, ok)
 	}
 
+	// Beside other followers the kernel leaves 16 or 32 bytes unwritten
+	// after the sample_id (see sampleType): an earlier record's.
+	stale := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32}
+	for _, extra := range []int{16, 32} {
+		r, ok = parse(unix.PERF_RECORD_BPF_EVENT, append(bpfEvent(unix.PERF_BPF_EVENT_PROG_LOAD, 137, tag, 10, 11, 12345), stale[:extra]...))
+		if !ok || r.progID != 137 || r.pid != 10 || r.tid != 11 || r.time != 12345 {
+			t.Errorf("bpf event and %d bytes more: %+v, %v", extra, r, ok)
+		}
+		name := "bpf_prog_59f4a931744dcdc6_x"
+		r, ok = parse(unix.PERF_RECORD_KSYMBOL, append(ksymbol(0xffffffffc0025508, 43, unix.PERF_RECORD_KSYMBOL_TYPE_BPF, 0, name, 10, 11, 99), stale[:extra]...))
+		if !ok || r.ksym.Name != name || r.pid != 10 || r.tid != 11 || r.time != 99 {
+			t.Errorf("ksymbol and %d bytes more: %+v, %v", extra, r, ok)
+		}
+	}
+
 	// Too short for what the type says, or a type not read: skipped.
 	for _, c := range []struct {
 		typ  uint32
@@ -74,6 +89,8 @@ func TestParse(t *testing.T) {
 	}{
 		{unix.PERF_RECORD_BPF_EVENT, make([]byte, 31)},
 		{unix.PERF_RECORD_KSYMBOL, make([]byte, 31)},
+		{unix.PERF_RECORD_KSYMBOL, append(make([]byte, 16), "bpf_prog_x"...)},            // no NUL
+		{unix.PERF_RECORD_KSYMBOL, ksymbol(1, 2, 1, 0, "bpf_prog_x", 1, 1, 1)[:16+16+8]}, // no room for the sample_id
 		{unix.PERF_RECORD_LOST, make([]byte, 31)},
 		{unix.PERF_RECORD_BPF_EVENT, nil},
 		{unix.PERF_RECORD_COMM, make([]byte, 64)},
