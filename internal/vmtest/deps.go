@@ -106,6 +106,10 @@ func EnsureKernel(cacheDir string, arch Arch, s *Series) (string, error) {
 	if k := names.newestCached(cacheDir); k != "" {
 		return k, nil
 	}
+	// apt-get download runs in the cache: a fresh host has none yet.
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("vm cache: %w", err)
+	}
 	unlock, err := debpkg.Lock()
 	if err != nil {
 		return "", err
