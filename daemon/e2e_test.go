@@ -331,7 +331,8 @@ var nameSeq = func() *atomic.Int64 {
 }()
 
 // parallelWaiting runs a test beside others like it, after the package's
-// other tests are done (t.Parallel; two at a time on two CPUs). For tests
+// other tests are done (t.Parallel; four at a time, make test's
+// -parallel 4). For tests
 // that mostly wait, on a daemon's ticks, Prometheus, a browser, a
 // container or a disk filling, and whose checks hold on a shared CPU:
 // each runs a daemon of its own on programs of names of its own, takes no
@@ -346,7 +347,7 @@ var nameSeq = func() *atomic.Int64 {
 // beside it; and TestPodLoaders, whose identities wait a bounded time for
 // the CRI to name a container: beside the others, once, a container
 // restarted after the socket came back was named by ids. Saves
-// CI about a minute (docs/testing.md).
+// CI about a minute and a half (docs/testing.md).
 func parallelWaiting(t *testing.T) {
 	t.Helper()
 	t.Parallel()

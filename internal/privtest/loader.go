@@ -33,6 +33,7 @@ const lateAttachEnv = "BPFPERF_TEST_LATE_ATTACH"
 func (c *Cgroup) AttachLate(tb testing.TB, name string, turns int32, pin string, delay time.Duration) (pid int) {
 	tb.Helper()
 	Tracefs(tb)
+	BPFFS(tb)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%s,%d", lateAttachEnv, name, turns, pin, delay.Milliseconds()))
 	c.Start(tb, cmd)

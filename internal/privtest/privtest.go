@@ -266,6 +266,22 @@ func Tracefs(tb testing.TB) {
 	}
 }
 
+// BPFFS makes sure /sys/fs/bpf is a BPF filesystem, as systemd mounts it
+// at boot, so that a test's loader can pin there: it mounts one where
+// there is none (bpftool does the same for its own pins, so which test
+// ran first decided whether the others could pin).
+func BPFFS(tb testing.TB) {
+	tb.Helper()
+	const dir = "/sys/fs/bpf"
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil && fs.Type == unix.BPF_FS_MAGIC {
+		return
+	}
+	if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+		Skip(tb, dir+" is not a BPF filesystem and mounting one failed: "+err.Error())
+	}
+}
+
 // StatsCostByWallClock measures what BPF run-time stats add to a run by a
 // mechanism of its own, for tests to check bpfperf's figure against: an
 // empty socket filter test-run in batches of repeat, alternating stats off
