@@ -19,6 +19,11 @@ type HistoryPoint struct {
 	// only part of each interval (--stats.duty): its counters and rates
 	// are scaled from that part.
 	Estimated bool `json:"estimated,omitempty"`
+	// Carried marks a point whose interval had stats off all through
+	// (a duty cycle's parts gathered one interval in several): its
+	// counters moved at the rates of stats' last on part, so its rates
+	// repeat that part's, and check leaves it out.
+	Carried bool `json:"carried,omitempty"`
 }
 
 // History is GET /v1/history.

@@ -57,6 +57,12 @@ const (
 	statsColumns
 )
 
+// colCarried is a fourth column of the stats series, after the counters:
+// 1 where the sample was carried (Sample.Carried), else 0. Chunks written
+// before it have three columns and read as not carried; rollups keep the
+// counters only.
+const colCarried = statsColumns
+
 // groupStats is the series group of bpf_stats counters; later groups (perf
 // counters) get their own series under the same instance.
 const groupStats = 0
@@ -115,6 +121,11 @@ func (p Program) Loaded() bool { return p.UnloadedAt.IsZero() }
 type Sample struct {
 	Key    InstanceKey
 	Values [statsColumns]uint64
+	// Carried says no counter was read for this interval: stats were off
+	// all through it, and the counters moved at the rates of their last
+	// on part (daemon/sampler/duty.go). Such an interval repeats that
+	// part's figures; it is not a measurement of its own.
+	Carried bool
 }
 
 // Event explains a change in the graphs.
@@ -421,7 +432,12 @@ func (db *DB) writeTick(tx *bolt.Tx, t Tick) error {
 	chunks.FillPercent = 1.0 // chunks are appended in time order per series
 	for _, s := range t.Samples {
 		key := seriesKey(s.Key, groupStats)
-		if err := db.appendSample(head, chunks, key, ms, s.Values[:]); err != nil {
+		var v [statsColumns + 1]uint64
+		copy(v[:], s.Values[:])
+		if s.Carried {
+			v[colCarried] = 1
+		}
+		if err := db.appendSample(head, chunks, key, ms, v[:]); err != nil {
 			return err
 		}
 		db.touched[string(key)] = max(db.touched[string(key)], ms)
@@ -590,6 +606,8 @@ func (db *DB) Programs() ([]Program, error) {
 type Point struct {
 	Time   time.Time
 	Values [statsColumns]uint64
+	// Carried is the sample's Carried (false in rollups).
+	Carried bool
 }
 
 // Series returns the instance's raw stats samples with from <= time <= to,
@@ -598,7 +616,7 @@ func (db *DB) Series(k InstanceKey, from, to time.Time) ([]Point, error) {
 	var out []Point
 	err := db.view(func(tx *bolt.Tx) error {
 		return readSeries(tx, seriesKey(k, groupStats), from.UnixMilli(), to.UnixMilli(), func(t int64, v []uint64) {
-			p := Point{Time: time.UnixMilli(t)}
+			p := Point{Time: time.UnixMilli(t), Carried: len(v) > colCarried && v[colCarried] != 0}
 			copy(p.Values[:], v)
 			out = append(out, p)
 		})

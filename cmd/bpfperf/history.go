@@ -72,7 +72,7 @@ func historyCommand(dial clientFactory) *cli.Command {
 func historyTable(points []api.HistoryPoint) table {
 	t := table{
 		header: []string{"TIME", "ID", "RUNS/S", "AVG/RUN", "CPU%", "RUN_CNT", "RUN_TIME_NS", "RECURSION_MISSES", ""},
-		fields: []string{"time", "id", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "reload", "estimated"},
+		fields: []string{"time", "id", "runs_per_sec", "avg_ns_per_run", "cpu_percent", "run_cnt", "run_time_ns", "recursion_misses", "reload", "estimated", "carried"},
 	}
 	for _, p := range points {
 		id := strconv.FormatUint(uint64(p.ID), 10)
@@ -80,12 +80,15 @@ func historyTable(points []api.HistoryPoint) table {
 		if p.Reload {
 			marks = append(marks, "reloaded")
 		}
-		if p.Estimated {
+		switch {
+		case p.Carried:
+			marks = append(marks, "carried (stats off: the last on part's rates)")
+		case p.Estimated:
 			marks = append(marks, "estimated (--stats.duty)")
 		}
 		mark := strings.Join(marks, ", ")
 		t.rows = append(t.rows, []string{p.Time.Local().Format("2006-01-02 15:04:05.000"), id, fmtRate(p.RunsPerSec), fmtNs(p.AvgNsPerRun), fmtPercent(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), mark})
-		t.raw = append(t.raw, []string{p.Time.UTC().Format(time.RFC3339Nano), id, raw(p.RunsPerSec), raw(p.AvgNsPerRun), raw(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), strconv.FormatBool(p.Reload), strconv.FormatBool(p.Estimated)})
+		t.raw = append(t.raw, []string{p.Time.UTC().Format(time.RFC3339Nano), id, raw(p.RunsPerSec), raw(p.AvgNsPerRun), raw(p.CPUPercent), fmtCount(p.RunCnt), fmtCount(p.RunTimeNs), fmtCount(p.RecursionMisses), strconv.FormatBool(p.Reload), strconv.FormatBool(p.Estimated), strconv.FormatBool(p.Carried)})
 	}
 	return t
 }

@@ -103,3 +103,59 @@ func TestCheckDividesDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckLeavesOutCarriedIntervals: at a 1% stats duty the daemon reads
+// one interval in ten and carries the others at that part's rates
+// (store.Sample.Carried). check compares the parts, one sample each, as
+// the live detector does: counted, each part would be ten samples and the
+// test ten times surer than the measurements allow. "prog" runs version
+// aaaa for 100 s, then bbbb 1.5x slower, each part a few percent off its
+// version's figure.
+func TestCheckLeavesOutCarriedIntervals(t *testing.T) {
+	db := openStore(t)
+	id := ident("prog", "tracepoint a/b")
+	progs := []store.Program{
+		{Key: store.InstanceKey{ID: 1}, ID: 1, Name: "prog", Type: "tracepoint", Tag: "aaaa", Identity: id, FirstSeen: t0},
+		{Key: store.InstanceKey{ID: 2}, ID: 2, Name: "prog", Type: "tracepoint", Tag: "bbbb", Identity: id, FirstSeen: t0.Add(100 * time.Second)},
+	}
+	var runs, total uint64
+	var partNs float64
+	for i := range 200 {
+		tick := store.Tick{Time: t0.Add(time.Duration(i) * time.Second)}
+		switch i {
+		case 0:
+			tick.Loaded = []store.Program{progs[0]}
+		case 100:
+			tick.Loaded, tick.Unloaded = []store.Program{progs[1]}, []store.InstanceKey{progs[0].Key}
+			runs, total = 0, 0
+		}
+		base := 100.0
+		if i >= 100 {
+			base = 150
+		}
+		measured := i%10 == 9 || i%100 == 0
+		if measured {
+			partNs = base * (1 + 0.03*math.Sin(float64(i)*1.7))
+		}
+		runs += 1000
+		total += uint64(1000 * partNs)
+		s := store.Sample{Key: progs[i/100].Key, Carried: !measured}
+		s.Values[store.ColRunTimeNs], s.Values[store.ColRunCnt] = total, runs
+		tick.Samples = []store.Sample{s}
+		if err := db.WriteTick(tick); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &Query{Store: db, Sampler: sampler.NewFixture(), Now: func() time.Time { return t0.Add(4 * time.Minute) }}
+	res, err := q.Check("prog", "", 0.10, t0.Add(-time.Minute), t0.Add(4*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: x%.2f (%.2f-%.2f), p %.2g, %d and %d intervals", res.Verdict, res.Ratio, res.RatioLo, res.RatioHi, res.P, res.NBefore, res.NAfter)
+	if res.NBefore != 10 || res.NAfter != 10 {
+		t.Errorf("%d intervals before and %d after, want the 10 parts of each side", res.NBefore, res.NAfter)
+	}
+	if res.Verdict != api.VerdictSlower || res.Ratio < 1.4 || res.Ratio > 1.6 {
+		t.Errorf("%s at x%.2f, want slower at about x1.5", res.Verdict, res.Ratio)
+	}
+}

@@ -48,7 +48,7 @@ func (q *Query) History(ref string, since, until time.Time, step time.Duration) 
 			return api.History{}, fmt.Errorf("%w: more than %d points; use a larger --step or a shorter range", errs.BadRequest, maxPoints)
 		}
 		for i, p := range points {
-			hp := api.HistoryPoint{Time: p.Time, ID: inst.Rec.ID, Counters: PointCounters(p), Estimated: estimated(p.Time, spans)}
+			hp := api.HistoryPoint{Time: p.Time, ID: inst.Rec.ID, Counters: PointCounters(p), Estimated: estimated(p.Time, spans), Carried: p.Carried}
 			if i > 0 {
 				prev := h.Points[len(h.Points)-1]
 				hp.Rates = api.RatesBetween(prev.Counters, hp.Counters, hp.Time.Sub(prev.Time))

@@ -759,7 +759,7 @@ func (s *Sampler) take(p *Program, smp collectors.Sample) {
 // storeSample puts p's counters in the tick. Called with s.mu held.
 func (s *Sampler) storeSample(p *Program, t *store.Tick) {
 	p.stored, p.haveStored, p.storedAt = p.cur, true, s.sweeps
-	t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{p.cur.RunTimeNs, p.cur.RunCnt, p.cur.RecursionMisses}})
+	t.Samples = append(t.Samples, store.Sample{Key: p.key, Values: [3]uint64{p.cur.RunTimeNs, p.cur.RunCnt, p.cur.RecursionMisses}, Carried: s.carriedRates})
 }
 
 // storeHeartbeats stores, on the few ticks of each heartbeat period that
