@@ -514,6 +514,15 @@ func offPoll(offFor time.Duration) time.Duration {
 const offPollMax = 50 * time.Millisecond
 
 // switchTime is the stats switch's time plan goes by.
+// roundSwitch rounds a switch's time for status: to 0.1 ms, or 10 µs
+// below a millisecond, where hosts whose switch is quick sit.
+func roundSwitch(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(100 * time.Microsecond)
+}
+
 func (c *DutyCycle) switchTime() time.Duration {
 	if sw := c.stats.SwitchTime(); sw > 0 {
 		return sw
@@ -557,10 +566,14 @@ func (c *DutyCycle) status() string {
 	default:
 		switch on, every := c.plan(); every {
 		case 1:
-			s = fmt.Sprintf("%d%%: stats on %v of each %v; runs and run time scaled from that time (estimates)", c.percent, on, c.interval)
+			// The switch's time too: whether a host gathers its parts
+			// (one whose switch takes 10 ms does at 1%, one whose switch
+			// takes 0.4 ms does not) is otherwise a mystery.
+			s = fmt.Sprintf("%d%%: stats on %v of each %v (the switch takes %v); runs and run time scaled from that time (estimates)",
+				c.percent, on, c.interval, roundSwitch(c.switchTime()))
 		default:
 			s = fmt.Sprintf("%d%%: stats on %v of one %v interval in %d (a part at least %d times the switch's %v), its rates carried through the others; runs and run time scaled from that time (estimates)",
-				c.percent, on, c.interval, every, onPartSwitches, c.switchTime().Round(100*time.Microsecond))
+				c.percent, on, c.interval, every, onPartSwitches, roundSwitch(c.switchTime()))
 		}
 	}
 	if c.othersOn > 0 {
