@@ -116,7 +116,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if !strings.Contains(front, fmt.Sprintf(`<a href="program.html?prog=%s">hot_entry</a>`, id)) {
 		t.Errorf("front page: no row linking hot_entry (id %s) to its page:\n%.3000s", id, front)
 	}
-	if !regexp.MustCompile(`id="stats-cost"[^>]*>bpf_stats on \d+% of each interval.*; budget 1(\.00)?%`).MatchString(front) {
+	if !regexp.MustCompile(`id="stats-cost"[^>]*>bpf_stats on \d+% of the time.*; budget 1(\.00)?%`).MatchString(front) {
 		t.Errorf("front page: no line saying what bpf_stats cost and the budget:\n%.3000s", front)
 	}
 	if n := chartPoints(t, front, `id="busiest"`); n < 2 {

@@ -48,8 +48,15 @@ func TestStatsCostStatus(t *testing.T) {
 	d.stop(t, unix.SIGTERM)
 
 	// Started while other processes keep both CPUs busy, the daemon's
-	// figure still matches the wall clock's, measured on a quiet host.
+	// figure still matches the wall clock's: measured on a quiet host, or
+	// under the same load. Where the vCPUs share a core that load makes
+	// every run slower, stats' part too (CI run 18, 2026-11-28: 81.0 ns
+	// busy, its own wall clock 84.4, where the quiet wall clock said
+	// 67.5), so the busy host's figure is the oracle there. The fault
+	// this is for read a busy start 44% high by both.
 	hogs := busyCPUs(t, runtime.NumCPU())
+	busyOff, busyOn := privtest.StatsCostByWallClock(t, 41, 20000)
+	busyCost := busyOn - busyOff
 	d = startDaemon(t, t.TempDir(), "--interval", "1s", "--profile.every", "0")
 	d.json(t, &st, "status")
 	hogs.stop()
@@ -74,11 +81,12 @@ func TestStatsCostStatus(t *testing.T) {
 	n1, t1 := hostRunCount(t), time.Now()
 	kernelRate := float64(n1-n0) / t1.Sub(t0).Seconds()
 	sc := st.StatsCost
-	t.Logf("stats cost: %.1f ns/run (wall clock %.1f); runs/s %.0f (kernel via bpftool %.0f); cpu %v%%",
-		sc.NsPerRun, wallCost, sc.RunsPerSec, kernelRate, fmtPtr(sc.CPUPercent))
+	t.Logf("stats cost: %.1f ns/run (wall clock %.1f quiet, %.1f busy: %.1f off, %.1f on); runs/s %.0f (kernel via bpftool %.0f); cpu %v%%",
+		sc.NsPerRun, wallCost, busyCost, busyOff, busyOn, sc.RunsPerSec, kernelRate, fmtPtr(sc.CPUPercent))
 	t.Logf("measured while %d processes kept the CPUs busy: %s", runtime.NumCPU(), sc.Detail)
-	if math.Abs(sc.NsPerRun-wallCost) > 0.15*wallCost+1 {
-		t.Errorf("stats cost %.1f ns/run, the wall clock says %.1f (%.1f off, %.1f on)", sc.NsPerRun, wallCost, wallOff, wallOn)
+	near := func(ref float64) bool { return math.Abs(sc.NsPerRun-ref) <= 0.15*ref+1 }
+	if !near(wallCost) && !near(busyCost) {
+		t.Errorf("stats cost %.1f ns/run, the wall clock says %.1f quiet (%.1f off, %.1f on) and %.1f under the same load", sc.NsPerRun, wallCost, wallOff, wallOn, busyCost)
 	}
 	if !sc.Settled || sc.Pairs == 0 || len(sc.SpreadNs) != 2 || math.Abs(sc.WallClockNsPerRun-sc.NsPerRun) > 0.15*sc.NsPerRun+1 {
 		t.Errorf("status: settled %v after %d pairs (spread %v), its own wall clock %.1f ns against %.1f; want settled, the clocks agreeing", sc.Settled, sc.Pairs, sc.SpreadNs, sc.WallClockNsPerRun, sc.NsPerRun)

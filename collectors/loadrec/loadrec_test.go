@@ -267,10 +267,15 @@ func TestLost(t *testing.T) {
 		t.Fatalf("nothing lost: a %d-page ring held %d loads", cfg.RingPages, got)
 	}
 	// Each load is two records (its ksymbol, then the load record): each
-	// one not reported lost one or both.
+	// one not reported lost one or both. A few more may be lost besides:
+	// the unload records of programs closed before the gate, which the
+	// kernel frees later (CI run 18: 347 lost for 172 loads, three more
+	// than two a load), and other processes' loads on this CPU whose
+	// records were lost too. Counting each lost record twice would be
+	// hundreds over.
 	if missed := uint64(n - got); lost < missed {
 		t.Errorf("%d loads not reported but only %d records lost", missed, lost)
-	} else if others == 0 && lost > 2*missed+2 {
+	} else if others == 0 && lost > 2*missed+10 {
 		t.Errorf("%d records lost for %d loads not reported: more than two records a load", lost, missed)
 	}
 }

@@ -184,7 +184,7 @@ var (
 	descStatsCost = prometheus.NewDesc("bpfperf_bpf_stats_cost_seconds_per_run",
 		"What bpf_stats adds to every program run: measured on this host at the daemon's start where nothing else kept stats on, else 45 ns (kernel 6.18, 10 -> 55 ns for an empty program); rate(bpfperf_program_runs_total) times this is the CPU monitoring costs the programs.", nil, nil)
 	descStatsDuty = prometheus.NewDesc("bpfperf_bpf_stats_duty_ratio",
-		"Share of each interval bpf_stats are on (1: all the time, every figure exact; below, runs and run time are scaled from that share): --stats.duty, or what --stats.budget allows.", nil, nil)
+		"Share of the time bpf_stats are on (1: all the time, every figure exact; below, runs and run time are scaled from that share, gathered into one interval in several where switching stats takes long): --stats.duty, or what --stats.budget allows.", nil, nil)
 	descStatsBudget = prometheus.NewDesc("bpfperf_bpf_stats_budget_cpu_seconds_per_second",
 		"--stats.budget: the CPU seconds per second bpf_stats may cost the host's programs; absent without a budget.", nil, nil)
 	descStatsPaid = prometheus.NewDesc("bpfperf_bpf_stats_cost_cpu_seconds_per_second",

@@ -55,11 +55,12 @@ async function refresh() {
 }
 
 // What watching costs the programs (bpf_stats), as `bpfperf status` says
-// it: the share of each interval stats are on, what they cost at that
-// share and at full time, and the budget.
+// it: the share of the time stats are on (of each interval, or gathered
+// into one interval in several where a host's stats switch is slow), what
+// they cost at that share and at full time, and the budget.
 function statsCost(sc) {
   if (!sc) return '';
-  let s = `bpf_stats on ${sc.duty_percent}% of each interval`;
+  let s = `bpf_stats on ${sc.duty_percent}% of the time`;
   if (sc.duty_percent < 100) s += ' (runs and run time scaled: estimates)';
   if (sc.paid_cpu_seconds_per_sec != null) {
     s += `; they cost the programs ${fmt.pct(sc.paid_cpu_seconds_per_sec * 100)} of one CPU now`;
