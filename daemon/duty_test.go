@@ -410,7 +410,7 @@ func TestStatsDutyFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the switch took decides (plan): gathered, status says "one 1s
-	// interval in N"; else "10ms of each 1s (the switch takes 0.4ms)".
+	// interval in N"; else "10ms of each 1s (the switch takes 240µs)".
 	gathered := strings.Contains(st.StatsDuty, "interval in")
 	t.Logf("1%%: daemon %.0f runs/s, load's own count %.0f (%+.1f%%) over %d points; status: %s", got, want, (got/want-1)*100, len(pts), st.StatsDuty)
 	if math.Abs(got/want-1) > 0.10 {

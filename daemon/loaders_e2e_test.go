@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/internal/privtest"
@@ -304,7 +302,7 @@ func TestLoadRecordsLostInBurst(t *testing.T) {
 	// The kernel tells a ring's reader of its losses in the next record
 	// it writes there: a load on each CPU after the burst.
 	time.Sleep(500 * time.Millisecond)
-	loadOnEachCPU(t)
+	privtest.LoadOnEachCPU(t)
 
 	var st api.Status
 	lostRe := regexp.MustCompile(`(\d+) records lost`)
@@ -351,21 +349,6 @@ func TestLoadRecordsLostInBurst(t *testing.T) {
 	t.Logf("%d programs: %d with their loader from its record, %d without (runner from holders); status: %s", n, withLoader, fromHolders, st.Loaders)
 	if withLoader == 0 || fromHolders == 0 || fromHolders > lost {
 		t.Errorf("%d programs with a loader, %d without, %d records lost: want some of each, and no more without than records lost", withLoader, fromHolders, lost)
-	}
-}
-
-// loadOnEachCPU loads and unloads a program on every CPU the test may
-// run on, in turn.
-func loadOnEachCPU(t *testing.T) {
-	t.Helper()
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	for cpu := range runtime.NumCPU() * 4 {
-		if all.IsSet(cpu) {
-			privtest.LoadOnCPU(t, cpu)
-		}
 	}
 }
 

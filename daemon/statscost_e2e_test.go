@@ -320,8 +320,8 @@ func TestStatsCostRemeasured(t *testing.T) {
 		}
 	}
 	onDemand := 0
-	for _, d := range details {
-		if strings.HasPrefix(d, "on demand: ") {
+	for _, detail := range details {
+		if strings.HasPrefix(detail, "on demand: ") {
 			onDemand++
 		}
 	}

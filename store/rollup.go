@@ -122,7 +122,7 @@ func (db *DB) rollupSeries(tx *bolt.Tx, head, chunks *bolt.Bucket, key []byte, r
 	size := time.Duration(res).Milliseconds()
 	var points [][rollCols + 1]uint64 // bucket start, then the columns
 	err := readSeries(tx, key, fromMs, toMs, func(t int64, v []uint64) {
-		v = v[:statsColumns] // the counters, without colCarried
+		v = v[:min(len(v), statsColumns)] // the counters, without colCarried (a damaged chunk may have fewer)
 		start := t / size * size
 		n := len(points)
 		if n == 0 || int64(points[n-1][0]) != start {

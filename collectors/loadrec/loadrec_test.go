@@ -338,18 +338,10 @@ func TestBesideOtherFollowers(t *testing.T) {
 	for i := range seens {
 		open(t, seens[i].config())
 	}
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	var ids []uint32
 	for range 3 { // after the first round, what follows a short record is an earlier record's bytes
-		for cpu := range runtime.NumCPU() * 4 {
-			if all.IsSet(cpu) {
-				ids = append(ids, privtest.LoadOnCPU(t, cpu))
-			}
-		}
+		ids = append(ids, privtest.LoadOnEachCPU(t)...)
 	}
 	for i := range seens {
 		for _, id := range ids {

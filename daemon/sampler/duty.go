@@ -513,7 +513,6 @@ func offPoll(offFor time.Duration) time.Duration {
 
 const offPollMax = 50 * time.Millisecond
 
-// switchTime is the stats switch's time plan goes by.
 // roundSwitch rounds a switch's time for status: to 0.1 ms, or 10 µs
 // below a millisecond, where hosts whose switch is quick sit.
 func roundSwitch(d time.Duration) time.Duration {
@@ -523,6 +522,7 @@ func roundSwitch(d time.Duration) time.Duration {
 	return d.Round(100 * time.Microsecond)
 }
 
+// switchTime is the stats switch's time plan goes by.
 func (c *DutyCycle) switchTime() time.Duration {
 	if sw := c.stats.SwitchTime(); sw > 0 {
 		return sw

@@ -188,3 +188,20 @@ func LoadOnCPU(tb testing.TB, cpu int) uint32 {
 	id, _ := info.ID()
 	return uint32(id)
 }
+
+// LoadOnEachCPU loads and unloads a program (LoadOnCPU) on every CPU the
+// caller may run on, in turn, and returns their ids.
+func LoadOnEachCPU(tb testing.TB) []uint32 {
+	tb.Helper()
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		tb.Fatal(err)
+	}
+	var ids []uint32
+	for cpu := range runtime.NumCPU() * 4 {
+		if all.IsSet(cpu) {
+			ids = append(ids, LoadOnCPU(tb, cpu))
+		}
+	}
+	return ids
+}
