@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -96,7 +97,7 @@ func TestStatsCostRuleIgnoresInterruptions(t *testing.T) {
 		p.off, p.wallOff = noisy(14)
 		p.on, p.wallOn = noisy(50)
 		return p, nil
-	})
+	}, func(time.Duration) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +113,43 @@ func TestStatsCostRuleIgnoresInterruptions(t *testing.T) {
 	c, err = measureUnder(DefaultStatsCostRule, func() (pairTimes, error) {
 		drift -= 0.5 // each pair's on batch quicker than the last
 		return pairTimes{off: 14, on: 80 + drift, wallOff: 14, wallOn: 80 + drift}, nil
-	})
+	}, func(time.Duration) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rule := DefaultStatsCostRule; c.Settled || c.Pairs != rule.MaxBlocks*rule.PairsPerBlock {
 		t.Errorf("drifting: settled %v after %d pairs; want unsettled after %d", c.Settled, c.Pairs, rule.MaxBlocks*rule.PairsPerBlock)
+	}
+}
+
+// TestStatsCostRuleOutlastsASlowSpell: a host whose runs with stats on
+// are 18% slower for its first 150 ms (a fixture on a clock of its own:
+// each pair takes 2.4 ms, a pause what it says), like the spell CI met on
+// 2026-11-28, where 16 pairs back to back read 80 ns for a true 68. The
+// rule's blocks, spread over more than the spell, find 68; the same rule
+// with no pause between blocks reads the spell.
+func TestStatsCostRuleOutlastsASlowSpell(t *testing.T) {
+	measure := func(rule StatsCostRule) StatsCost {
+		var now time.Duration
+		c, err := measureUnder(rule, func() (pairTimes, error) {
+			on := 93.0
+			if now < 150*time.Millisecond {
+				on = 105
+			}
+			now += 2400 * time.Microsecond
+			return pairTimes{off: 25, on: on, wallOff: 25.5, wallOn: on + 0.5}, nil
+		}, func(d time.Duration) { now += d })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := measure(DefaultStatsCostRule); c.NsPerRun() != 68 || !c.Settled {
+		t.Errorf("%.1f ns/run, settled %v after %d pairs: want 68, settled", c.NsPerRun(), c.Settled, c.Pairs)
+	}
+	backToBack := DefaultStatsCostRule
+	backToBack.Gap = 0
+	if c := measure(backToBack); c.NsPerRun() != 80 {
+		t.Errorf("no pause between blocks: %.1f ns/run after %d pairs; want the spell's 80 (or this test proves nothing)", c.NsPerRun(), c.Pairs)
 	}
 }

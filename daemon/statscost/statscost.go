@@ -91,8 +91,8 @@ func (m Measured) Status(runsPerSec float64, st sampler.Status, f Flags) *api.St
 // whether the two clocks agreed.
 func detail(c collectors.StatsCost, why string) string {
 	r := c.Rule
-	how := fmt.Sprintf("an empty socket filter test-run in batches of %d, stats off then on, in blocks of %d pairs until a block moved the least batch of each under %.0f%% and the kernel's timer and the wall clock agreed within %.0f%% (%d to %d blocks); %s",
-		r.Repeat, r.PairsPerBlock, r.Settle*100, r.Agree*100, r.MinBlocks, r.MaxBlocks, why)
+	how := fmt.Sprintf("an empty socket filter test-run in batches of %d, stats off then on, in blocks of %d pairs %v apart until a block moved the least batch of each under %.0f%% and the kernel's timer and the wall clock agreed within %.0f%% (%d to %d blocks); %s",
+		r.Repeat, r.PairsPerBlock, r.Gap, r.Settle*100, r.Agree*100, r.MinBlocks, r.MaxBlocks, why)
 	got := fmt.Sprintf("%d pairs in %v; the kernel's test-run timer %.1f ns, the wall clock %.1f ns; the pairs' own costs %.0f-%.0f ns (interquartile)",
 		c.Pairs, c.Took.Round(time.Millisecond), c.NsPerRun(), c.WallNsPerRun(), c.SpreadLowNs, c.SpreadHighNs)
 	switch {

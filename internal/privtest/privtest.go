@@ -289,9 +289,11 @@ func BPFFS(tb testing.TB) {
 // monotonic clock rather than the kernel's test-run duration. It returns
 // the least ns per run off and on: the wall clock also counts time the
 // test was preempted, which the kernel's test-run timer leaves out, so the
-// quickest batch is the closest. A batch with stats off that the kernel
-// counted means another holder: a skip (a failure in CI). The caller
-// should hold LockStats.
+// quickest batch is the closest. Rounds are 10 ms apart, so they span
+// the slow spells a VM's vCPU has (tens of ms in which every run with
+// stats on is slower). A batch with stats off that the kernel counted
+// means another holder: a skip (a failure in CI). The caller should hold
+// LockStats.
 func StatsCostByWallClock(tb testing.TB, rounds, repeat int) (off, on float64) {
 	tb.Helper()
 	prog, err := LoadSocketFilter("wallclock_cost")
@@ -314,7 +316,10 @@ func StatsCostByWallClock(tb testing.TB, rounds, repeat int) (off, on float64) {
 		return float64(time.Since(start).Nanoseconds()) / float64(repeat)
 	}
 	off, on = math.Inf(1), math.Inf(1)
-	for range rounds {
+	for round := range rounds {
+		if round > 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
 		before := runs()
 		off = min(off, batch())
 		if runs() != before {
