@@ -299,8 +299,8 @@ func fdsHeldBetweenTicks(t *testing.T, pid int) int {
 	return fewest
 }
 
-// heldForLife says whether program id is the loaders' sys_enter_bpf
-// tracepoint program (daemon/loaders), which bpfperfd holds, with its
+// heldForLife says whether program id is one of the loaders' tracepoint
+// programs on sys_enter_bpf and sys_exit_bpf (daemon/loaders), which bpfperfd holds, with its
 // link, for its whole life, or the profiler's kernel filter
 // (profile/kfilter), which it holds while profiling runs.
 func heldForLife(id string) bool {
@@ -314,7 +314,7 @@ func heldForLife(id string) bool {
 	}
 	defer p.Close()
 	info, err := p.Info()
-	return err == nil && (info.Name == "bpfperf_loadrec" || info.Name == "bpfperf_kfilter")
+	return err == nil && (info.Name == "bpfperf_loadrec" || info.Name == "bpfperf_loaded" || info.Name == "bpfperf_kfilter")
 }
 
 func uniqueName(prefix string) string {

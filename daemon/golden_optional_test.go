@@ -128,15 +128,15 @@ var optionalKeys = map[string]optionalReason{
 	"prog:own":               absent("a program held by bpfperfd itself: the test never asks for one by id (progs lists them)"),
 
 	// Maps: entries and fill are absent where the map type has no fill
-	// level. The test loads arrays only; the daemon's own map of loading
-	// threads (daemon/loaders, an LRU hash) is counted where its
-	// sys_enter_bpf tracepoint attached (tracefs mounted), and whether the
-	// map read first is that one or an array depends on the host.
-	"map:entries":          sometime(timing, "the daemon's loaders map (an LRU hash) has a fill level, the test's arrays none; which one the test reads depends on the host"),
-	"map:points[].entries": sometime(timing, "the daemon's loaders map (an LRU hash) has a fill level, the test's arrays none; which one the test reads depends on the host"),
-	"maps:maps[].entries":  sometime(timing, "the daemon's loaders map (an LRU hash) has a fill level where its tracepoint attached, the test's arrays none"),
-	"fill_percent":         sometime(timing, "the daemon's loaders map (an LRU hash) has a fill level where its tracepoint attached, the test's arrays none"),
-	"counted":              sometime(timing, "the daemon's loaders map (an LRU hash) is counted where its tracepoint attached, the test's arrays are not"),
+	// level. The test loads arrays only; the daemon's own maps of loads
+	// (daemon/loaders, hashes) are counted where its sys_enter_bpf and
+	// sys_exit_bpf tracepoints attached (tracefs mounted), and whether the
+	// map read first is one of those or an array depends on the host.
+	"map:entries":          sometime(timing, "the daemon's maps of loads (hashes) has a fill level, the test's arrays none; which one the test reads depends on the host"),
+	"map:points[].entries": sometime(timing, "the daemon's maps of loads (hashes) has a fill level, the test's arrays none; which one the test reads depends on the host"),
+	"maps:maps[].entries":  sometime(timing, "the daemon's maps of loads (hashes) has a fill level where its tracepoint attached, the test's arrays none"),
+	"fill_percent":         sometime(timing, "the daemon's maps of loads (hashes) has a fill level where its tracepoint attached, the test's arrays none"),
+	"counted":              sometime(timing, "the daemon's maps of loads (hashes) is counted where its tracepoint attached, the test's arrays are not"),
 	"loader":               sometime(timing, "a program loaded while the daemon ran has its loader from the kernel's load record; one loaded before it started has none"),
 	"partial":              absent("no key walk: every map here is an array"),
 	"walk_ns":              absent("no key walk: every map here is an array"),

@@ -294,8 +294,9 @@ func TestHooksEndToEnd(t *testing.T) {
 	// hold most of the 5M calls, not all; the program also runs for the
 	// host's other getppid() callers (CI: 43,593 and 46,889 more, twice),
 	// so up to 5% over.
-	// The daemon's own programs on syscall tracepoints (the loaders'
-	// sys_enter_bpf) share the hook, and are marked its own.
+	// The daemon's own programs on syscall tracepoints (the loaders' on
+	// sys_enter_bpf and sys_exit_bpf) share the hook, and are marked its
+	// own.
 	var rows []api.ProgRow
 	d.json(t, &rows, "progs")
 	theirs := slices.DeleteFunc(slices.Clone(enter.Programs), func(p api.HookProgram) bool {

@@ -16,7 +16,7 @@ import (
 type loadersLoader struct {
 	_            structs.HostLayout
 	Pid          uint32
-	Pad          uint32
+	Tid          uint32
 	CgroupId     uint64
 	TimeNs       uint64
 	Comm         [16]int8
@@ -28,7 +28,10 @@ type loadersLoader struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	loadersMapLoaders         = "loaders"
+	loadersMapLoaded          = "loaded"
+	loadersMapLoading         = "loading"
+	loadersProgBpfperfLoaded  = "bpfperf_loaded"
+	loadersProgBpfperfLoadent = "bpfperf_loadent"
 	loadersProgBpfperfLoadrec = "bpfperf_loadrec"
 )
 
@@ -74,6 +77,8 @@ type loadersSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loadersProgramSpecs struct {
+	BpfperfLoaded  *ebpf.ProgramSpec `ebpf:"bpfperf_loaded"`
+	BpfperfLoadent *ebpf.ProgramSpec `ebpf:"bpfperf_loadent"`
 	BpfperfLoadrec *ebpf.ProgramSpec `ebpf:"bpfperf_loadrec"`
 }
 
@@ -81,7 +86,8 @@ type loadersProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type loadersMapSpecs struct {
-	Loaders *ebpf.MapSpec `ebpf:"loaders"`
+	Loaded  *ebpf.MapSpec `ebpf:"loaded"`
+	Loading *ebpf.MapSpec `ebpf:"loading"`
 }
 
 // loadersVariableSpecs contains global variables before they are loaded into the kernel.
@@ -110,12 +116,14 @@ func (o *loadersObjects) Close() error {
 //
 // It can be passed to loadLoadersObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loadersMaps struct {
-	Loaders *ebpf.Map `ebpf:"loaders"`
+	Loaded  *ebpf.Map `ebpf:"loaded"`
+	Loading *ebpf.Map `ebpf:"loading"`
 }
 
 func (m *loadersMaps) Close() error {
 	return _LoadersClose(
-		m.Loaders,
+		m.Loaded,
+		m.Loading,
 	)
 }
 
@@ -129,11 +137,15 @@ type loadersVariables struct {
 //
 // It can be passed to loadLoadersObjects or ebpf.CollectionSpec.LoadAndAssign.
 type loadersPrograms struct {
+	BpfperfLoaded  *ebpf.Program `ebpf:"bpfperf_loaded"`
+	BpfperfLoadent *ebpf.Program `ebpf:"bpfperf_loadent"`
 	BpfperfLoadrec *ebpf.Program `ebpf:"bpfperf_loadrec"`
 }
 
 func (p *loadersPrograms) Close() error {
 	return _LoadersClose(
+		p.BpfperfLoaded,
+		p.BpfperfLoadent,
 		p.BpfperfLoadrec,
 	)
 }

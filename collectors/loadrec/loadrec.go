@@ -2,17 +2,22 @@
 // from the kernel's own records, and says who loaded each program.
 //
 // A dummy perf event on every online CPU (a CPU that comes online later
-// gets one within cpuEvery) asks for PERF_RECORD_BPF_EVENT
-// (a program loaded or unloaded: its id and tag) and PERF_RECORD_KSYMBOL
-// (its JIT images), each with the pid, tid and time of the task that
-// caused it. The record names no command or cgroup, and a loader such as
-// `bpftool prog load` exits within milliseconds, often before /proc/PID
-// can be read; so a tracepoint program on syscalls/sys_enter_bpf keeps,
-// per thread, the process, command and cgroup of every BPF_PROG_LOAD
-// caller in an LRU map, written before the kernel makes the record, and
-// the follower joins the two by tid (join.go; /proc where the map has
-// nothing). Loader facts are from the moment of loading, not whoever holds
-// the program later.
+// gets one within cpuEvery) asks for PERF_RECORD_BPF_EVENT (a program
+// loaded or unloaded: its id and tag) and PERF_RECORD_KSYMBOL (its JIT
+// images). The records name no loader, and a loader such as `bpftool prog
+// load` exits within milliseconds, often before /proc/PID can be read; so
+// two tracepoint programs, at the entry and the exit of every bpf(2) call,
+// keep the process, thread, command, cgroup and time of each
+// BPF_PROG_LOAD by the id of the program it made, in an LRU map the
+// follower reads when the load record comes (join.go). Loader facts are
+// from the moment of loading, not whoever holds the program later.
+//
+// The kernel could append the pid, tid and time to each record itself
+// (sample_id_all), but asking for them pads the records of every other
+// reader that was there first (`perf record`, another bpfperfd: see
+// sampleType): the follower asks only where the tracepoints cannot be
+// attached (no tracefs, no BTF), and then finds the command and cgroup in
+// /proc.
 //
 // Records can be lost when a ring fills faster than it is read. The kernel
 // counts them and says how many (PERF_RECORD_LOST) the next time it writes
@@ -20,9 +25,9 @@
 // from a full sweep of the programs: the records are the fast path, the
 // sweep stays the truth.
 //
-// The follower holds no fd of any program but its own tracepoint program.
-// Requires Linux 5.1 (bpf_event, ksymbol) and, for the join, tracefs and
-// kernel BTF.
+// The follower holds no fd of any program but its own tracepoint programs.
+// Requires Linux 5.1 (bpf_event, ksymbol) and, for the tracepoints,
+// tracefs and kernel BTF.
 package loadrec
 
 import (
@@ -47,10 +52,15 @@ import (
 // Load is a program the kernel loaded.
 type Load struct {
 	ProgID uint32
-	Tag    string    // 16 hex chars, as collectors.Meta's
-	Time   time.Time // when the kernel made the record
-	// PID and TID are the loading task's, from the record itself: pids
-	// as the follower's pid namespace sees them (0 for a task outside it).
+	Tag    string // 16 hex chars, as collectors.Meta's
+	// Time is when the loader called BPF_PROG_LOAD (SourceMap), else when
+	// the kernel made the record (with a sample_id) or the follower read
+	// it.
+	Time time.Time
+	// PID and TID are the loading task's: from the tracepoints' entry
+	// (SourceMap; the initial pid namespace's numbers), else from the
+	// record's sample_id (as the follower's pid namespace sees them, 0
+	// for a task outside it); 0 where unknown.
 	PID, TID int
 	// Comm (the loading process's command, as /proc/PID/comm) and
 	// CgroupID (its cgroup v2 id) are found as Source says.
@@ -64,7 +74,9 @@ type Load struct {
 	CgroupTail string
 	// Ksyms are the program's JIT images (its main function first, then
 	// its subprograms), from the PERF_RECORD_KSYMBOLs the kernel makes
-	// just before the load record; empty where they were lost.
+	// just before the load record; empty where they were lost (or, without
+	// a sample_id to tie them to the loading thread, went to another
+	// CPU's ring than the load record: the loader was moved in between).
 	Ksyms []Ksym
 }
 
@@ -100,10 +112,12 @@ type Config struct {
 	// (default 8: 32 KiB, about 250 loads, each a load record and a
 	// ksymbol, between two reads).
 	RingPages int
-	// Loaders bounds the map of loading threads (default 1024 entries of
-	// 216 bytes: threads that load between two reads of the rings, which
-	// run continuously). An entry is overwritten by its thread's next load and
-	// otherwise evicted, least recently used first, once the map is full.
+	// Loaders bounds each of the tracepoints' two maps (default 1024
+	// entries of 216 bytes): threads in the middle of a load, and loads
+	// made between two reads of the rings, which run continuously. Past
+	// it the newest loads go unnamed (loader unknown) until the follower
+	// reads the records, or sweeps out, within cpuEvery, the entries of
+	// records lost more than staleAfter ago.
 	Loaders int
 	// ProcRoot is where /proc is (default "/proc"); CgroupRoot the cgroup2
 	// mount (default: found in ProcRoot/self/mountinfo; none means no
@@ -113,7 +127,8 @@ type Config struct {
 	// time.Now).
 	Now func() time.Time
 
-	noTracepoint bool          // tests: join through /proc only
+	noTracepoint bool          // tests: sample_id and /proc only
+	noFentry     bool          // tests: the syscall tracepoints even where fentry works
 	cpuEvery     time.Duration // tests: how often online CPUs are read (default cpuEvery)
 }
 
@@ -129,8 +144,10 @@ type Follower struct {
 	epfd  int
 	wake  int // an eventfd: Close wakes the loop with it
 	join  joiner
-	// joinErr says why the tracepoint is not attached (nil when it is).
+	// joinErr says why the tracepoints are not attached (nil when they
+	// are); withID, that the records then carry a sample_id.
 	joinErr error
+	withID  bool
 	lost    atomic.Uint64
 
 	// The wall clock at the monotonic time mono: record times map onto
@@ -139,8 +156,9 @@ type Follower struct {
 	mono uint64
 
 	// Read by the loop only.
-	held  []record            // records read but not yet delivered, see deliver
-	ksyms map[uint32][]record // per tid, ksymbols not yet claimed by a load
+	held   []record            // records read but not yet delivered, see deliver
+	ksyms  map[uint32][]record // per tid (withID) or CPU, ksymbols not yet claimed by a load
+	readAt uint64              // when the rings were last read: the time of records without a sample_id
 	// Each CPU's ring, and the CPUs online at the last look: the rings
 	// change on the loop only (syncCPUs), and are released after it.
 	byCPU  map[int]*ring
@@ -158,6 +176,14 @@ type Follower struct {
 // out of order.
 const hold = 10 * time.Millisecond
 
+// loadWait is how long a load record waits for its loader's entry: the
+// kernel makes the record inside BPF_PROG_LOAD, the exit tracepoint
+// writes the entry microseconds later as the call returns, unless the
+// loader is preempted in between. Past it the load is delivered with its
+// loader unknown (SourceNone): a load made without a bpf(2) call the
+// tracepoints saw.
+const loadWait = 250 * time.Millisecond
+
 // Bounds on ksymbols waiting for their load record: a program has at most
 // 256 subprograms, and a load record lost leaves its ksymbols behind.
 const (
@@ -165,9 +191,10 @@ const (
 	maxKsymTasks = 1024
 )
 
-// Open starts following loads and unloads. Where the tracepoint cannot be
-// attached (no tracefs, no BTF) it follows them all the same and joins
-// through /proc only: JoinErr says why.
+// Open starts following loads and unloads. Where the tracepoints cannot
+// be attached (no tracefs, no BTF) it follows them all the same, asks the
+// kernel for each record's pid, and joins through /proc: JoinErr says
+// why.
 func Open(cfg Config) (*Follower, error) {
 	if cfg.RingPages == 0 {
 		cfg.RingPages = 8
@@ -203,13 +230,14 @@ func Open(cfg Config) (*Follower, error) {
 		online: map[int]bool{},
 		done:   make(chan struct{}),
 	}
-	// The tracepoint first, so that every load the rings report had its
+	// The tracepoints first, so that every load the rings report had its
 	// entry written.
 	if cfg.noTracepoint {
-		f.joinErr = errors.New("tracepoint left out by the caller")
-	} else if err := f.join.attach(cfg.Loaders); err != nil {
+		f.joinErr = errors.New("tracepoints left out by the caller")
+	} else if err := f.join.attach(cfg.Loaders, cfg.noFentry); err != nil {
 		f.joinErr = err
 	}
+	f.withID = !f.join.attached()
 	if err := f.open(); err != nil {
 		f.release()
 		return nil, err
@@ -243,7 +271,7 @@ func (f *Follower) open() error {
 
 // addRing opens cpu's ring, in place of any it had.
 func (f *Follower) addRing(cpu int) error {
-	r, err := openRing(cpu, f.cfg.RingPages)
+	r, err := openRing(cpu, f.cfg.RingPages, f.withID)
 	if err != nil {
 		return err
 	}
@@ -252,6 +280,7 @@ func (f *Follower) addRing(cpu int) error {
 		return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
 	}
 	if old := f.byCPU[cpu]; old != nil {
+		f.readAt = monoNow()
 		old.read(f.take) // what it still holds
 		unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, old.FD, nil)
 		old.Close()
@@ -286,8 +315,12 @@ func (f *Follower) syncCPUs() {
 func (f *Follower) Lost() uint64 { return f.lost.Load() }
 
 // JoinErr says why loads are joined through /proc only, or nil when the
-// sys_enter_bpf tracepoint is attached.
+// programs that say who loaded what are attached.
 func (f *Follower) JoinErr() error { return f.joinErr }
+
+// JoinedBy says how who loaded what is known: which programs write it
+// (the fentry program, or the syscall tracepoints), "" where neither.
+func (f *Follower) JoinedBy() string { return f.join.by }
 
 // Close stops following and releases everything. Records not yet
 // delivered are dropped.
@@ -325,6 +358,7 @@ func (f *Follower) run() {
 	for {
 		if !time.Now().Before(nextCPUs) {
 			f.syncCPUs()
+			f.join.sweep(monoNow() - uint64(staleAfter))
 			nextCPUs = time.Now().Add(f.cfg.cpuEvery)
 		}
 		timeout := int(max(time.Until(nextCPUs), 0) / time.Millisecond)
@@ -340,6 +374,7 @@ func (f *Follower) run() {
 				return
 			}
 		}
+		f.readAt = monoNow()
 		for _, r := range f.rings {
 			r.read(f.take)
 		}
@@ -354,31 +389,46 @@ func (f *Follower) take(r record) {
 		f.lost.Add(r.lost)
 		return
 	}
+	if !f.withID {
+		r.time = f.readAt
+	}
 	f.held = append(f.held, r)
 }
 
-// deliver acts on held records in time order, those older than hold.
+// deliver acts on held records in time order, those older than hold,
+// until a load whose loader's entry is not in the map yet (for up to
+// loadWait). Records read in one pass without a sample_id share a time:
+// loads go before unloads then, so that a program loaded on one CPU and
+// unloaded on another is not gone before it came.
 func (f *Follower) deliver() {
 	slices.SortStableFunc(f.held, func(a, b record) int {
-		return cmp.Compare(a.time, b.time)
+		return cmp.Or(cmp.Compare(a.time, b.time), cmp.Compare(b2i(a.unload()), b2i(b.unload())))
 	})
-	cutoff := monoNow() - uint64(hold)
+	now := monoNow()
 	n := 0
-	for n < len(f.held) && f.held[n].time <= cutoff {
-		f.act(&f.held[n])
+	for n < len(f.held) && f.held[n].time <= now-uint64(hold) && f.act(&f.held[n], now) {
 		n++
 	}
 	f.held = append(f.held[:0], f.held[n:]...)
 }
 
-func (f *Follower) act(r *record) {
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// act acts on r, or says false for a load to wait for: its loader's entry
+// not in the map yet, and the record read less than loadWait ago.
+func (f *Follower) act(r *record, now uint64) bool {
 	switch {
 	case r.progKsym():
 		if len(f.ksyms) >= maxKsymTasks {
 			clear(f.ksyms) // left behind by lost load records
 		}
-		if k := f.ksyms[r.tid]; len(k) < maxKsyms {
-			f.ksyms[r.tid] = append(k, *r)
+		if k := f.ksyms[f.ksymKey(r)]; len(k) < maxKsyms {
+			f.ksyms[f.ksymKey(r)] = append(k, *r)
 		}
 	case r.codeKsym():
 		if f.cfg.OnCode != nil {
@@ -392,26 +442,44 @@ func (f *Follower) act(r *record) {
 			PID:    int(r.pid),
 			TID:    int(r.tid),
 		}
-		l.Ksyms = f.claimKsyms(r.tid, l.Tag)
-		f.join.join(&l)
+		if f.join.attached() {
+			if !f.join.fromMap(&l, f.wallOf) && now-r.time < uint64(loadWait) {
+				return false
+			}
+		} else {
+			f.join.fromProc(&l)
+		}
+		l.Ksyms = f.claimKsyms(f.ksymKey(r), l.Tag)
 		if f.cfg.OnLoad != nil {
 			f.cfg.OnLoad(l)
 		}
-	case r.typ == unix.PERF_RECORD_BPF_EVENT && r.event == unix.PERF_BPF_EVENT_PROG_UNLOAD:
+	case r.unload():
 		if f.cfg.OnUnload != nil {
 			f.cfg.OnUnload(Unload{ProgID: r.progID, Tag: hex.EncodeToString(r.tag[:]), Time: f.wallOf(r.time)})
 		}
 	}
+	return true
 }
 
-// claimKsyms takes the ksymbols thread tid registered for the program
-// with tag: the kernel makes them right before the load record, the
-// main function's first ("bpf_prog_<the program's tag>_..."; subprograms
-// have tags of their own). Those before it were left by a load whose
-// record was lost.
-func (f *Follower) claimKsyms(tid uint32, tag string) []Ksym {
-	pending := f.ksyms[tid]
-	delete(f.ksyms, tid)
+// ksymKey is what ties a program's ksymbols to its load record: the
+// thread that made both, where the records say; else the CPU whose ring
+// they came in, as the kernel makes them one after the other in the same
+// call.
+func (f *Follower) ksymKey(r *record) uint32 {
+	if f.withID {
+		return r.tid
+	}
+	return uint32(r.cpu)
+}
+
+// claimKsyms takes the ksymbols registered under key (see ksymKey) for
+// the program with tag: the kernel makes them right before the load
+// record, the main function's first ("bpf_prog_<the program's tag>_...";
+// subprograms have tags of their own). Those before it were left by a
+// load whose record was lost.
+func (f *Follower) claimKsyms(key uint32, tag string) []Ksym {
+	pending := f.ksyms[key]
+	delete(f.ksyms, key)
 	prefix := "bpf_prog_" + tag + "_"
 	for i := len(pending) - 1; i >= 0; i-- {
 		if strings.HasPrefix(pending[i].ksym.Name, prefix) {

@@ -1,6 +1,7 @@
 package loadrec
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
+	"github.com/bpfperf/bpfperf/internal/perfring"
 	"github.com/bpfperf/bpfperf/internal/privtest"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
@@ -26,12 +28,17 @@ func TestMain(m *testing.M) {
 	os.Exit(privtest.RunCheckingLeaks(m))
 }
 
-// TestLoadRecordsInVM runs TestBpftoolLoad on Debian's 6.1 kernel, whose
+// TestLoadRecordsInVM runs TestBpftoolLoad on Debian's 6.1 and 6.12
+// kernels, which attach tracing programs: there the fentry program on
+// perf_event_bpf_event says who loaded what, and
+// TestBpftoolLoadByTracepoints has the syscall tracepoints do it, the
+// exit's reading the new program's id through the task's file table.
+// Both read the loader's cgroup names through CO-RE, on kernels whose
 // kernfs_node calls its parent pointer `parent` (6.15 renamed it
-// `__parent`, which this host's kernel has): the sys_enter_bpf program
-// reads the loader's cgroup names on both through CO-RE. And
-// TestRingForCPUOnlinedLater, which takes a CPU offline. And
-// TestTrampolineKsyms, which attaches fentry (this host refuses it).
+// `__parent`, which this host's kernel has). TestEarlierReaderUnharmed
+// too, by fentry. And TestRingForCPUOnlinedLater, which takes a CPU
+// offline. And TestTrampolineKsyms, which attaches fentry (this host
+// refuses it).
 func TestLoadRecordsInVM(t *testing.T) {
 	bpftool, err := exec.LookPath("bpftool")
 	if err != nil {
@@ -46,7 +53,12 @@ func TestLoadRecordsInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, vmtest.File{Name: "pkg/testprog_bpfel_test.o", Mode: 0o644, Data: obj})
-	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel61, Files: files}, []string{"TestBpftoolLoad", "TestRingForCPUOnlinedLater", "TestTrampolineKsyms"})
+	tests := []string{"TestBpftoolLoad", "TestBpftoolLoadByTracepoints", "TestEarlierReaderUnharmed", "TestRingForCPUOnlinedLater", "TestTrampolineKsyms"}
+	for _, series := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
+		t.Run(series.Name, func(t *testing.T) {
+			vmtest.RunTests(t, vmtest.Config{Series: series, Files: files}, tests)
+		})
+	}
 }
 
 // seen is what a follower reported, safe to read while it runs.
@@ -123,18 +135,38 @@ func ownCgroup(t *testing.T) uint64 {
 // A program that `bpftool prog load` loads and pins, bpftool long gone by
 // the time anyone looks: the follower names bpftool's pid, command and
 // cgroup (a cgroup made for it, so that it is not the test's) from the
-// map, and reports the unload once the pin is removed.
+// map, and reports the unload once the pin is removed. Here the syscall
+// tracepoints write the map (this host attaches no tracing programs); in
+// the VM, the fentry program (TestLoadRecordsInVM).
 func TestBpftoolLoad(t *testing.T) {
+	s := &seen{}
+	cfg := s.config()
+	want := byTracepoints
+	if vmtest.InVM() {
+		want = byFentry
+	}
+	bpftoolLoad(t, s, cfg, want)
+}
+
+// TestBpftoolLoadByTracepoints: the same through the syscall tracepoints
+// where fentry would work too (the VM's kernels).
+func TestBpftoolLoadByTracepoints(t *testing.T) {
+	s := &seen{}
+	cfg := s.config()
+	cfg.noFentry = true
+	bpftoolLoad(t, s, cfg, byTracepoints)
+}
+
+func bpftoolLoad(t *testing.T, s *seen, cfg Config, by string) {
 	privtest.Root(t)
 	privtest.Tracefs(t)
 	if _, err := exec.LookPath("bpftool"); err != nil {
 		privtest.Skip(t, "bpftool not installed (apt-get install bpftool)")
 	}
 	cg := privtest.MakeCgroup(t, "loadrec.service")
-	var s seen
-	f := open(t, s.config())
-	if err := f.JoinErr(); err != nil {
-		t.Fatalf("tracepoint not attached: %v", err)
+	f := open(t, cfg)
+	if err := f.JoinErr(); err != nil || f.JoinedBy() != by {
+		t.Fatalf("who loaded what known by %q (%v), want %q", f.JoinedBy(), err, by)
 	}
 
 	pin := fmt.Sprintf("/sys/fs/bpf/loadrec_test_%d", os.Getpid())
@@ -325,18 +357,25 @@ func TestRingForCPUOnlinedLater(t *testing.T) {
 }
 
 // TestBesideOtherFollowers: three followers at once, as when two daemons
-// or `perf record` (which asks for bpf_event too) run beside bpfperfd.
-// The kernel writes one record per event, and grows the record's size by
-// the sample_id of each event it already wrote to without putting it
+// or `perf record` (which asks for bpf_event too) run beside bpfperfd:
+// the oldest and the newest ask for each record's sample_id (no
+// tracepoints), the middle one joins through its tracepoints. The kernel
+// writes one record per event, newest first, and grows the record's size
+// by the sample_id of each event it already wrote to without putting it
 // back (kernel/events/core.c, perf_event_bpf_output and
-// perf_event_ksymbol_output): the second event's records end in 16
-// unwritten bytes, the third's in 32. Each follower still reads every
-// load's pid, tid and time as the kernel stamped them.
+// perf_event_ksymbol_output): the oldest's records end in 16 unwritten
+// bytes. Each follower still reads every load's pid, tid and time as the
+// kernel or its tracepoints stamped them.
 func TestBesideOtherFollowers(t *testing.T) {
 	privtest.Root(t)
+	privtest.Tracefs(t)
 	var seens [3]seen
 	for i := range seens {
-		open(t, seens[i].config())
+		cfg := seens[i].config()
+		cfg.noTracepoint = i != 1
+		if f := open(t, cfg); (f.JoinErr() == nil) != (i == 1) {
+			t.Fatalf("follower %d: tracepoints attached %v", i, f.JoinErr() == nil)
+		}
 	}
 	start := time.Now()
 	var ids []uint32
@@ -354,5 +393,104 @@ func TestBesideOtherFollowers(t *testing.T) {
 				t.Errorf("follower %d: load %+v, want pid %d, a tid, a time since %v", i, l, os.Getpid(), start)
 			}
 		}
+	}
+}
+
+// TestEarlierReaderUnharmed: a reader of the load records that was there
+// before the follower, reading each record's sample_id from its end as
+// `perf record` does, still reads this process's pid and the load's time
+// for every load on every CPU. A follower that asked for a sample_id of
+// its own would grow each record by 16 bytes the kernel never writes
+// before this reader's turn (it goes newest first): pid 0, time 0 or an
+// earlier record's, as perf showed on 2026-11-28.
+func TestEarlierReaderUnharmed(t *testing.T) {
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	cpus, err := perfring.OnlineCPUs("/sys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var earlier []*ring
+	for _, cpu := range cpus {
+		r, err := openRing(cpu, 8, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		earlier = append(earlier, r)
+	}
+	var s seen
+	if f := open(t, s.config()); f.JoinErr() != nil {
+		t.Fatalf("tracepoints not attached: %v", f.JoinErr())
+	}
+	before := monoNow()
+	var ids []uint32
+	for range 3 {
+		ids = append(ids, privtest.LoadOnEachCPU(t)...)
+	}
+	after := monoNow()
+	// The records as perf reads them: the sample_id is the last 16
+	// bytes, whatever the record's size says.
+	type stamp struct {
+		pid, tid uint32
+		time     uint64
+	}
+	got := map[uint32]stamp{}
+	for _, r := range earlier {
+		r.Read(func(typ uint32, data []byte) {
+			if typ != unix.PERF_RECORD_BPF_EVENT || len(data) < 16+sampleIDSize || binary.NativeEndian.Uint16(data) != unix.PERF_BPF_EVENT_PROG_LOAD {
+				return
+			}
+			id := data[len(data)-sampleIDSize:]
+			got[binary.NativeEndian.Uint32(data[4:])] = stamp{binary.NativeEndian.Uint32(id), binary.NativeEndian.Uint32(id[4:]), binary.NativeEndian.Uint64(id[8:])}
+		})
+	}
+	for _, id := range ids {
+		st, ok := got[id]
+		if !ok {
+			t.Errorf("program %d: no load record read by the earlier reader", id)
+			continue
+		}
+		if int(st.pid) != os.Getpid() || st.tid == 0 || st.time < before || st.time > after {
+			t.Errorf("program %d: the earlier reader read pid %d tid %d time %d from the record's end, want pid %d, a tid, a time in [%d, %d]",
+				id, st.pid, st.tid, st.time, os.Getpid(), before, after)
+		}
+		var l Load
+		privtest.WaitFor(t, fmt.Sprintf("the follower: the load of program %d", id), func() (ok bool) {
+			l, ok = s.load(id)
+			return ok
+		})
+		if l.PID != os.Getpid() || l.TID == 0 || l.Source != SourceMap {
+			t.Errorf("the follower: load %+v, want pid %d, a tid, from the map", l, os.Getpid())
+		}
+	}
+}
+
+// TestSweepStale: an entry of the tracepoints' map older than staleAfter
+// (its load record dropped by a full ring, so the follower never reads
+// it) is swept out, so that the map, which refuses new loads once full,
+// does not fill with them; a fresh one stays for its record.
+func TestSweepStale(t *testing.T) {
+	privtest.Root(t)
+	privtest.Tracefs(t)
+	var s seen
+	f := open(t, s.config())
+	if f.JoinErr() != nil {
+		t.Fatalf("tracepoints not attached: %v", f.JoinErr())
+	}
+	now := monoNow()
+	const old, fresh = 0xfffffff0, 0xfffffff1 // ids no program has yet
+	for id, at := range map[uint32]uint64{old: now - uint64(staleAfter) - uint64(time.Second), fresh: now} {
+		if err := f.join.loaded.Put(id, loadersLoader{Pid: 1, TimeNs: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.join.sweep(now - uint64(staleAfter))
+	var e loadersLoader
+	if err := f.join.loaded.Lookup(uint32(old), &e); err == nil {
+		t.Errorf("an entry %v old still in the map", staleAfter+time.Second)
+	}
+	if err := f.join.loaded.Lookup(uint32(fresh), &e); err != nil {
+		t.Errorf("a fresh entry swept out: %v", err)
 	}
 }

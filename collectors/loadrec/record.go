@@ -8,8 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sampleType is what the kernel appends to every record (sample_id_all):
-// the task's pid and tid, then the time, in bit order.
+// sampleType is what the kernel appends to every record when the
+// follower asks for it (sample_id_all, only where the tracepoints that
+// say who loaded a program could not be attached): the task's pid and
+// tid, then the time, in bit order.
 //
 // The sample_id is read where the kernel wrote it, right after the body,
 // never from the record's end: with more than one event asking for these
@@ -18,7 +20,9 @@ import (
 // turn and never puts it back (perf_event_bpf_output and
 // perf_event_ksymbol_output in kernel/events/core.c, as of 6.18). The
 // second event's records end in 16 bytes never written, the third's in 32:
-// zeros in a fresh ring, an earlier record's bytes after it wrapped.
+// zeros in a fresh ring, an earlier record's bytes after it wrapped. The
+// same fault is why the follower does not ask where it need not: its own
+// sample_id pads the records of every reader started before it.
 const (
 	sampleType   = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME
 	sampleIDSize = 16 // pid u32, tid u32, time u64
@@ -27,10 +31,13 @@ const (
 // record is one side-band record the follower acts on, copied out of its
 // ring. Which fields are set depends on typ.
 type record struct {
-	typ  uint32 // unix.PERF_RECORD_*
-	pid  uint32 // sample_id: the task that caused the record
-	tid  uint32
-	time uint64 // sample_id: CLOCK_MONOTONIC ns (use_clockid, see attr)
+	typ uint32 // unix.PERF_RECORD_*
+	cpu int    // the ring it was read from
+	pid uint32 // sample_id: the task that caused the record (0 without)
+	tid uint32
+	// time is CLOCK_MONOTONIC ns: the sample_id's (use_clockid, see attr),
+	// or, without one, when the follower read it.
+	time uint64
 
 	// PERF_RECORD_BPF_EVENT (Linux 5.1)
 	event  uint16 // unix.PERF_BPF_EVENT_PROG_LOAD or _UNLOAD
@@ -46,10 +53,11 @@ type record struct {
 	lost uint64
 }
 
-// parse decodes a record's data (after its 8-byte header). It returns
-// false for types the follower does not read and for records too short to
-// be what their type says.
-func parse(typ uint32, data []byte) (record, bool) {
+// parse decodes a record's data (after its 8-byte header), with a
+// sample_id after the body where withID. It returns false for types the
+// follower does not read and for records too short to be what their type
+// says.
+func parse(typ uint32, data []byte, withID bool) (record, bool) {
 	ne := binary.NativeEndian
 	r := record{typ: typ}
 	var body int // the body's length: where the sample_id starts
@@ -84,12 +92,20 @@ func parse(typ uint32, data []byte) (record, bool) {
 	default:
 		return r, false
 	}
+	if !withID {
+		return r, true
+	}
 	if len(data) < body+sampleIDSize {
 		return r, false
 	}
 	id := data[body:]
 	r.pid, r.tid, r.time = ne.Uint32(id), ne.Uint32(id[4:]), ne.Uint64(id[8:])
 	return r, true
+}
+
+// unload reports whether r is a program's unload.
+func (r *record) unload() bool {
+	return r.typ == unix.PERF_RECORD_BPF_EVENT && r.event == unix.PERF_BPF_EVENT_PROG_UNLOAD
 }
 
 // codeKsym reports whether r registers or unregisters BPF JIT code that

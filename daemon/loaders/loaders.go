@@ -109,6 +109,8 @@ func Start(procRoot string, log *slog.Logger, pods PodNamer) (*Loaders, error) {
 	}
 	if jerr := f.JoinErr(); jerr != nil {
 		log.Warn("loaders: commands and cgroups read from /proc only, so a loader that exits at once stays unknown", "why", jerr)
+	} else {
+		log.Info("loaders: who loaded each program is kept", "by", f.JoinedBy())
 	}
 	l.follower = f
 	return l, nil
@@ -211,6 +213,8 @@ func (l *Loaders) Status() string {
 	}
 	if err := l.follower.JoinErr(); err != nil {
 		s += "; commands from /proc only: " + strings.TrimSpace(err.Error())
+	} else {
+		s += "; loaders kept by " + l.follower.JoinedBy()
 	}
 	return s
 }
