@@ -182,11 +182,23 @@ func readLink(id uint32) (linkInfo, string, error) {
 	if err != nil {
 		return linkInfo{}, "", err
 	}
-	defer closeFD(fd)
 	var info linkInfo
 	if err := objInfo(fd, unsafe.Pointer(&info), uint32(unsafe.Sizeof(info))); err != nil {
+		closeFD(fd)
 		return linkInfo{}, "", err
 	}
+	if info.typ == linkTracing {
+		// Named from the link's info alone, after its fd is closed: naming
+		// it opens its program, and brief holds never nest
+		// (internal/transientfd). A second hold taken inside the first
+		// waits behind a scan that waits for the first: the daemon's
+		// sweep hung so on every kernel where its own fentry program on
+		// perf_event_bpf_event made a tracing link (CI, 2026-11-28).
+		closeFD(fd)
+		u := info.union[:]
+		return info, tracingTarget(info.id, info.progID, binary.NativeEndian.Uint32(u), binary.NativeEndian.Uint32(u[4:]), binary.NativeEndian.Uint32(u[8:])), nil
+	}
+	defer closeFD(fd)
 	target, err := linkTarget(fd, &info)
 	return info, target, err
 }
@@ -200,8 +212,6 @@ func linkTarget(fd int, info *linkInfo) (string, error) {
 	switch info.typ {
 	case linkRawTracepoint, linkIter:
 		return linkName(fd, 0)
-	case linkTracing:
-		return tracingTarget(info.id, info.progID, u32(0), u32(4), u32(8)), nil
 	case linkCgroup:
 		return fmt.Sprintf("cgroup %d", u64(0)), nil
 	case linkNetns:

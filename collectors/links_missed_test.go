@@ -3,12 +3,14 @@ package collectors
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/internal/privtest"
+	"github.com/bpfperf/bpfperf/internal/transientfd"
 	"github.com/bpfperf/bpfperf/internal/vmtest"
 )
 
@@ -16,7 +18,7 @@ import (
 // missed counts, none of which this host's kernel has) and runs
 // TestKprobeMissed there.
 func TestKprobeMissedInVM(t *testing.T) {
-	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel612}, []string{"TestKprobeMissed"})
+	vmtest.RunTests(t, vmtest.Config{Series: vmtest.Kernel612}, []string{"TestKprobeMissed", "TestTracingLinkBesideScans"})
 }
 
 // blockedReads is how many threads block in pipe_read at once: more than
@@ -117,4 +119,53 @@ func kernelMissed(tb testing.TB, l link.Link) uint64 {
 	}
 	tb.Fatal(errors.New("not a kprobe link"))
 	return 0
+}
+
+// TestTracingLinkBesideScans: Links names a tracing link (an fentry
+// program's) while holder scans keep coming (internal/transientfd): it
+// once took a second brief hold inside the link's own to read the
+// program's attach object, and a scan waiting between the two left both
+// waiting for ever (the daemon's sweep hung in CI on 2026-11-28, once its
+// own fentry program made a tracing link on every such kernel).
+func TestTracingLinkBesideScans(t *testing.T) {
+	if !vmtest.InVM() {
+		t.Skip("runs in the 6.12 VM (TestKprobeMissedInVM): fentry")
+	}
+	privtest.Root(t)
+	privtest.GetppidFentry(t, "links_fentry")
+	stop := make(chan struct{})
+	scans := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				scans <- n
+				return
+			default:
+				transientfd.Scan(func() { n++ })
+			}
+		}
+	}()
+	done := make(chan error)
+	go func() {
+		for range 200 {
+			if _, err := Links(); err != nil {
+				done <- err
+				return
+			}
+			pruneTracingTargets(nil) // name it again each time
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("200 reads of the links beside holder scans did not end in 20 s: a brief hold inside another")
+	}
+	close(stop)
+	t.Logf("200 reads of the links beside %d scans", <-scans)
 }

@@ -137,6 +137,10 @@ func startDaemonIn(t testing.TB, cg *privtest.Cgroup, wrap []string, stateDir st
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// Its goroutines' stacks, in the stderr printed below: a daemon that
+	// runs but never stores a sweep is stuck somewhere.
+	d.cmd.Process.Signal(syscall.SIGQUIT)
+	time.Sleep(2 * time.Second)
 	t.Fatalf("bpfperfd did not answer in %s\n%s", startWait, d.stderr)
 	return nil
 }

@@ -120,6 +120,20 @@ func Start(procRoot string, log *slog.Logger, pods PodNamer) (*Loaders, error) {
 // follower's goroutine, as the record arrives: the loader's cgroup is
 // named now, while it likely still exists.
 func (l *Loaders) loaded(ld loadrec.Load) {
+	if ld.Source == loadrec.SourceNone && ld.PID == 0 {
+		// A record that names no loader: its entry was refused by a full
+		// map (a burst that overflowed the rings) or the load made no
+		// call the programs saw. Its runner comes from its holders, as
+		// for a record lost.
+		l.mu.Lock()
+		l.seen++
+		notify := l.onLoad
+		l.mu.Unlock()
+		if notify != nil {
+			notify(ld.ProgID)
+		}
+		return
+	}
 	lo := collectors.Loader{PID: ld.PID, TID: ld.TID, Comm: ld.Comm, CgroupID: ld.CgroupID, At: ld.Time, Source: "load record, " + ld.Source.String()}
 	lo.Cgroup = l.cgroupOf(ld)
 	named := lo.Cgroup
