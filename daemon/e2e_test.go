@@ -303,10 +303,11 @@ func fdsHeldBetweenTicks(t *testing.T, pid int) int {
 	return fewest
 }
 
-// heldForLife says whether program id is one of the loaders' tracepoint
-// programs on sys_enter_bpf and sys_exit_bpf (daemon/loaders), which bpfperfd holds, with its
-// link, for its whole life, or the profiler's kernel filter
-// (profile/kfilter), which it holds while profiling runs.
+// heldForLife says whether program id is one of the loaders' programs
+// (daemon/loaders: the fentry program on perf_event_bpf_event, or the
+// tracepoint programs on sys_enter_bpf and sys_exit_bpf), which bpfperfd
+// holds, with their links, for its whole life, or the profiler's kernel
+// filter (profile/kfilter), which it holds while profiling runs.
 func heldForLife(id string) bool {
 	n, err := strconv.ParseUint(id, 10, 32)
 	if err != nil {
@@ -318,7 +319,7 @@ func heldForLife(id string) bool {
 	}
 	defer p.Close()
 	info, err := p.Info()
-	return err == nil && (info.Name == "bpfperf_loadrec" || info.Name == "bpfperf_loaded" || info.Name == "bpfperf_kfilter")
+	return err == nil && (info.Name == "bpfperf_loadrec" || info.Name == "bpfperf_loaded" || info.Name == "bpfperf_loadent" || info.Name == "bpfperf_kfilter")
 }
 
 func uniqueName(prefix string) string {
