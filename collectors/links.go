@@ -195,12 +195,19 @@ func readLink(id uint32) (linkInfo, string, error) {
 		// sweep hung so on every kernel where its own fentry program on
 		// perf_event_bpf_event made a tracing link (CI, 2026-11-28).
 		closeFD(fd)
-		u := info.union[:]
-		return info, tracingTarget(info.id, info.progID, binary.NativeEndian.Uint32(u), binary.NativeEndian.Uint32(u[4:]), binary.NativeEndian.Uint32(u[8:])), nil
+		return info, tracingLinkTarget(&info), nil
 	}
 	defer closeFD(fd)
 	target, err := linkTarget(fd, &info)
 	return info, target, err
+}
+
+// tracingLinkTarget names a tracing link's target from its info: its
+// attach type, then the object and type ids of what it attaches to.
+func tracingLinkTarget(info *linkInfo) string {
+	u := info.union[:]
+	ne := binary.NativeEndian
+	return tracingTarget(info.id, info.progID, ne.Uint32(u), ne.Uint32(u[4:]), ne.Uint32(u[8:]))
 }
 
 // linkTarget describes where the link attaches, reading a name from the

@@ -33,8 +33,9 @@ const (
 	SourceMap
 	// SourceProc: /proc/PID/comm and /proc/PID/cgroup of the record's pid,
 	// read when the record was; only where neither the fentry program
-	// nor the tracepoints could be attached. The loader may have exited by then (a miss), or, in
-	// theory, its pid have been reused (a wrong answer).
+	// nor the tracepoints could be attached. The loader may have exited
+	// by then (a miss), or, in theory, its pid have been reused (a wrong
+	// answer).
 	SourceProc
 )
 
@@ -191,7 +192,7 @@ func (j *joiner) close() {
 	}
 }
 
-// fromMap fills l's loader from the tracepoints' entry for its program,
+// fromMap fills l's loader from the programs' entry for its program,
 // which it then deletes, and says whether there was one. A failed lookup
 // is a miss like a missing key.
 func (j *joiner) fromMap(l *Load, wallOf func(mono uint64) time.Time) bool {
@@ -208,7 +209,7 @@ func (j *joiner) fromMap(l *Load, wallOf func(mono uint64) time.Time) bool {
 	return true
 }
 
-// staleAfter is how old an entry of the tracepoints' map must be to be
+// staleAfter is how old an entry of the programs' map must be to be
 // swept out: a load record is read within milliseconds of the load, so
 // an entry this old had its record dropped by a full ring.
 const staleAfter = 30 * time.Second
@@ -233,7 +234,7 @@ func (j *joiner) sweep(cutoff uint64) {
 }
 
 // fromProc fills l's command and cgroup from /proc by the record's pid,
-// where the tracepoints are not attached.
+// where the programs are not attached.
 func (j *joiner) fromProc(l *Load) {
 	comm, err := os.ReadFile(filepath.Join(j.procRoot, strconv.Itoa(l.PID), "comm"))
 	if err != nil {

@@ -6,18 +6,20 @@
 // loaded or unloaded: its id and tag) and PERF_RECORD_KSYMBOL (its JIT
 // images). The records name no loader, and a loader such as `bpftool prog
 // load` exits within milliseconds, often before /proc/PID can be read; so
-// two tracepoint programs, at the entry and the exit of every bpf(2) call,
-// keep the process, thread, command, cgroup and time of each
-// BPF_PROG_LOAD by the id of the program it made, in an LRU map the
-// follower reads when the load record comes (join.go). Loader facts are
-// from the moment of loading, not whoever holds the program later.
+// BPF programs of the follower's own (an fentry program on
+// perf_event_bpf_event, else tracepoint programs at the entry and the
+// exit of every bpf(2) call) keep the process, thread, command, cgroup
+// and time of each BPF_PROG_LOAD by the id of the program it made, in a
+// map the follower reads when the load record comes (join.go). Loader
+// facts are from the moment of loading, not whoever holds the program
+// later.
 //
 // The kernel could append the pid, tid and time to each record itself
 // (sample_id_all), but asking for them pads the records of every other
 // reader that was there first (`perf record`, another bpfperfd: see
-// sampleType): the follower asks only where the tracepoints cannot be
-// attached (no tracefs, no BTF), and then finds the command and cgroup in
-// /proc.
+// sampleType): the follower asks only where neither way can be attached
+// (no BTF; no tracing programs and no tracefs), and then finds the
+// command and cgroup in /proc.
 //
 // Records can be lost when a ring fills faster than it is read. The kernel
 // counts them and says how many (PERF_RECORD_LOST) the next time it writes
@@ -25,9 +27,9 @@
 // from a full sweep of the programs: the records are the fast path, the
 // sweep stays the truth.
 //
-// The follower holds no fd of any program but its own tracepoint programs.
-// Requires Linux 5.1 (bpf_event, ksymbol) and, for the tracepoints,
-// tracefs and kernel BTF.
+// The follower holds no fd of any program but its own.
+// Requires Linux 5.1 (bpf_event, ksymbol) and, for its programs, kernel
+// BTF, and tracing programs or tracefs.
 package loadrec
 
 import (
@@ -57,7 +59,7 @@ type Load struct {
 	// the kernel made the record (with a sample_id) or the follower read
 	// it.
 	Time time.Time
-	// PID and TID are the loading task's: from the tracepoints' entry
+	// PID and TID are the loading task's: from the programs' entry
 	// (SourceMap; the initial pid namespace's numbers), else from the
 	// record's sample_id (as the follower's pid namespace sees them, 0
 	// for a task outside it); 0 where unknown.
@@ -112,8 +114,9 @@ type Config struct {
 	// (default 8: 32 KiB, about 250 loads, each a load record and a
 	// ksymbol, between two reads).
 	RingPages int
-	// Loaders bounds each of the tracepoints' two maps (default 1024
-	// entries of 216 bytes): threads in the middle of a load, and loads
+	// Loaders bounds each of the programs' two maps (default 1024
+	// entries of 216 bytes): threads in the middle of a load (tracepoints
+	// only), and loads
 	// made between two reads of the rings, which run continuously. Past
 	// it the newest loads go unnamed (loader unknown) until the follower
 	// reads the records, or sweeps out, within cpuEvery, the entries of
@@ -144,7 +147,7 @@ type Follower struct {
 	epfd  int
 	wake  int // an eventfd: Close wakes the loop with it
 	join  joiner
-	// joinErr says why the tracepoints are not attached (nil when they
+	// joinErr says why the programs are not attached (nil when they
 	// are); withID, that the records then carry a sample_id.
 	joinErr error
 	withID  bool
@@ -177,11 +180,11 @@ type Follower struct {
 const hold = 10 * time.Millisecond
 
 // loadWait is how long a load record waits for its loader's entry: the
-// kernel makes the record inside BPF_PROG_LOAD, the exit tracepoint
+// kernel makes the record inside BPF_PROG_LOAD, and the exit tracepoint
 // writes the entry microseconds later as the call returns, unless the
-// loader is preempted in between. Past it the load is delivered with its
-// loader unknown (SourceNone): a load made without a bpf(2) call the
-// tracepoints saw.
+// loader is preempted in between (the fentry program writes it before
+// the record). Past it the load is delivered with its loader unknown
+// (SourceNone): a load the programs did not see, or a full map.
 const loadWait = 250 * time.Millisecond
 
 // Bounds on ksymbols waiting for their load record: a program has at most
@@ -191,8 +194,9 @@ const (
 	maxKsymTasks = 1024
 )
 
-// Open starts following loads and unloads. Where the tracepoints cannot
-// be attached (no tracefs, no BTF) it follows them all the same, asks the
+// Open starts following loads and unloads. Where its programs cannot be
+// attached (no BTF; no tracing programs and no tracefs) it follows them
+// all the same, asks the
 // kernel for each record's pid, and joins through /proc: JoinErr says
 // why.
 func Open(cfg Config) (*Follower, error) {
@@ -230,10 +234,10 @@ func Open(cfg Config) (*Follower, error) {
 		online: map[int]bool{},
 		done:   make(chan struct{}),
 	}
-	// The tracepoints first, so that every load the rings report had its
+	// The programs first, so that every load the rings report had its
 	// entry written.
 	if cfg.noTracepoint {
-		f.joinErr = errors.New("tracepoints left out by the caller")
+		f.joinErr = errors.New("programs left out by the caller")
 	} else if err := f.join.attach(cfg.Loaders, cfg.noFentry); err != nil {
 		f.joinErr = err
 	}

@@ -118,22 +118,34 @@ func Start(procRoot string, log *slog.Logger, pods PodNamer) (*Loaders, error) {
 
 // loaded keeps a load's loader until the sampler takes it. It runs on the
 // follower's goroutine, as the record arrives: the loader's cgroup is
-// named now, while it likely still exists.
+// named now, while it likely still exists. A record that names no loader
+// (its entry refused by a full map in a burst that overflowed the rings,
+// or a load no program of the follower saw) keeps none: its runner comes
+// from its holders, as for a record lost.
 func (l *Loaders) loaded(ld loadrec.Load) {
-	if ld.Source == loadrec.SourceNone && ld.PID == 0 {
-		// A record that names no loader: its entry was refused by a full
-		// map (a burst that overflowed the rings) or the load made no
-		// call the programs saw. Its runner comes from its holders, as
-		// for a record lost.
-		l.mu.Lock()
-		l.seen++
-		notify := l.onLoad
-		l.mu.Unlock()
-		if notify != nil {
-			notify(ld.ProgID)
-		}
-		return
+	known := ld.Source != loadrec.SourceNone || ld.PID != 0
+	var lo collectors.Loader
+	if known {
+		lo = l.loaderOf(ld)
 	}
+	l.mu.Lock()
+	l.seen++
+	if known {
+		if len(l.pending) >= maxPending {
+			l.dropOldest()
+		}
+		l.pending[ld.ProgID] = lo
+	}
+	notify := l.onLoad
+	l.mu.Unlock()
+	if notify != nil {
+		notify(ld.ProgID)
+	}
+}
+
+// loaderOf is the loader a load record names, its cgroup, unit,
+// container and pod named as far as they can be now.
+func (l *Loaders) loaderOf(ld loadrec.Load) collectors.Loader {
 	lo := collectors.Loader{PID: ld.PID, TID: ld.TID, Comm: ld.Comm, CgroupID: ld.CgroupID, At: ld.Time, Source: "load record, " + ld.Source.String()}
 	lo.Cgroup = l.cgroupOf(ld)
 	named := lo.Cgroup
@@ -149,17 +161,7 @@ func (l *Loaders) loaded(ld loadrec.Load) {
 		// sampler looks again before the identity settles.
 		lo.Pod, _ = l.pods.Lookup(named)
 	}
-	l.mu.Lock()
-	l.seen++
-	if len(l.pending) >= maxPending {
-		l.dropOldest()
-	}
-	l.pending[ld.ProgID] = lo
-	notify := l.onLoad
-	l.mu.Unlock()
-	if notify != nil {
-		notify(ld.ProgID)
-	}
+	return lo
 }
 
 // dropOldest makes room: the quarter recorded first goes. Called with mu
