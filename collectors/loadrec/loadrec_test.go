@@ -53,10 +53,15 @@ func TestLoadRecordsInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = append(files, vmtest.File{Name: "pkg/testprog_bpfel_test.o", Mode: 0o644, Data: obj})
-	tests := []string{"TestBpftoolLoad", "TestBpftoolLoadByTracepoints", "TestEarlierReaderUnharmed", "TestRingForCPUOnlinedLater", "TestTrampolineKsyms"}
+	tests := []string{"TestBpftoolLoad", "TestEarlierReaderUnharmed", "TestRingForCPUOnlinedLater", "TestTrampolineKsyms"}
 	for _, series := range []*vmtest.Series{vmtest.Kernel61, vmtest.Kernel612} {
 		t.Run(series.Name, func(t *testing.T) {
 			vmtest.RunTests(t, vmtest.Config{Series: series, Files: files}, tests)
+			// One vCPU: attaching the syscall tracepoints patches the
+			// system call exit path, which the emulator's other vCPU runs
+			// meanwhile, and that race took an int3 Oops twice in a row
+			// in a 2-CPU 6.12 guest (CI, 2026-11-28).
+			vmtest.RunTests(t, vmtest.Config{Series: series, Files: files, CPUs: 1}, []string{"TestBpftoolLoadByTracepoints"})
 		})
 	}
 }
