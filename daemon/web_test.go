@@ -295,8 +295,11 @@ func TestGrafanaDashboardQueries(t *testing.T) {
 	})
 
 	// As Grafana would send them: the Host variable set to this daemon,
-	// $__rate_interval to a few of the test's 1 s scrapes.
-	vars := strings.NewReplacer("$__rate_interval", "5s", "$instance", web)
+	// $__rate_interval to a few of the test's 1 s scrapes. The panels' topk
+	// keeps the 20 busiest programs; the tests beside this one load more
+	// than 20, some busier than this one (CI run 28 missed it that way), so
+	// the test widens k: what it checks is that the query finds a program.
+	vars := strings.NewReplacer("$__rate_interval", "5s", "$instance", web, "topk(20,", "topk(100000,")
 	for _, e := range exprs {
 		q := vars.Replace(e)
 		if strings.Contains(q, "$") {
