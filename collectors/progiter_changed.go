@@ -69,6 +69,13 @@ func MixProgram(id uint32, loadTime uint64) uint64 {
 // iterator's globals are not memory-mapped (a kernel before 5.5).
 var ErrChangedUnsupported = errors.New("changed-only sweep not supported")
 
+// ErrNoTrailer says a changed-only walk ended without its trailer record,
+// so nothing tells whether a program went away. Seen once in CI (a walk of
+// 8 records) and not understood: the kernel runs the iterator's stop call,
+// which writes it, on every walk that ends (bpf_seq_read), and again on
+// the next read() when it did not fit.
+var ErrNoTrailer = errors.New("changed-only sweep without a trailer record")
+
 // SweepChanged runs the iterator once and appends to buf, in id order, only
 // the programs that are new since the last changed-only sweep, were loaded
 // again under their id, or whose counters moved; all makes it append every
@@ -91,11 +98,11 @@ func (it *ProgIter) SweepChanged(buf []Sample, all bool) ([]Sample, Walk, error)
 		return buf, Walk{}, err
 	}
 	if len(data) < recordSize {
-		return buf, Walk{}, fmt.Errorf("changed-only sweep: %d bytes without a trailer record", len(data))
+		return buf, Walk{}, fmt.Errorf("%w: %d bytes", ErrNoTrailer, len(data))
 	}
 	t := decodeRecord(data[len(data)-recordSize:])
 	if t.Type != trailerType {
-		return buf, Walk{}, fmt.Errorf("changed-only sweep: %d bytes without a trailer record", len(data))
+		return buf, Walk{}, fmt.Errorf("%w: %d records, the last program %d of type %d", ErrNoTrailer, len(data)/recordSize, t.ID, t.Type)
 	}
 	return appendRecords(buf, data[:len(data)-recordSize]), Walk{Count: t.RunCnt, Sum: t.RunTimeNs}, nil
 }
