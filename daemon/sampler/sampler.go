@@ -384,6 +384,12 @@ func (s *Sampler) settle(p *Program, now time.Time, t *store.Tick) error {
 // identity was (its history is its identity's all the same), then frees
 // its slot. Called with s.mu held.
 func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
+	if p.haveStored && p.unstored() {
+		// One of the daemon's own, stored at its heartbeat (mustStore):
+		// what it ran since reaches the history with the tick that
+		// finds it gone, its last sweep's counters.
+		s.storeSample(p, t)
+	}
 	if p.identKey == "" && !p.firstSeen.IsZero() {
 		if err := s.settle(p, now, t); err != nil {
 			return err
@@ -901,20 +907,28 @@ func (s *Sampler) write(t store.Tick, now time.Time, sweep time.Duration) error 
 }
 
 // mustStore says whether this tick's sample of p goes to the store: the
-// first one, and any change but the sweep iterator's own. Idle programs
-// are stored at their heartbeat (storeHeartbeats).
+// first one, and any change of a program not the daemon's own. Idle
+// programs, and the daemon's own, are stored at their heartbeat
+// (storeHeartbeats), and a program's last counters when it goes (gone).
 func (s *Sampler) mustStore(p *Program) bool {
 	if !p.haveStored {
 		return true
 	}
+	// The daemon's own programs run every tick on a host where nothing
+	// else does: the sweep's iterator at each sweep, the load records'
+	// tracepoints at the daemon's own bpf(2) calls, the profile filter at
+	// every sample. Storing each of their runs made every tick write and
+	// commit (an fdatasync, which also sets Go's monitor thread polling
+	// again): 23% of the daemon's CPU over 1,000 idle programs
+	// (docs/performance.md). Their cumulative counters keep their rates
+	// exact between heartbeats, and status shows their latest cost.
+	return p.unstored() && !p.Own()
+}
+
+// unstored says whether p's counters moved since they were last stored.
+func (p *Program) unstored() bool {
 	c, old := &p.cur, &p.stored
-	changed := c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses
-	// The sweep's own iterator runs every tick: storing each of its runs
-	// would make every tick write, and commit, on a host where nothing
-	// else moves. It is stored at the heartbeat (storeHeartbeats); its
-	// cumulative counters keep its rate exact, and status shows its
-	// latest cost.
-	return changed && p.key.ID != s.sweeper.IterID()
+	return c.RunCnt != old.RunCnt || c.RunTimeNs != old.RunTimeNs || c.RecursionMisses != old.RecursionMisses
 }
 
 // refreshOwners reads attach points and owner processes for every loaded

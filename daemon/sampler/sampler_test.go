@@ -52,6 +52,11 @@ func TestChangedOnlySweep(t *testing.T) {
 		idle, idleIDs = append(idle, p), append(idleIDs, id)
 	}
 	busy, busyID := load("changed_busy")
+	// One of the daemon's own programs, run every tick as its iterator
+	// and load-record programs are, until it is closed at ownGoneAt.
+	own, ownID := load("changed_own")
+	forgetOwn := collectors.MarkOwn(own)
+	const ownGoneAt, ownRuns = 45, 2
 
 	var reads []int
 	unloadAt, loadAt := 30, 40
@@ -59,6 +64,14 @@ func TestChangedOnlySweep(t *testing.T) {
 	for i := 0; i <= 61; i++ {
 		if err := privtest.Run(busy, 3); err != nil {
 			t.Fatal(err)
+		}
+		if i < ownGoneAt {
+			if err := privtest.Run(own, ownRuns); err != nil {
+				t.Fatal(err)
+			}
+		} else if i == ownGoneAt {
+			forgetOwn()
+			own.Close()
 		}
 		switch i {
 		case unloadAt:
@@ -121,6 +134,16 @@ func TestChangedOnlySweep(t *testing.T) {
 	}
 	if len(pts) != 62 {
 		t.Errorf("busy program stored %d times in 62 ticks, want every tick", len(pts))
+	}
+	// The daemon's own busy program: its first tick, its heartbeat if it
+	// came before it went, and its last counters at the tick that found
+	// it gone, not every tick.
+	pts, err = db.Series(store.InstanceKey{Boot: 1, ID: ownID}, t0, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pts); n < 2 || n > 3 || !pts[0].Time.Equal(t0) || !pts[n-1].Time.Equal(t0.Add(ownGoneAt*time.Second)) || pts[n-1].Values[1] != ownGoneAt*ownRuns {
+		t.Errorf("the daemon's own program stored %d times: %v; want its first tick, at most its heartbeat, and %d runs at tick %d when it went", n, pts, ownGoneAt*ownRuns, ownGoneAt)
 	}
 	progs, err := db.Programs()
 	if err != nil {
