@@ -249,7 +249,11 @@ func devicesOf(cfg Config, names *podnames.Names) sampler.Devices {
 // hooks set here.
 func (d *Daemon) assemble(sw *sampler.Sweeper, scanner *holders.Scanner, duty *sampler.DutyCycle) error {
 	cfg, db, log := d.cfg, d.store, d.cfg.Logger
-	d.prof = profiling.New(cfg.Profile, db, log, cfg.Now, cfg.ProcRoot)
+	profCfg := cfg.Profile
+	// Every program appeared is learned at once from the load records, or
+	// within a tick from the sweep (Hooks.Appeared).
+	profCfg.Told = d.loaders != nil || cfg.Interval <= time.Second
+	d.prof = profiling.New(profCfg, db, log, cfg.Now, cfg.ProcRoot)
 	var loaderSource sampler.LoaderSource
 	if d.loaders != nil {
 		loaderSource = d.loaders

@@ -18,10 +18,11 @@
 // # Perf events through go-perf
 //
 // Events are opened, mapped and read with github.com/elastic/go-perf
-// (internal/perfevent defines them once for the whole project). Capture
-// drains each CPU's ring on a timer, taking records with go-perf's
-// non-blocking path (HasRecord, then ReadRawRecord, which returns at once
-// when a record is there), so there is no wakeup per sample; it decodes
+// (internal/perfevent defines them once for the whole project); the
+// sampling rings are mapped and read by internal/perfring (ring.go says
+// why). Capture drains each CPU's ring on a timer, or, where nothing needs
+// a timer (Sampler.mustPoll), only when a ring passes its watermark
+// (perfring.Watch), so there is no wakeup per sample; it decodes
 // the one sample layout it asks for itself, sharing identical stacks
 // between samples. Until 2026-11-23 the sampler called perf_event_open and
 // read the rings by hand; BenchmarkReaderCost measured both readers side

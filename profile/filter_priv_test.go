@@ -29,6 +29,24 @@ func filteredConfig(sym *Symbolizer, hz int) SamplerConfig {
 	return SamplerConfig{Hz: hz, Symbolizer: sym, Filter: LoadKernelFilter, Own: everyOwn}
 }
 
+// hotProgramLearned loads the hot program and a symbolizer that knows it
+// and has read kallsyms.
+func hotProgramLearned(t *testing.T) (*ebpf.Program, uint32, *Symbolizer) {
+	t.Helper()
+	prog, id := loadHotProgram(t)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	if err := sym.Learn(id); err != nil {
+		t.Fatal(err)
+	}
+	// Read kallsyms now, not in a filtered capture's first moments while
+	// another sampler already samples: on two vCPUs that read once took
+	// 40% of the busy thread's samples from one window.
+	if err := sym.LoadKallsyms(); err != nil {
+		t.Fatal(err)
+	}
+	return prog, id, sym
+}
+
 // needFilter skips where the kernel refuses the filter, with its reason.
 func needFilter(t *testing.T) {
 	t.Helper()
@@ -49,17 +67,7 @@ func needFilter(t *testing.T) {
 // hardly any sample the profile drops.
 func TestFilterAgrees(t *testing.T) {
 	needFilter(t)
-	prog, id := loadHotProgram(t)
-	sym := NewSymbolizer(SymbolizerConfig{})
-	if err := sym.Learn(id); err != nil {
-		t.Fatal(err)
-	}
-	// Read kallsyms now, not in the filtered capture's first moments
-	// while the other already samples: on two vCPUs that read once took
-	// 40% of the busy thread's samples from one window.
-	if err := sym.LoadKallsyms(); err != nil {
-		t.Fatal(err)
-	}
+	prog, id, sym := hotProgramLearned(t)
 	filtered := newSampler(t, filteredConfig(sym, 499))
 	plain := newSampler(t, SamplerConfig{Hz: 499, Symbolizer: sym})
 	// Both samplers see the same 2 s of the same busy thread. On a host
@@ -383,7 +391,9 @@ func TestFilterOffUnderTracing(t *testing.T) {
 	}
 	// Other engineers' tracing programs on the host are claimed: only
 	// this one counts.
-	s := newSampler(t, SamplerConfig{Hz: 99, Symbolizer: sym, Filter: LoadKernelFilter, Own: func(x uint32) bool { return x != id }})
+	// Told: a capture that could sleep until its rings fill still looks
+	// at a loaded tracing program's run time every second.
+	s := newSampler(t, SamplerConfig{Hz: 99, Symbolizer: sym, Filter: LoadKernelFilter, Own: func(x uint32) bool { return x != id }, Told: true})
 	c, err := s.Capture(context.Background(), 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -423,6 +433,42 @@ func TestFilterOffUnderTracing(t *testing.T) {
 	if !c.Filter.On {
 		t.Errorf("filter off (%s) though the tracepoint program is our own", c.Filter.Reason)
 	}
+}
+
+// TestFilteredCaptureSleepsUntilARingFills: a filtered capture whose
+// caller tells the symbolizer of new programs (Told), with no tracing
+// program to watch and no scrape waiting, does not drain on a timer: none
+// over 3 s of an idle host, where it drained once a second before. A busy
+// program's samples all still arrive, drained each time a ring passes
+// its watermark (half of a 16 KiB ring: a few dozen samples at 999 Hz),
+// none lost.
+func TestFilteredCaptureSleepsUntilARingFills(t *testing.T) {
+	needFilter(t)
+	prog, id, sym := hotProgramLearned(t)
+	cfg := filteredConfig(sym, 999)
+	cfg.Told, cfg.RingPages = true, 4
+	s := newSampler(t, cfg)
+	c, err := s.Capture(context.Background(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Filter.On {
+		t.Fatalf("filter off: %s", c.Filter.Reason)
+	}
+	if c.Drains.Timed != 0 {
+		t.Errorf("idle: %d drains on the timer in %v (%d on a full ring), want none", c.Drains.Timed, c.Duration, c.Drains.Full)
+	}
+	w := spin(t, prog)
+	c, err = s.Capture(context.Background(), 2*time.Second)
+	w.check(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := progRawSamples(c, sym, id)
+	if c.Drains.Full == 0 || c.Drains.Timed != 0 || c.Lost != 0 || uint64(len(c.Samples)) != c.Filter.Passed || n < 500 {
+		t.Errorf("busy: drains %+v, %d samples received of %d passed, %d lost, %d of the program; want drains on full rings alone, every sample, over 500 of the program", c.Drains, len(c.Samples), c.Filter.Passed, c.Lost, n)
+	}
+	t.Logf("busy: %d samples of the program in %v, drains %+v", n, c.Duration, c.Drains)
 }
 
 // TestReloadForTrampolines: kallsyms is read again for a settled program

@@ -631,6 +631,8 @@ type drainCount struct{ n atomic.Int64 }
 
 func (d *drainCount) drained(*Capture, []Sample, uint64) { d.n.Add(1) }
 func (d *drainCount) ended(*Capture)                     {}
+func (d *drainCount) pending() bool                      { return false }
+func (d *drainCount) wakeCapture() <-chan struct{}       { return nil }
 
 // TestAgreesWithPerf: over the same workload, the program's share of all
 // samples agrees with `perf record -a -g -e cpu-clock` + `perf report`

@@ -71,6 +71,13 @@ type SamplerConfig struct {
 	// Own, if set, names the programs the caller loaded itself: its own
 	// tracepoint programs do not turn the filter off.
 	Own func(id uint32) bool
+	// Told says the caller tells Symbolizer of every program within a
+	// second of its load (Learn), as the daemon does from its sweep and
+	// its load records. Then a filtered capture that has nothing else to
+	// look at (no scrape waiting, no tracing program to watch) drains
+	// only when a ring passes its watermark and at its end, and sleeps
+	// in between, instead of draining every second to look for programs.
+	Told bool
 }
 
 // Sampler samples kernel call stacks on every CPU with one perf event per
@@ -153,7 +160,14 @@ type Capture struct {
 	// tool's events multiplexed with it. Build scales values by its
 	// inverse. 0 when the kernel did not say.
 	RunningShare float64
+	// Drains counts how often the capture emptied its rings before its
+	// end, and why.
+	Drains Drains
 }
+
+// Drains are a capture's drains before its end: on its timer (Timed),
+// and because a ring passed its watermark (Full).
+type Drains struct{ Timed, Full int }
 
 // NewSampler opens one disabled sampling event per CPU and maps its ring
 // buffer. Close releases them.
@@ -305,6 +319,27 @@ func (s *Sampler) updateFilter() error {
 	}
 	s.filterGen = gen
 	return nil
+}
+
+// mustPoll says whether a capture must drain on its timer, not only
+// when a ring fills: unfiltered (every sample passes, the rings fill at
+// the sampling rate), while the caller does not tell the symbolizer of
+// new programs (a drain looks for them), while a tracing program is
+// loaded (the filter is turned off when one turns busy, which only a
+// look at its run time tells), and while a scrape waits for samples.
+func (s *Sampler) mustPoll() bool {
+	return !s.filtered || !s.cfg.Told ||
+		len(s.cfg.Symbolizer.tracing(s.cfg.Own)) > 0 ||
+		(s.tap != nil && s.tap.pending())
+}
+
+// perfRings are the rings as internal/perfring has them.
+func (s *Sampler) perfRings() []*perfring.Ring {
+	rs := make([]*perfring.Ring, len(s.rings))
+	for i, r := range s.rings {
+		rs[i] = r.Ring
+	}
+	return rs
 }
 
 // tracingBusy says whether a tracing program (filter.go) ran over
@@ -520,16 +555,37 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		return nil
 	}
 
+	// full says a ring passed its watermark (half the ring). Where it
+	// cannot watch, the timer alone drains, as it always may.
+	var full <-chan struct{}
+	if w, err := perfring.Watch(s.perfRings()); err == nil {
+		defer w.Close()
+		full = w.Ready()
+	}
+	var tapWake <-chan struct{}
+	if s.tap != nil {
+		tapWake = s.tap.wakeCapture()
+	}
 	tick := time.NewTimer(slow)
 	defer tick.Stop()
+	timed := true // tick is armed
+	if full != nil && !s.mustPoll() {
+		tick.Stop()
+		timed = false
+	}
 	end := time.NewTimer(d)
 	defer end.Stop()
 	var err error
 loop:
 	for {
+		var tickC <-chan time.Time
+		if timed {
+			tickC = tick.C
+		}
+		next := slow
 		select {
-		case <-tick.C:
-			next := slow
+		case <-tickC:
+			c.Drains.Timed++
 			if drain() > filteredFill {
 				next = fast
 			}
@@ -543,17 +599,28 @@ loop:
 					next = fast
 				}
 			}
-			tick.Reset(next)
+			timed = false
+		case <-full:
+			c.Drains.Full++
+			if drain() > filteredFill {
+				next = fast
+			}
 		case <-learned:
 			// A program learned (the daemon's load records, or a
 			// drain's LearnNew): its code passes from now on.
 			_, learned = sym.changes()
 			s.updateFilter()
+		case <-tapWake:
+			// A scrape began: it waits for drains.
 		case <-end.C:
 			break loop
 		case <-ctx.Done():
 			err = ctx.Err()
 			break loop
+		}
+		if !timed && (full == nil || s.mustPoll()) {
+			tick.Reset(next)
+			timed = true
 		}
 	}
 	s.disable()

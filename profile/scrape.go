@@ -23,6 +23,12 @@ type sampleTap interface {
 	drained(c *Capture, fresh []Sample, lost uint64)
 	// ended is called once c ends, with c.RunningShare set.
 	ended(c *Capture)
+	// pending says whether a scrape waits for samples: the capture
+	// drains on its timer meanwhile (Sampler.mustPoll).
+	pending() bool
+	// wakeCapture receives when a scrape begins, so that a capture
+	// sleeping until a ring fills starts draining on its timer.
+	wakeCapture() <-chan struct{}
 }
 
 // scrapes are the scrapes in progress; the profiler's continuous sampler
@@ -30,9 +36,10 @@ type sampleTap interface {
 type scrapes struct {
 	mu     sync.Mutex
 	active map[*scrape]struct{}
-	// wake tells Run, sleeping between windows, that a scrape began.
-	wake    chan struct{}
-	stopped error // why no sampler feeds scrapes any more; nil while Run runs
+	// wake tells Run, sleeping between windows, that a scrape began;
+	// captureWake tells a capture.
+	wake, captureWake chan struct{}
+	stopped           error // why no sampler feeds scrapes any more; nil while Run runs
 }
 
 // scrape is one scrape: the samples whose time lies in [from, to).
@@ -47,7 +54,7 @@ type scrape struct {
 }
 
 func newScrapes() *scrapes {
-	return &scrapes{active: map[*scrape]struct{}{}, wake: make(chan struct{}, 1), stopped: errNotRunning}
+	return &scrapes{active: map[*scrape]struct{}{}, wake: make(chan struct{}, 1), captureWake: make(chan struct{}, 1), stopped: errNotRunning}
 }
 
 // errNotRunning: no continuous sampler runs to scrape.
@@ -70,12 +77,16 @@ func (ss *scrapes) start(ev Capture, d time.Duration) (*scrape, error) {
 	sc := &scrape{from: now, to: now + uint64(d), c: ev, done: make(chan struct{})}
 	sc.c.Start, sc.c.Duration = time.Now(), d
 	ss.active[sc] = struct{}{}
-	select {
-	case ss.wake <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{ss.wake, ss.captureWake} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	return sc, nil
 }
+
+func (ss *scrapes) wakeCapture() <-chan struct{} { return ss.captureWake }
 
 func (ss *scrapes) finish(sc *scrape) {
 	ss.mu.Lock()

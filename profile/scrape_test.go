@@ -99,3 +99,48 @@ func sampleTotal(p *profile.Profile) int {
 	}
 	return len(p.Sample)
 }
+
+// TestScrapeWakesASleepingWindow: a filtered window that sleeps until a
+// ring fills (SamplerConfig.Told, an idle host) starts draining on its
+// timer when a scrape begins, so the scrape ends about when its span
+// does, not when the window or a ring does (10 s here).
+func TestScrapeWakesASleepingWindow(t *testing.T) {
+	needFilter(t)
+	sym := NewSymbolizer(SymbolizerConfig{})
+	prof, err := NewProfiler(ProfilerConfig{Sampler: SamplerConfig{Hz: 99, MaxDuration: 20 * time.Second, Symbolizer: sym, Filter: LoadKernelFilter, Own: everyOwn, Told: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error)
+	windows := make(chan *Window, 10)
+	started := make(chan struct{}, 1)
+	prof.cfg.WindowStarts = func(time.Time) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		ran <- prof.Run(ctx, 10*time.Second, 10*time.Second, func(w *Window, _ error) { windows <- w })
+	}()
+	<-started
+	time.Sleep(500 * time.Millisecond) // the window sleeps by now
+	const span = 300 * time.Millisecond
+	begun := time.Now()
+	_, err = prof.Scrape(context.Background(), span)
+	took := time.Since(begun)
+	cancel()
+	if rerr := <-ran; rerr != nil {
+		t.Errorf("Run: %v", rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first timed drain after the scrape began comes within the
+	// filtered drain interval (under a second); the window ends at 10 s.
+	if took > span+3*time.Second {
+		t.Errorf("a %v scrape returned after %v: it waited for the window, not a drain", span, took)
+	}
+	t.Logf("a %v scrape returned after %v", span, took)
+}

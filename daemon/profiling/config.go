@@ -33,6 +33,11 @@ type Config struct {
 	// default): samples outside BPF code are dropped in the kernel, not
 	// written to the rings and dropped in user space (issue 46).
 	Filter bool
+	// Told says the daemon tells the profiler of each new program within
+	// a second (Learn: its load records, or a sweep a second), so that
+	// filtered windows need not drain every second to look for them
+	// (profile.SamplerConfig.Told). Set by the daemon, not a flag.
+	Told bool
 }
 
 // Defaults for the profiling flags.

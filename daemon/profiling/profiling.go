@@ -162,7 +162,7 @@ func (p *Profiling) open(ctx context.Context, cfg Config, hooks Hooks) (*profile
 		// The sampled counters mechanism samples every other event over
 		// the same windows.
 		others := slices.DeleteFunc(slices.Clone(perfevent.All), func(o perfevent.Event) bool { return o == e })
-		sc := profile.SamplerConfig{Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: p.procRoot}
+		sc := profile.SamplerConfig{Event: e, Hz: cfg.Hz, MaxDuration: cfg.Limit, ProcRoot: p.procRoot, Told: cfg.Told}
 		if cfg.Filter {
 			// Samples outside BPF code are dropped in the kernel; the
 			// daemon's own tracepoint program (loadrec) does not turn
