@@ -568,10 +568,9 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	}
 	tick := time.NewTimer(slow)
 	defer tick.Stop()
-	timed := true // tick is armed
-	if full != nil && !s.mustPoll() {
+	timed := full == nil || s.mustPoll() // tick is armed
+	if !timed {
 		tick.Stop()
-		timed = false
 	}
 	end := time.NewTimer(d)
 	defer end.Stop()

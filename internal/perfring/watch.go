@@ -69,7 +69,6 @@ func (w *Watcher) run(conn interface {
 			return woke
 		})
 		if err != nil {
-			println("DEBUG watch:", err.Error())
 			return // closed
 		}
 		select {
