@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -126,7 +127,15 @@ func FramesFromNetns(t testing.TB) (netlink.Link, func(n int) error) {
 	copy(to.Addr[:], host.Attrs().HardwareAddr)
 	return host, func(n int) error {
 		for range n {
-			if err := unix.Sendto(m.fd, frame, 0, to); err != nil {
+			err := unix.Sendto(m.fd, frame, 0, to)
+			// ENOBUFS: the device's queue is full behind a slow XDP
+			// program on the other end (CI run 33); the frame is sent
+			// again once it drains, so all n go.
+			for tries := 0; err == unix.ENOBUFS && tries < 1000; tries++ {
+				time.Sleep(time.Millisecond)
+				err = unix.Sendto(m.fd, frame, 0, to)
+			}
+			if err != nil {
 				return fmt.Errorf("send a frame from the namespace: %w", err)
 			}
 		}
