@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
@@ -32,31 +33,67 @@ func (q *Query) ProgCounters() []api.ProgCounters {
 // Rows lists loaded programs (and with all, every stored instance), by CPU %
 // then run time, highest first.
 func (q *Query) Rows(all bool) ([]api.ProgRow, error) {
-	var rows []api.ProgRow
+	rows, leaving, err := q.rows(all)
+	if leaving != nil && err == nil {
+		// A program the sampler let go whose tick is being stored: its
+		// row would say unloaded before its unloaded event is there to
+		// ask for. Answer as of that tick, stored.
+		timeout := time.NewTimer(leavingWait)
+		defer timeout.Stop()
+		select {
+		case <-leaving:
+			rows, _, err = q.rows(all)
+		case <-timeout.C:
+		}
+	}
+	return rows, err
+}
+
+// leavingWait bounds how long Rows waits for a tick being stored: the
+// length of one store write, unless the disk stalls.
+const leavingWait = 2 * time.Second
+
+// rows is Rows as the sampler and store are now; leaving is closed once
+// the tick that let go of a program listed from the store is stored (nil
+// if none).
+func (q *Query) rows(all bool) (rows []api.ProgRow, leaving <-chan struct{}, err error) {
 	live := map[store.InstanceKey]bool{}
+	var gone func(store.InstanceKey) (<-chan struct{}, bool)
 	q.Sampler.Read(func(v sampler.View) {
 		rows = make([]api.ProgRow, 0, v.Len())
 		for _, p := range v.Programs() {
 			rows = append(rows, q.liveRow(p))
 			live[p.Key()] = true
 		}
+		gone = v.LeavingNow()
 	})
-	if all {
-		recs, err := q.Store.Programs()
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range recs {
-			if live[rec.Key] {
-				continue
-			}
-			row, err := q.storedRow(rec)
-			if err != nil {
-				return nil, err
-			}
-			rows = append(rows, row)
-		}
+	if !all {
+		return sortRows(rows), nil, nil
 	}
+	// Read after the sampler's view: what a tick let go of before it is
+	// either stored now or among the view's leaving.
+	recs, err := q.Store.Programs()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rec := range recs {
+		if live[rec.Key] {
+			continue
+		}
+		if done, ok := gone(rec.Key); ok {
+			leaving = done
+		}
+		row, err := q.storedRow(rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, row)
+	}
+	return sortRows(rows), leaving, nil
+}
+
+// sortRows orders rows by CPU % then run time, highest first.
+func sortRows(rows []api.ProgRow) []api.ProgRow {
 	sort.SliceStable(rows, func(i, j int) bool {
 		ci, cj := val(rows[i].CPUPercent), val(rows[j].CPUPercent)
 		if ci != cj {
@@ -67,7 +104,7 @@ func (q *Query) Rows(all bool) ([]api.ProgRow, error) {
 		}
 		return rows[i].ID < rows[j].ID
 	})
-	return rows, nil
+	return rows
 }
 
 func val(f *float64) float64 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
@@ -150,5 +151,54 @@ func TestHistoryAcrossReload(t *testing.T) {
 	// the name does not pick one series.
 	if _, err := q.History("handle__sched_switch", t0, at(60), 0); !errors.Is(err, errs.AmbiguousProgram) {
 		t.Errorf("history by a name two loaded programs share: %v, want ambiguous", err)
+	}
+}
+
+// TestRowsWaitForTheUnloadToBeStored: the sampler lets go of an unloaded
+// program in memory a store write before the store marks it unloaded and
+// keeps its unloaded event. progs --all in between listed it as not
+// loaded, and a user who then asked for its events found no unloaded one
+// (CI run 34, TestProgramsComeAndGoWithoutBeingHeld). Rows answers as of
+// the stored tick.
+func TestRowsWaitForTheUnloadToBeStored(t *testing.T) {
+	db := openStore(t)
+	live := sampler.NewFixture()
+	key := store.InstanceKey{Boot: 1, ID: 7}
+	meta := collectors.Meta{ID: 7, Type: "socket_filter", Name: "leaving", Tag: "bbbb"}
+	live.Put(sampler.FixtureProgram{Boot: 1, Meta: meta, CurAt: t0})
+	rec := store.Program{Key: key, ID: 7, Name: "leaving", Type: "socket_filter", Tag: "bbbb", FirstSeen: t0}
+	if err := db.WriteTick(store.Tick{Time: t0, Loaded: []store.Program{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	q := &Query{Store: db, Sampler: live, Now: func() time.Time { return t0.Add(time.Minute) }}
+
+	gone := t0.Add(time.Second)
+	live.Remove(7) // the tick found it gone; its write has not finished
+	type answer struct {
+		rows []api.ProgRow
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		rows, err := q.Rows(true)
+		answered <- answer{rows, err}
+	}()
+	select {
+	case a := <-answered:
+		t.Fatalf("Rows answered %+v (%v) while the unload was not stored; want it to wait for the tick", a.rows, a.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	tick := store.Tick{Time: gone, Unloaded: []store.InstanceKey{key}, Events: []store.Event{{Time: gone, Kind: "unloaded", ID: 7, Name: "leaving", Tag: "bbbb"}}}
+	if err := db.WriteTick(tick); err != nil {
+		t.Fatal(err)
+	}
+	live.Tick(gone)
+	a := <-answered
+	if a.err != nil || len(a.rows) != 1 || a.rows[0].Loaded || !a.rows[0].UnloadedAt.Equal(gone) {
+		t.Fatalf("Rows(all) = %+v, %v; want program 7 unloaded at %v", a.rows, a.err, gone)
+	}
+	events, err := q.Events(t0, gone, "")
+	if err != nil || len(events) != 1 || events[0].Kind != "unloaded" || events[0].ID != 7 {
+		t.Errorf("events of program 7 = %+v, %v; want its unloaded event", events, err)
 	}
 }

@@ -46,10 +46,17 @@ func (f *Fixture) Put(p FixtureProgram) *Program {
 	return prog
 }
 
-// Remove drops the program with kernel id id, as an unload does.
+// Remove drops the program with kernel id id, as the tick that finds it
+// unloaded does: it is leaving until the next Tick (the tick stored).
 func (f *Fixture) Remove(id uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if p := f.progs[id]; p != nil {
+		if f.leaving == nil {
+			f.leaving = map[store.InstanceKey]bool{}
+		}
+		f.leaving[p.key] = true
+	}
 	delete(f.progs, id)
 	f.gen++
 }
@@ -59,6 +66,7 @@ func (f *Fixture) Tick(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTick = now
+	clear(f.leaving)
 	close(f.tickDone)
 	f.tickDone = make(chan struct{})
 }

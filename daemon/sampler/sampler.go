@@ -204,6 +204,10 @@ type Sampler struct {
 	hooks      Hooks
 	// tickDone is closed and replaced after each tick, for WaitTick.
 	tickDone chan struct{}
+	// leaving are the instances this tick found gone, until the tick is
+	// stored: a reader of both memory and store (progs --all) sees them
+	// in neither as loaded nor yet with their unloaded event (View.Leaving).
+	leaving map[store.InstanceKey]bool
 	// gen changes whenever a program comes or goes or owners are read
 	// again; moved is the last tick's programs whose run count changed.
 	// The detector reads both (under mu) to touch only what changed: on
@@ -395,12 +399,17 @@ func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
 			return err
 		}
 	}
+	t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey})
 	if p.identKey != "" {
 		s.slots.Free(p.ident)
 	} else {
 		s.unsettled--
 	}
 	delete(s.progs, p.meta.ID)
+	if s.leaving == nil {
+		s.leaving = map[store.InstanceKey]bool{}
+	}
+	s.leaving[p.key] = true
 	s.known.Remove(p.key.ID, p.cur.LoadTime)
 	if s.cfg.Duty != nil {
 		s.cfg.Duty.forget(p.key.ID)
@@ -639,7 +648,7 @@ func (s *Sampler) merge(samples []collectors.Sample, all bool, now time.Time, t 
 	// Every program this sweep saw is in s.progs and marked swept: when
 	// they are all there is, none is gone, and the walk over every program
 	// (a cache miss each, 10,000 of them on a big host) is skipped.
-	for id, p := range s.progs {
+	for _, p := range s.progs {
 		if swept == len(s.progs) {
 			break
 		}
@@ -648,7 +657,6 @@ func (s *Sampler) merge(samples []collectors.Sample, all bool, now time.Time, t 
 			if err := s.gone(p, now, t); err != nil {
 				return nil, err
 			}
-			t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: id, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey})
 		}
 	}
 	return fresh, nil
@@ -897,6 +905,7 @@ func (s *Sampler) write(t store.Tick, now time.Time, sweep time.Duration) error 
 	s.mu.Lock()
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
 	write := s.lastWrite
+	clear(s.leaving)
 	close(s.tickDone)
 	s.tickDone = make(chan struct{})
 	s.mu.Unlock()

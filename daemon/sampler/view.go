@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -44,6 +45,20 @@ func (v View) Programs() iter.Seq2[uint32, *Program] {
 				return
 			}
 		}
+	}
+}
+
+// LeavingNow copies the instances the tick now being stored found gone:
+// their unloaded marks and events are not in the store yet. For such a
+// key, the returned func gives a channel closed once they are (or once
+// the write failed and the tick waits in the backlog).
+func (v View) LeavingNow() func(store.InstanceKey) (done <-chan struct{}, ok bool) {
+	keys, done := maps.Clone(v.s.leaving), v.s.tickDone
+	return func(k store.InstanceKey) (<-chan struct{}, bool) {
+		if keys[k] {
+			return done, true
+		}
+		return nil, false
 	}
 }
 
