@@ -111,6 +111,8 @@ type ProfilingStatus struct {
 	// Filter is the kernel filter on the main event's samples, once a
 	// continuous window ended.
 	Filter *ProfilingFilter `json:"filter,omitempty"`
+	// Drains are the main event's, once a continuous window ended.
+	Drains *ProfilingDrains `json:"drains,omitempty"`
 }
 
 // ProfilingFilter is the kernel filter on the continuous profiler's
@@ -123,6 +125,17 @@ type ProfilingFilter struct {
 	Passed  uint64 `json:"passed"`
 	Dropped uint64 `json:"dropped"`
 	Pages   int    `json:"pages"` // 4 KiB pages of BPF and hook code it passes
+}
+
+// ProfilingDrains are how often the continuous profiler's captures woke
+// to empty their rings before a window's end, since the daemon started:
+// on their timer (each few ms of a capture that must poll: no kernel
+// filter, or a tracing program that may sample itself) or because a
+// ring filled to its watermark. A filtered capture on an idle host wakes
+// for neither.
+type ProfilingDrains struct {
+	Timed uint64 `json:"timed"`
+	Full  uint64 `json:"full"`
 }
 
 // StatsCost is what bpf_stats costs this host: measured at the daemon's

@@ -34,8 +34,9 @@ func (s metricsSource) SampledNs(ids []uint32, into []int64) bool {
 }
 
 func (s metricsSource) Profiler() metrics.Profiler {
-	on, windows, lost, f := s.d.prof.Windows()
-	return metrics.Profiler{On: on, Windows: windows, Lost: lost, Passed: f.Passed, Dropped: f.Dropped, Filtered: f.On}
+	w := s.d.prof.Windows()
+	return metrics.Profiler{On: w.On, Windows: w.Windows, Lost: w.Lost, Passed: w.Filter.Passed, Dropped: w.Filter.Dropped, Filtered: w.Filter.On,
+		TimedDrains: w.Drains.Timed, FullDrains: w.Drains.Full}
 }
 
 func (s metricsSource) State() metrics.State {

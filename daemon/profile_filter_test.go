@@ -16,7 +16,8 @@ import (
 // TestProfileFilter: at the defaults the kernel filter is on and keeps
 // nearly every sample of a host without busy BPF programs from the
 // daemon (status and /metrics count them), while a busy program's window
-// still carries its samples; --profile.filter=false turns it off.
+// still carries its samples; --profile.filter=false turns it off, and
+// its captures wake on their drain timer, which status counts.
 func TestProfileFilter(t *testing.T) {
 	privtest.Root(t)
 	d := startDaemon(t, t.TempDir(), "--profile.every", "1s")
@@ -52,12 +53,24 @@ func TestProfileFilter(t *testing.T) {
 	waitSampledCPU(t, d, id, 10)
 
 	u := startDaemon(t, t.TempDir(), "--profile.every", "1s", "--profile.filter=false")
-	eventuallyWithin(t, 20*time.Second, "an unfiltered window", func() bool {
+	eventuallyWithin(t, 20*time.Second, "two unfiltered windows", func() bool {
 		st = api.Status{}
-		return u.query(&st, "status") == nil && st.Profiling != nil && st.Profiling.Filter != nil
+		return u.query(&st, "status") == nil && st.Profiling != nil && st.Profiling.Filter != nil && st.Profiling.Windows >= 2
 	})
 	if f := st.Profiling.Filter; f.On || f.Reason != "off" {
 		t.Errorf("--profile.filter=false: filter %+v, want off", f)
+	}
+	// Unfiltered, a ring fills at the sampling rate and the capture
+	// drains it on a timer: at 99 Hz into 32 pages, every 320 ms of a 1 s
+	// window. The count lags a window behind (it is added when a window
+	// ends), so at least one a finished window, not three.
+	if dr := st.Profiling.Drains; dr == nil || dr.Timed < uint64(st.Profiling.Windows) {
+		t.Errorf("--profile.filter=false: %d windows, drains %+v; want the drain timer's wake-ups counted, at least one a window", st.Profiling.Windows, dr)
+	} else {
+		t.Logf("unfiltered: %d windows, drains %+v", st.Profiling.Windows, *dr)
+	}
+	if !strings.Contains(u.cli(t, "status"), "on the drain timer") {
+		t.Error("status does not show the profiler's wake-ups")
 	}
 }
 

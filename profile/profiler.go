@@ -61,11 +61,12 @@ type CaptureStats struct {
 	Throttled    uint64
 	RunningShare float64
 	Filter       FilterStats
+	Drains       Drains
 }
 
 // Stats are the capture's figures.
 func (c *Capture) Stats() CaptureStats {
-	return CaptureStats{Hz: c.Hz, Samples: len(c.Samples), Lost: c.Lost, Throttled: c.Throttled, RunningShare: c.RunningShare, Filter: c.Filter}
+	return CaptureStats{Hz: c.Hz, Samples: len(c.Samples), Lost: c.Lost, Throttled: c.Throttled, RunningShare: c.RunningShare, Filter: c.Filter, Drains: c.Drains}
 }
 
 // Profiler is what the daemon runs: continuous profiling in bounded

@@ -94,6 +94,9 @@ func statusFields(s api.Status) [][2]string {
 		if f := p.Filter; f != nil {
 			kv = append(kv, [2]string{"profile filter", profileFilterText(f)})
 		}
+		if d := p.Drains; d != nil {
+			kv = append(kv, [2]string{"profile wake-ups", fmt.Sprintf("%d on the drain timer, %d on a full ring, before windows' ends", d.Timed, d.Full)})
+		}
 	}
 	if sc := s.StatsCost; sc != nil {
 		kv = append(kv, [2]string{"stats cost", statsCostText(sc)})

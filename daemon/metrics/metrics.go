@@ -87,6 +87,8 @@ type Profiler struct {
 	// never ran).
 	Passed, Dropped uint64
 	Filtered        bool // the latest window was filtered
+	// The captures' wake-ups to empty their rings (api.ProfilingDrains).
+	TimedDrains, FullDrains uint64
 }
 
 // State is the daemon's own state, as its series show it.
@@ -175,6 +177,8 @@ var (
 		"CPU samples the kernel filter on the continuous profiler's events let through (verdict passed) or kept out as not of BPF code (dropped).", []string{"verdict"}, nil)
 	descFilterOn = prometheus.NewDesc("bpfperf_daemon_profile_filter_on",
 		"1 when the latest continuous window was filtered in the kernel, 0 when it was not (status says why).", nil, nil)
+	descDrains = prometheus.NewDesc("bpfperf_daemon_profile_drains_total",
+		"Times the continuous profiler woke before a window's end to empty its rings: on its timer (reason timed: a capture that must poll, unfiltered or beside a tracing program) or because a ring reached its watermark (reason full).", []string{"reason"}, nil)
 	descWindows = prometheus.NewDesc("bpfperf_daemon_profile_windows_total",
 		"Continuous profile windows finished.", nil, nil)
 	descStoreBytes = prometheus.NewDesc("bpfperf_daemon_store_size_bytes",
@@ -202,7 +206,7 @@ type daemonCollector struct{ src Source }
 var _ prometheus.Collector = (*daemonCollector)(nil)
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLost, descFiltered, descFilterOn, descWindows, descStoreBytes, descStats, descStatsCost, descStatsDuty, descStatsBudget, descStatsPaid, descLinkMissed, descBuild} {
+	for _, d := range []*prometheus.Desc{descLost, descFiltered, descFilterOn, descDrains, descWindows, descStoreBytes, descStats, descStatsCost, descStatsDuty, descStatsBudget, descStatsPaid, descLinkMissed, descBuild} {
 		ch <- d
 	}
 }
@@ -227,6 +231,8 @@ func (c *daemonCollector) collectDaemon(ch chan<- prometheus.Metric) {
 			on = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descFilterOn, prometheus.GaugeValue, on)
+		ch <- prometheus.MustNewConstMetric(descDrains, prometheus.CounterValue, float64(pr.TimedDrains), "timed")
+		ch <- prometheus.MustNewConstMetric(descDrains, prometheus.CounterValue, float64(pr.FullDrains), "full")
 	}
 	st := c.src.State()
 	ch <- prometheus.MustNewConstMetric(descStoreBytes, prometheus.GaugeValue, float64(st.StoreBytes))

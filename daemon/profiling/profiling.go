@@ -84,6 +84,9 @@ type Profiling struct {
 	// The main event's kernel filter: the latest window's state and the
 	// samples it passed and dropped since the daemon started.
 	filter api.ProfilingFilter
+	// drains are the main event's wake-ups before a window's end, since
+	// the daemon started (profile.Drains).
+	drains api.ProfilingDrains
 	// What triggered each program's samples in the latest window (for
 	// /metrics), nil before the first.
 	triggers map[uint32][]profile.TriggerCost
@@ -341,6 +344,8 @@ func (p *Profiling) addLost(w *profile.Window) {
 		p.filter.On, p.filter.Reason, p.filter.Pages = f.On, f.Reason, f.Pages
 		p.filter.Passed += f.Passed
 		p.filter.Dropped += f.Dropped
+		p.drains.Timed += uint64(st.Drains.Timed)
+		p.drains.Full += uint64(st.Drains.Full)
 	}
 }
 
@@ -466,12 +471,23 @@ func (p *Profiling) SampledNs(ids []uint32, into []int64) bool {
 	return true
 }
 
+// WindowsState is what the continuous windows say of the profiler since
+// the daemon started.
+type WindowsState struct {
+	On      bool // the profiler runs
+	Windows int64
+	Lost    map[string]uint64 // samples lost, by event
+	Filter  api.ProfilingFilter
+	Drains  api.ProfilingDrains
+}
+
 // Windows says whether the profiler runs, how many continuous windows it
-// finished, the samples lost by event, and the kernel filter's state.
-func (p *Profiling) Windows() (on bool, windows int64, lost map[string]uint64, filter api.ProfilingFilter) {
+// finished, the samples lost by event, the kernel filter's state and
+// the captures' wake-ups.
+func (p *Profiling) Windows() WindowsState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.prof != nil, p.windows, maps.Clone(p.lost), p.filter
+	return WindowsState{On: p.prof != nil, Windows: p.windows, Lost: maps.Clone(p.lost), Filter: p.filter, Drains: p.drains}
 }
 
 // Status reports profiling in /v1/status, nil when off. The stored
@@ -492,8 +508,8 @@ func (p *Profiling) Status() *api.ProfilingStatus {
 		Windows: p.windows, CaptureRunning: p.capturing.Load(),
 	}
 	if p.windows > 0 {
-		f := p.filter
-		st.Filter = &f
+		f, d := p.filter, p.drains
+		st.Filter, st.Drains = &f, &d
 	}
 	if p.lastErr != nil {
 		st.LastError = p.lastErr.Error()

@@ -200,6 +200,9 @@ func TestBootHungIsRetried(t *testing.T) {
 // TestBootDiedIsRetried: a guest kernel that dies before the test binary
 // starts is booted again, bootTries times in all, each death's console
 // kept for the log. An init that does not exist makes every boot die.
+// A boot may instead hang before the kernel runs (CI run 33: SeaBIOS
+// still drawing after 90 s on a loaded host), which Run retries the same
+// way; the test wants the deaths it can see, at least one of them.
 func TestBootDiedIsRetried(t *testing.T) {
 	skipUnlessHost(t)
 	bin := filepath.Join(t.TempDir(), "pkg.test")
@@ -207,11 +210,26 @@ func TestBootDiedIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := Run(context.Background(), Config{kernelArgs: "rdinit=/no-such-init"}, bin, "-test.run", "^TestVMEnvironment$")
-	if !errors.Is(err, errBootDied) || !strings.Contains(err.Error(), "Kernel panic") {
-		t.Fatalf("err %v, want a boot that died with the kernel's panic in the error", err)
+	if err == nil || res == nil || len(res.FailedBoots) != bootTries-1 {
+		t.Fatalf("result %+v (err %v), want %d failed boots before a last that fails", res, err, bootTries-1)
 	}
-	if res == nil || len(res.FailedBoots) != bootTries-1 || !strings.Contains(res.FailedBoots[0], "Kernel panic") {
-		t.Fatalf("result %+v, want %d dead boots before the last", res, bootTries-1)
+	boots := append(slices.Clone(res.FailedBoots), err.Error())
+	died := 0
+	for i, b := range boots {
+		switch {
+		case strings.Contains(b, "Kernel panic"):
+			died++
+		case strings.Contains(b, "had not started after"):
+			t.Logf("boot %d hung before the kernel died; Run retried it", i+1)
+		default:
+			t.Errorf("boot %d: %.300s; want the kernel's panic kept", i+1, b)
+		}
+	}
+	if died == 0 {
+		t.Fatalf("no boot died with the kernel's panic kept: %v", err)
+	}
+	if strings.Contains(err.Error(), "Kernel panic") && !errors.Is(err, errBootDied) {
+		t.Errorf("err %v, want errBootDied for a last boot that died", err)
 	}
 }
 
