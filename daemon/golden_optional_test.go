@@ -62,6 +62,7 @@ var optionalKeys = map[string]optionalReason{
 	"throttled":                      absent("no hardware PMU: the software cpu-clock event is not throttled at the test's rate"),
 	"lost":                           absent("no sample is lost at the test's rate on an idle 2-CPU host"),
 	"status:profiling.filter":        sometime(timing, "the kernel filter's state, from the first profile window on: absent before it ends, which the first polls may precede"),
+	"status:profiling.drains":        sometime(timing, "the captures' wake-ups, from the first profile window on: absent before it ends, which the first polls may precede"),
 	"status:profiling.filter.reason": sometime(absentOnly, "why the kernel filter is off: absent while it is on, as at the defaults the test runs; present where the kernel refuses it or another engineer's tracing program is busy on the host"),
 
 	// The kernel refuses fentry/fexit (tracing programs): no exact window
