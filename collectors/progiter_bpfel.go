@@ -34,6 +34,7 @@ const (
 	progiterVarCachedCpus    = "cached_cpus"
 	progiterVarChangedOnly   = "changed_only"
 	progiterVarCpuOffset     = "cpu_offset"
+	progiterVarEndedSession  = "ended_session"
 	progiterVarEpoch         = "epoch"
 	progiterVarNoOutput      = "no_output"
 	progiterVarNrCpus        = "nr_cpus"
@@ -104,6 +105,7 @@ type progiterVariableSpecs struct {
 	CachedCpus   *ebpf.VariableSpec `ebpf:"cached_cpus"`
 	ChangedOnly  *ebpf.VariableSpec `ebpf:"changed_only"`
 	CpuOffset    *ebpf.VariableSpec `ebpf:"cpu_offset"`
+	EndedSession *ebpf.VariableSpec `ebpf:"ended_session"`
 	Epoch        *ebpf.VariableSpec `ebpf:"epoch"`
 	NoOutput     *ebpf.VariableSpec `ebpf:"no_output"`
 	NrCpus       *ebpf.VariableSpec `ebpf:"nr_cpus"`
@@ -152,6 +154,7 @@ type progiterVariables struct {
 	CachedCpus   *ebpf.Variable `ebpf:"cached_cpus"`
 	ChangedOnly  *ebpf.Variable `ebpf:"changed_only"`
 	CpuOffset    *ebpf.Variable `ebpf:"cpu_offset"`
+	EndedSession *ebpf.Variable `ebpf:"ended_session"`
 	Epoch        *ebpf.Variable `ebpf:"epoch"`
 	NoOutput     *ebpf.Variable `ebpf:"no_output"`
 	NrCpus       *ebpf.Variable `ebpf:"nr_cpus"`

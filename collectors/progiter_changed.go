@@ -69,11 +69,11 @@ func MixProgram(id uint32, loadTime uint64) uint64 {
 // iterator's globals are not memory-mapped (a kernel before 5.5).
 var ErrChangedUnsupported = errors.New("changed-only sweep not supported")
 
-// ErrNoTrailer says a changed-only walk ended without its trailer record,
-// so nothing tells whether a program went away. Seen once in CI (a walk of
-// 8 records) and not understood: the kernel runs the iterator's stop call,
-// which writes it, on every walk that ends (bpf_seq_read), and again on
-// the next read() when it did not fit.
+// ErrNoTrailer says a changed-only walk ended without its trailer record
+// last, so nothing tells whether a program went away. Seen once in CI (a
+// walk of 8 records): a program loaded between the read() that took the
+// trailer and the one that found the end was shown after it, which the
+// iterator program now leaves out (ended_session in bpf/progiter).
 var ErrNoTrailer = errors.New("changed-only sweep without a trailer record")
 
 // SweepChanged runs the iterator once and appends to buf, in id order, only

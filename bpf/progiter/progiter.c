@@ -163,6 +163,16 @@ __u32 changed_only;
 __u64 epoch;
 __u64 walk_session, walk_count, walk_sum;
 
+// ended_session is the walk whose trailer went out. The kernel may still
+// show it a program: once the trailer is written the walk is done
+// (bpf_iter_done_stop), but the read() that user space makes to see the
+// end calls the iterator's start again, which finds any program loaded
+// since the walk passed its id, and shows it after the trailer (the
+// stop call after it is skipped: done_stop). User space would then find
+// no trailer last (collectors.ErrNoTrailer, seen once in CI); such a
+// program writes nothing here and is new to the next walk.
+__u64 ended_session;
+
 // mix spreads a program's id and load time over 64 bits, so that a sum of
 // them over a set changes when any member does. It is splitmix64's
 // finaliser; collectors.MixProgram is the same in Go.
@@ -210,8 +220,10 @@ static __always_inline void trailer(struct seq_file *seq)
 		.run_time_ns = walk_sum,
 	};
 
-	if (bpf_seq_write(seq, &t, sizeof(t)) == 0)
+	if (bpf_seq_write(seq, &t, sizeof(t)) == 0) {
+		ended_session = walk_session;
 		walk_session = 0; // the next walk starts its own count
+	}
 }
 
 // cpu_offset_of returns CPU cpu's per-CPU offset, or 0 when the map has no
@@ -296,6 +308,8 @@ int bpfperf_progs(struct bpf_iter__bpf_prog *ctx)
 	struct sum s = {};
 	struct bpf_prog_aux *aux;
 
+	if (changed_only && ctx->meta->session_id == ended_session)
+		return 0; // shown after the trailer: see ended_session
 	if (ctx->meta->session_id != walk_session) {
 		walk_session = ctx->meta->session_id;
 		walk_count = 0;
