@@ -58,7 +58,7 @@ type Daemon struct {
 	// and again on demand or when the online CPUs change (statscost.go).
 	statsCost atomic.Pointer[statscost.Measured]
 	duty      *sampler.DutyCycle
-	cpus      cpuWatch
+	cpus      *cpuWatch
 	// loaders follows the kernel's load records; nil where it cannot.
 	loaders *loaders.Loaders
 	// pods names containers by their Kubernetes pods, from the CRI
@@ -155,6 +155,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer lds.Close()
 	d := &Daemon{cfg: cfg, store: db, stats: stats, bootID: bootID, boot: boot, started: cfg.Now(), duty: duty, cpus: newCPUWatch(cfg.CPUsOnlineFile)}
+	defer d.cpus.close()
 	d.statsCost.Store(&cost)
 	d.loaders = lds
 	d.pods = pods
