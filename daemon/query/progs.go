@@ -65,7 +65,9 @@ func (q *Query) rows(all bool) (rows []api.ProgRow, leaving <-chan struct{}, err
 			rows = append(rows, q.liveRow(p))
 			live[p.Key()] = true
 		}
-		gone = v.LeavingNow()
+		if all {
+			gone = v.LeavingNow()
+		}
 	})
 	if !all {
 		return sortRows(rows), nil, nil

@@ -52,10 +52,7 @@ func (f *Fixture) Remove(id uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p := f.progs[id]; p != nil {
-		if f.leaving == nil {
-			f.leaving = map[store.InstanceKey]bool{}
-		}
-		f.leaving[p.key] = true
+		f.markLeaving(p.key)
 	}
 	delete(f.progs, id)
 	f.gen++
@@ -66,7 +63,5 @@ func (f *Fixture) Tick(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTick = now
-	clear(f.leaving)
-	close(f.tickDone)
-	f.tickDone = make(chan struct{})
+	f.tickStored()
 }

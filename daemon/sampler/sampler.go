@@ -206,7 +206,8 @@ type Sampler struct {
 	tickDone chan struct{}
 	// leaving are the instances this tick found gone, until the tick is
 	// stored: a reader of both memory and store (progs --all) sees them
-	// in neither as loaded nor yet with their unloaded event (View.Leaving).
+	// in neither as loaded nor yet with their unloaded event
+	// (View.LeavingNow).
 	leaving map[store.InstanceKey]bool
 	// gen changes whenever a program comes or goes or owners are read
 	// again; moved is the last tick's programs whose run count changed.
@@ -399,6 +400,7 @@ func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
 			return err
 		}
 	}
+	t.Unloaded = append(t.Unloaded, p.key)
 	t.Events = append(t.Events, store.Event{Time: now, Kind: "unloaded", ID: p.meta.ID, Name: p.meta.Name, Tag: p.meta.Tag, Identity: p.identKey})
 	if p.identKey != "" {
 		s.slots.Free(p.ident)
@@ -406,16 +408,31 @@ func (s *Sampler) gone(p *Program, now time.Time, t *store.Tick) error {
 		s.unsettled--
 	}
 	delete(s.progs, p.meta.ID)
-	if s.leaving == nil {
-		s.leaving = map[store.InstanceKey]bool{}
-	}
-	s.leaving[p.key] = true
+	s.markLeaving(p.key)
 	s.known.Remove(p.key.ID, p.cur.LoadTime)
 	if s.cfg.Duty != nil {
 		s.cfg.Duty.forget(p.key.ID)
 	}
 	s.gen++
 	return nil
+}
+
+// markLeaving notes that the tick being made let go of key (leaving).
+// Called with s.mu held.
+func (s *Sampler) markLeaving(key store.InstanceKey) {
+	if s.leaving == nil {
+		s.leaving = map[store.InstanceKey]bool{}
+	}
+	s.leaving[key] = true
+}
+
+// tickStored ends what waits for the tick's write: its leaving instances
+// are in the store now (or the tick in the backlog), and WaitTick's
+// waiters are woken. Called with s.mu held.
+func (s *Sampler) tickStored() {
+	clear(s.leaving)
+	close(s.tickDone)
+	s.tickDone = make(chan struct{})
 }
 
 // loadedBefore returns instances the store thinks are loaded. Those of
@@ -619,7 +636,6 @@ func (s *Sampler) merge(samples []collectors.Sample, all bool, now time.Time, t 
 		p := s.progs[smp.ID]
 		if p != nil && (p.cur.Tag != smp.Tag || p.cur.Name != smp.Name) {
 			// The id was reused by another program: the old one is gone.
-			t.Unloaded = append(t.Unloaded, p.key)
 			if err := s.gone(p, now, t); err != nil {
 				return nil, err
 			}
@@ -653,7 +669,6 @@ func (s *Sampler) merge(samples []collectors.Sample, all bool, now time.Time, t 
 			break
 		}
 		if p.swept != s.sweeps {
-			t.Unloaded = append(t.Unloaded, p.key)
 			if err := s.gone(p, now, t); err != nil {
 				return nil, err
 			}
@@ -905,9 +920,7 @@ func (s *Sampler) write(t store.Tick, now time.Time, sweep time.Duration) error 
 	s.mu.Lock()
 	s.lastTick, s.lastSweep, s.lastWrite, s.lastErr = now, sweep, time.Since(wstart), err
 	write := s.lastWrite
-	clear(s.leaving)
-	close(s.tickDone)
-	s.tickDone = make(chan struct{})
+	s.tickStored()
 	s.mu.Unlock()
 	if s.hooks.Ticked != nil {
 		s.hooks.Ticked(sweep, write)
