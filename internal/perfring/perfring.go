@@ -105,24 +105,34 @@ func (r *Ring) Close() error {
 	return err
 }
 
-// OnlineCPUs parses sysRoot/devices/system/cpu/online ("0-3,6"): the CPUs
-// an event per CPU is opened on.
+// OnlineCPUs reads sysRoot/devices/system/cpu/online once: the CPUs an
+// event per CPU is opened on.
 func OnlineCPUs(sysRoot string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(sysRoot, "devices/system/cpu/online"))
+	b, err := os.ReadFile(OnlinePath(sysRoot))
 	if err != nil {
 		return nil, fmt.Errorf("online cpus: %w", err)
 	}
+	return ParseCPUs(string(b))
+}
+
+// OnlinePath is where the kernel lists the online CPUs under sysRoot.
+func OnlinePath(sysRoot string) string {
+	return filepath.Join(sysRoot, "devices/system/cpu/online")
+}
+
+// ParseCPUs parses a CPU list as the kernel writes one ("0-3,6\n").
+func ParseCPUs(list string) ([]int, error) {
 	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
+	for part := range strings.SplitSeq(strings.TrimSpace(list), ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		first, err := strconv.Atoi(lo)
 		if err != nil {
-			return nil, fmt.Errorf("online cpus %q: %w", b, err)
+			return nil, fmt.Errorf("online cpus %q: %w", list, err)
 		}
 		last := first
 		if isRange {
 			if last, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("online cpus %q: %w", b, err)
+				return nil, fmt.Errorf("online cpus %q: %w", list, err)
 			}
 		}
 		for c := first; c <= last; c++ {
@@ -130,7 +140,7 @@ func OnlineCPUs(sysRoot string) ([]int, error) {
 		}
 	}
 	if len(cpus) == 0 {
-		return nil, fmt.Errorf("online cpus %q: none", b)
+		return nil, fmt.Errorf("online cpus %q: none", list)
 	}
 	return cpus, nil
 }
