@@ -150,8 +150,11 @@ func IdleHeartbeat(tick uint64, id uint32, every uint64) bool {
 	return tick%every == uint64(id/heartbeatBlock)%slots*(every/slots)
 }
 
-// heartbeatBlock is how many consecutive ids share a heartbeat tick.
-const heartbeatBlock = 256
+// heartbeatBlock is how many consecutive ids share a heartbeat tick. Each
+// tick that stores some costs a commit, two fdatasyncs, and a run of Go's
+// monitor thread's polls while they block; blocks of 2,048 put a host's
+// thousand idle programs in one or two of them, and 10,000 still in five.
+const heartbeatBlock = 2048
 
 // HeartbeatTick says whether any program's heartbeat falls on tick (see
 // IdleHeartbeat): a few ticks of each period, so a sampler that does not
