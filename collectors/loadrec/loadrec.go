@@ -34,6 +34,7 @@ package loadrec
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -143,11 +144,9 @@ const cpuEvery = 5 * time.Second
 type Follower struct {
 	cfg   Config
 	rings []*ring
-	// watch wakes the loop when a ring has a record, through Go's own
-	// poller: no thread waits in a system call for the follower.
-	watch   *perfring.Watcher
-	cpuList *perfring.OnlineFile
-	join    joiner
+	epfd  int
+	wake  int // an eventfd: Close wakes the loop with it
+	join  joiner
 	// joinErr says why the programs are not attached (nil when they
 	// are); withID, that the records then carry a sample_id.
 	joinErr error
@@ -168,8 +167,8 @@ type Follower struct {
 	byCPU  map[int]*ring
 	online map[int]bool
 
-	stop, done chan struct{} // Close closes stop; the loop, done
-	closeOnce  sync.Once
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // hold is how long a record waits before it is delivered, so that one
@@ -226,14 +225,14 @@ func Open(cfg Config) (*Follower, error) {
 		cfg.cpuEvery = cpuEvery
 	}
 	f := &Follower{
-		cfg:     cfg,
-		cpuList: perfring.NewOnlineFile(perfring.OnlinePath("/sys")),
-		join:    joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
-		ksyms:   map[uint32][]record{},
-		byCPU:   map[int]*ring{},
-		online:  map[int]bool{},
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:    cfg,
+		epfd:   -1,
+		wake:   -1,
+		join:   joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
+		ksyms:  map[uint32][]record{},
+		byCPU:  map[int]*ring{},
+		online: map[int]bool{},
+		done:   make(chan struct{}),
 	}
 	// The programs first, so that every load the rings report had its
 	// entry written.
@@ -253,12 +252,18 @@ func Open(cfg Config) (*Follower, error) {
 }
 
 func (f *Follower) open() error {
-	cpus, err := f.cpuList.CPUs()
+	cpus, err := perfring.OnlineCPUs("/sys")
 	if err != nil {
-		return fmt.Errorf("online cpus: %w", err)
-	}
-	if f.watch, err = perfring.Watch(nil); err != nil {
 		return err
+	}
+	if f.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return fmt.Errorf("epoll: %w", err)
+	}
+	if f.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, f.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f.wake)}); err != nil {
+		return fmt.Errorf("epoll add eventfd: %w", err)
 	}
 	for _, cpu := range cpus {
 		if err := f.addRing(cpu); err != nil {
@@ -274,14 +279,14 @@ func (f *Follower) addRing(cpu int) error {
 	if err != nil {
 		return err
 	}
-	if err := f.watch.Add(r.Ring); err != nil {
+	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
 		r.Close()
-		return err
+		return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
 	}
 	if old := f.byCPU[cpu]; old != nil {
 		f.readAt = monoNow()
 		old.read(f.take) // what it still holds
-		f.watch.Remove(old.Ring)
+		unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, old.FD, nil)
 		old.Close()
 		f.rings = slices.DeleteFunc(f.rings, func(r *ring) bool { return r == old })
 	}
@@ -294,7 +299,7 @@ func (f *Follower) addRing(cpu int) error {
 // offline, whose event the kernel took off that CPU. A ring that cannot
 // be opened is tried again at the next look.
 func (f *Follower) syncCPUs() {
-	cpus, err := f.cpuList.CPUs()
+	cpus, err := perfring.OnlineCPUs("/sys")
 	if err != nil {
 		return
 	}
@@ -325,7 +330,9 @@ func (f *Follower) JoinedBy() string { return f.join.by }
 // delivered are dropped.
 func (f *Follower) Close() error {
 	f.closeOnce.Do(func() {
-		close(f.stop)
+		var one [8]byte
+		binary.NativeEndian.PutUint64(one[:], 1)
+		unix.Write(f.wake, one[:])
 		<-f.done
 		f.release()
 	})
@@ -337,18 +344,20 @@ func (f *Follower) release() {
 		r.Close()
 	}
 	f.rings, f.byCPU = nil, nil
-	if f.watch != nil {
-		f.watch.Close()
+	for _, fd := range []int{f.epfd, f.wake} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
-	f.cpuList.Close()
 	f.join.close()
 }
 
 // run reads the rings whenever one has a record, until Close.
 func (f *Follower) run() {
 	defer close(f.done)
-	wait := time.NewTimer(f.cfg.cpuEvery)
-	defer wait.Stop()
+	// Every ring is read at each wake-up, so the events need not hold
+	// one per ring: the wake-up eventfd, if not among them, comes again.
+	events := make([]unix.EpollEvent, 16)
 	nextCPUs := time.Now().Add(f.cfg.cpuEvery)
 	for {
 		if !time.Now().Before(nextCPUs) {
@@ -356,19 +365,19 @@ func (f *Follower) run() {
 			f.join.sweep(monoNow() - uint64(staleAfter))
 			nextCPUs = time.Now().Add(f.cfg.cpuEvery)
 		}
-		next := time.Until(nextCPUs)
+		timeout := int(max(time.Until(nextCPUs), 0) / time.Millisecond)
 		if len(f.held) > 0 {
-			next = min(next, hold)
+			timeout = min(timeout, int(hold/time.Millisecond))
 		}
-		wait.Reset(max(next, 0))
-		select {
-		case <-f.stop:
-			return
-		case <-f.watch.Ready():
-		case <-wait.C:
+		n, err := unix.EpollWait(f.epfd, events, timeout)
+		if err != nil && err != unix.EINTR {
+			return // cannot happen with valid fds
 		}
-		// Every ring is read at each wake-up, whichever woke the
-		// watcher: the watcher does not say.
+		for _, ev := range events[:max(n, 0)] {
+			if int(ev.Fd) == f.wake {
+				return
+			}
+		}
 		f.readAt = monoNow()
 		for _, r := range f.rings {
 			r.read(f.take)

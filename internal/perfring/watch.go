@@ -17,7 +17,6 @@ import (
 // goes in the runtime's. No thread is held in a system call meanwhile,
 // and the process sleeps until the kernel has something for it.
 type Watcher struct {
-	epfd  int // the file's: os.File.Fd would make it blocking
 	file  *os.File
 	ready chan struct{}
 	done  sync.WaitGroup
@@ -29,19 +28,18 @@ func Watch(rings []*Ring) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch rings: %w", err)
 	}
+	for _, r := range rings {
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
+			unix.Close(epfd)
+			return nil, fmt.Errorf("watch ring on cpu %d: %w", r.CPU, err)
+		}
+	}
 	// Non-blocking, so os.NewFile registers it with the runtime's poller.
 	if err := unix.SetNonblock(epfd, true); err != nil {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("watch rings: %w", err)
 	}
-	w := &Watcher{epfd: epfd}
-	for _, r := range rings {
-		if err := w.Add(r); err != nil {
-			unix.Close(epfd)
-			return nil, err
-		}
-	}
-	w.file, w.ready = os.NewFile(uintptr(epfd), "perf rings"), make(chan struct{}, 1)
+	w := &Watcher{file: os.NewFile(uintptr(epfd), "perf rings"), ready: make(chan struct{}, 1)}
 	conn, err := w.file.SyscallConn()
 	if err != nil {
 		w.file.Close()
@@ -78,19 +76,6 @@ func (w *Watcher) run(conn interface {
 		default: // one already waits: the reader drains every ring
 		}
 	}
-}
-
-// Add watches one more ring, opened after Watch.
-func (w *Watcher) Add(r *Ring) error {
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
-		return fmt.Errorf("watch ring on cpu %d: %w", r.CPU, err)
-	}
-	return nil
-}
-
-// Remove stops watching r, before it is closed.
-func (w *Watcher) Remove(r *Ring) {
-	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, r.FD, nil)
 }
 
 // Ready receives when some ring passed its watermark since the last
