@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/statscost"
-	"github.com/bpfperf/bpfperf/internal/perfring"
 )
 
 // statsCostStatus is what stats cost the programs now (statscost).
@@ -70,26 +72,50 @@ func (d *Daemon) remeasureOnHotplug() {
 }
 
 // cpuWatch notices a CPU going online or offline: it reads the kernel's
-// list of online CPUs (one small file) each tick, through an fd it keeps
-// (perfring.OnlineFile).
+// list of online CPUs (one small file) each tick, through an fd it keeps,
+// from offset 0 (sysfs makes the list again for each read there): an
+// open, stat, poller registration and close each tick cost an idle
+// daemon 5% of its CPU (perf record, 1,000 idle programs, 2026-11-28).
 type cpuWatch struct {
-	file *perfring.OnlineFile
+	path string
+	fd   int // -1 until opened
+	buf  []byte
 	last string
 }
 
 func newCPUWatch(path string) *cpuWatch {
-	w := &cpuWatch{file: perfring.NewOnlineFile(path)}
-	w.last, _ = w.file.Text()
+	w := &cpuWatch{path: path, fd: -1}
+	w.last, _ = w.read()
 	return w
 }
 
+func (w *cpuWatch) read() (string, error) {
+	if w.fd < 0 {
+		fd, err := unix.Open(w.path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", err
+		}
+		w.fd, w.buf = fd, make([]byte, 4096)
+	}
+	n, err := unix.Pread(w.fd, w.buf, 0)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(w.buf[:n])), nil
+}
+
 // close lets go of the file.
-func (w *cpuWatch) close() { w.file.Close() }
+func (w *cpuWatch) close() {
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
 
 // changed says whether the list moved since the last call, and from what
 // to what. A list that cannot be read is no change.
 func (w *cpuWatch) changed() (was, now string, ok bool) {
-	now, err := w.file.Text()
+	now, err := w.read()
 	if err != nil || now == w.last || now == "" {
 		return "", "", false
 	}

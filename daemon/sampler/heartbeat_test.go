@@ -10,8 +10,9 @@ import (
 // TestHeartbeatBlocks: on the six heartbeat ticks of a minute, idle
 // programs are stored by blocks of 2,048 consecutive ids (ids 0-2047 on
 // the period's first tick, 2048-4095 ten ticks on, at a 1 s interval),
-// each once: a thousand idle programs cost one or two commits a minute; and once programs go away, the heartbeat's list keeps none of
-// them (it would hold them for the daemon's life).
+// each once: a thousand idle programs cost one or two commits a minute;
+// and once programs go away, the heartbeat's list keeps none of them (it
+// would hold them for the daemon's life).
 func TestHeartbeatBlocks(t *testing.T) {
 	s := &Sampler{cfg: Config{Interval: time.Second}, progs: map[uint32]*Program{}, sweeps: 1}
 	for id := range uint32(10000) {

@@ -105,34 +105,24 @@ func (r *Ring) Close() error {
 	return err
 }
 
-// OnlineCPUs reads sysRoot/devices/system/cpu/online once: the CPUs an
-// event per CPU is opened on.
+// OnlineCPUs parses sysRoot/devices/system/cpu/online ("0-3,6"): the CPUs
+// an event per CPU is opened on.
 func OnlineCPUs(sysRoot string) ([]int, error) {
-	b, err := os.ReadFile(OnlinePath(sysRoot))
+	b, err := os.ReadFile(filepath.Join(sysRoot, "devices/system/cpu/online"))
 	if err != nil {
 		return nil, fmt.Errorf("online cpus: %w", err)
 	}
-	return ParseCPUs(string(b))
-}
-
-// OnlinePath is where the kernel lists the online CPUs under sysRoot.
-func OnlinePath(sysRoot string) string {
-	return filepath.Join(sysRoot, "devices/system/cpu/online")
-}
-
-// ParseCPUs parses a CPU list as the kernel writes one ("0-3,6\n").
-func ParseCPUs(list string) ([]int, error) {
 	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(list), ",") {
+	for part := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		first, err := strconv.Atoi(lo)
 		if err != nil {
-			return nil, fmt.Errorf("online cpus %q: %w", list, err)
+			return nil, fmt.Errorf("online cpus %q: %w", b, err)
 		}
 		last := first
 		if isRange {
 			if last, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("online cpus %q: %w", list, err)
+				return nil, fmt.Errorf("online cpus %q: %w", b, err)
 			}
 		}
 		for c := first; c <= last; c++ {
@@ -140,7 +130,7 @@ func ParseCPUs(list string) ([]int, error) {
 		}
 	}
 	if len(cpus) == 0 {
-		return nil, fmt.Errorf("online cpus %q: none", list)
+		return nil, fmt.Errorf("online cpus %q: none", b)
 	}
 	return cpus, nil
 }

@@ -26,23 +26,3 @@ func TestOnlineCPUs(t *testing.T) {
 		t.Error("onlineCPUs without the file: no error")
 	}
 }
-
-// TestOnlineFileReadsAgain: the kept fd sees the list as it is at each
-// read, not as it was at the first (sysfs makes it anew at offset 0; a
-// regular file rewritten in place shows the same).
-func TestOnlineFileReadsAgain(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "online")
-	os.WriteFile(path, []byte("0-1\n"), 0o644)
-	f := NewOnlineFile(path)
-	defer f.Close()
-	if got, err := f.CPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1}) {
-		t.Fatalf("first read: %v, %v", got, err)
-	}
-	os.WriteFile(path, []byte("0-3\n"), 0o644)
-	if got, err := f.CPUs(); err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 3}) {
-		t.Fatalf("read after a CPU came online: %v, %v; want 0-3", got, err)
-	}
-	if _, err := NewOnlineFile(filepath.Join(t.TempDir(), "none")).Text(); err == nil {
-		t.Error("no file: no error")
-	}
-}
