@@ -22,9 +22,9 @@
 // sampling rings are mapped and read by internal/perfring (ring.go says
 // why). Capture drains each CPU's ring on a timer, or, where nothing needs
 // a timer (Sampler.mustPoll), only when a ring passes its watermark
-// (perfring.Watch), so there is no wakeup per sample; it decodes
-// the one sample layout it asks for itself, sharing identical stacks
-// between samples. Until 2026-11-23 the sampler called perf_event_open and
+// (perfring.Watch, the rings' only poller), so there is no wakeup per
+// sample; it decodes the one sample layout it asks for itself, sharing
+// identical stacks between samples. Until 2026-11-23 the sampler called perf_event_open and
 // read the rings by hand; BenchmarkReaderCost measured both readers side
 // by side (docs/performance.md) before the hand-written one went.
 //
