@@ -465,6 +465,19 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		// capture, however late its samples are drained, resolves.
 		sym.LearnNew()
 	}
+	// full says a ring passed its watermark (half the ring). Where it
+	// cannot watch, the timer alone drains, as it always may. Watched
+	// before the rings are enabled, so no record comes before the watch.
+	var full <-chan struct{}
+	watch, werr := perfring.Watch(s.perfRings())
+	if werr == nil {
+		full = watch.Ready()
+		defer func() {
+			if watch != nil {
+				watch.Close()
+			}
+		}()
+	}
 	c.Start = time.Now()
 	for _, r := range s.rings {
 		if err := r.enable(); err != nil {
@@ -536,6 +549,12 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 	unfilter := func(reason string) error {
 		s.disable()
 		drain()
+		if watch != nil {
+			// The rings it watches are closed; unfiltered windows drain
+			// on the timer.
+			watch.Close()
+			watch, full = nil, nil
+		}
 		closeRings()
 		if err := s.setFiltered(false); err != nil {
 			return err
@@ -555,13 +574,6 @@ func (s *Sampler) capture(ctx context.Context, d time.Duration, onEnabled func()
 		return nil
 	}
 
-	// full says a ring passed its watermark (half the ring). Where it
-	// cannot watch, the timer alone drains, as it always may.
-	var full <-chan struct{}
-	if w, err := perfring.Watch(s.perfRings()); err == nil {
-		defer w.Close()
-		full = w.Ready()
-	}
 	var tapWake <-chan struct{}
 	if s.tap != nil {
 		tapWake = s.tap.wakeCapture()

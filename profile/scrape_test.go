@@ -41,7 +41,7 @@ func TestScrapeSharesContinuousSampler(t *testing.T) {
 		ran <- prof.Run(ctx, 1500*time.Millisecond, 400*time.Millisecond, func(*Window, error) { windows <- struct{}{} })
 	}()
 	<-windows // the sampler runs; now between two windows
-	fds := privtest.KernelFDs()
+	objects := privtest.KernelObjects()
 
 	const scrapes = 3
 	const span = 2 * time.Second
@@ -53,7 +53,7 @@ func TestScrapeSharesContinuousSampler(t *testing.T) {
 		wg.Go(func() { got[i], errs[i] = prof.Scrape(context.Background(), span) })
 	}
 	time.Sleep(span / 2)
-	during := privtest.KernelFDs()
+	during := privtest.KernelObjects()
 	wg.Wait()
 	spun = threadCPU(w.tid) - spun // a little more than the scrapes' span
 	cancel()
@@ -61,8 +61,8 @@ func TestScrapeSharesContinuousSampler(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 	w.check(t)
-	if during != fds {
-		t.Errorf("perf event and BPF fds: %d before the scrapes, %d during: a scrape opened events of its own", fds, during)
+	if during != objects {
+		t.Errorf("perf events and BPF objects: %d before the scrapes, %d during: a scrape opened events of its own", objects, during)
 	}
 	for i, p := range got {
 		if errs[i] != nil {

@@ -34,7 +34,6 @@ package loadrec
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -144,8 +143,9 @@ const cpuEvery = 5 * time.Second
 type Follower struct {
 	cfg   Config
 	rings []*ring
-	epfd  int
-	wake  int // an eventfd: Close wakes the loop with it
+	// watch wakes the loop when a ring has a record, through Go's own
+	// poller: no thread waits in a system call for the follower.
+	watch *perfring.Watcher
 	join  joiner
 	// joinErr says why the programs are not attached (nil when they
 	// are); withID, that the records then carry a sample_id.
@@ -167,8 +167,8 @@ type Follower struct {
 	byCPU  map[int]*ring
 	online map[int]bool
 
-	done      chan struct{}
-	closeOnce sync.Once
+	stop, done chan struct{} // Close closes stop; the loop, done
+	closeOnce  sync.Once
 }
 
 // hold is how long a record waits before it is delivered, so that one
@@ -226,9 +226,8 @@ func Open(cfg Config) (*Follower, error) {
 	}
 	f := &Follower{
 		cfg:    cfg,
-		epfd:   -1,
-		wake:   -1,
 		join:   joiner{procRoot: cfg.ProcRoot, cgroupRoot: cfg.CgroupRoot},
+		stop:   make(chan struct{}),
 		ksyms:  map[uint32][]record{},
 		byCPU:  map[int]*ring{},
 		online: map[int]bool{},
@@ -256,14 +255,8 @@ func (f *Follower) open() error {
 	if err != nil {
 		return err
 	}
-	if f.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return fmt.Errorf("epoll: %w", err)
-	}
-	if f.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, f.wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f.wake)}); err != nil {
-		return fmt.Errorf("epoll add eventfd: %w", err)
+	if f.watch, err = perfring.Watch(nil); err != nil {
+		return err
 	}
 	for _, cpu := range cpus {
 		if err := f.addRing(cpu); err != nil {
@@ -279,14 +272,16 @@ func (f *Follower) addRing(cpu int) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, r.FD, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.FD)}); err != nil {
+	// Records it gets before the watch begins are read by the loop
+	// right after (run reads every ring after each look at the CPUs).
+	if err := f.watch.Add(r.Ring); err != nil {
 		r.Close()
-		return fmt.Errorf("epoll add ring of cpu %d: %w", cpu, err)
+		return err
 	}
 	if old := f.byCPU[cpu]; old != nil {
 		f.readAt = monoNow()
 		old.read(f.take) // what it still holds
-		unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, old.FD, nil)
+		f.watch.Remove(old.Ring)
 		old.Close()
 		f.rings = slices.DeleteFunc(f.rings, func(r *ring) bool { return r == old })
 	}
@@ -330,9 +325,7 @@ func (f *Follower) JoinedBy() string { return f.join.by }
 // delivered are dropped.
 func (f *Follower) Close() error {
 	f.closeOnce.Do(func() {
-		var one [8]byte
-		binary.NativeEndian.PutUint64(one[:], 1)
-		unix.Write(f.wake, one[:])
+		close(f.stop)
 		<-f.done
 		f.release()
 	})
@@ -344,20 +337,18 @@ func (f *Follower) release() {
 		r.Close()
 	}
 	f.rings, f.byCPU = nil, nil
-	for _, fd := range []int{f.epfd, f.wake} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	if f.watch != nil {
+		f.watch.Close()
 	}
 	f.join.close()
 }
 
-// run reads the rings whenever one has a record, until Close.
+// run reads the rings whenever one has a record, until Close: at the
+// start, after each look at the CPUs, and at each wake-up.
 func (f *Follower) run() {
 	defer close(f.done)
-	// Every ring is read at each wake-up, so the events need not hold
-	// one per ring: the wake-up eventfd, if not among them, comes again.
-	events := make([]unix.EpollEvent, 16)
+	wait := time.NewTimer(f.cfg.cpuEvery)
+	defer wait.Stop()
 	nextCPUs := time.Now().Add(f.cfg.cpuEvery)
 	for {
 		if !time.Now().Before(nextCPUs) {
@@ -365,24 +356,24 @@ func (f *Follower) run() {
 			f.join.sweep(monoNow() - uint64(staleAfter))
 			nextCPUs = time.Now().Add(f.cfg.cpuEvery)
 		}
-		timeout := int(max(time.Until(nextCPUs), 0) / time.Millisecond)
-		if len(f.held) > 0 {
-			timeout = min(timeout, int(hold/time.Millisecond))
-		}
-		n, err := unix.EpollWait(f.epfd, events, timeout)
-		if err != nil && err != unix.EINTR {
-			return // cannot happen with valid fds
-		}
-		for _, ev := range events[:max(n, 0)] {
-			if int(ev.Fd) == f.wake {
-				return
-			}
-		}
+		// Every ring is read at each wake-up, whichever woke the
+		// watcher: it does not say which.
 		f.readAt = monoNow()
 		for _, r := range f.rings {
 			r.read(f.take)
 		}
 		f.deliver()
+		next := time.Until(nextCPUs)
+		if len(f.held) > 0 {
+			next = min(next, hold)
+		}
+		wait.Reset(max(next, 0))
+		select {
+		case <-f.stop:
+			return
+		case <-f.watch.Ready():
+		case <-wait.C:
+		}
 	}
 }
 

@@ -249,6 +249,30 @@ func TestProcFallback(t *testing.T) {
 	}
 }
 
+// Each load is reported on its record's wake-up, not at the next look
+// at the CPUs (an hour away here): 300 loads one after another, each
+// awaited for a second before the next. A lost wake-up would leave its
+// load unread until another record came.
+func TestEachLoadWakesTheFollower(t *testing.T) {
+	privtest.Root(t)
+	var s seen
+	cfg := s.config()
+	cfg.cpuEvery = time.Hour
+	open(t, cfg)
+	const n = 300
+	for i := range n {
+		p, err := privtest.LoadSocketFilter(fmt.Sprintf("loadrec_wake%d", i))
+		id := privtest.Keep(t, p, err)
+		deadline := time.Now().Add(time.Second)
+		for _, ok := s.load(id); !ok; _, ok = s.load(id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("load %d of %d (program %d) not reported in 1 s", i+1, n, id)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // Loads faster than a tiny ring is read: Lost counts what the kernel
 // dropped, and every load is either reported or among the lost.
 func TestLost(t *testing.T) {

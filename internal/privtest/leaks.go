@@ -3,9 +3,12 @@ package privtest
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RunCheckingLeaks runs a package's tests and fails them when they leave
@@ -23,16 +26,48 @@ func RunCheckingLeaks(m *testing.M) int {
 
 // KernelFDs is how many perf event and BPF object file descriptors this
 // process holds.
-func KernelFDs() int {
+func KernelFDs() int { return len(kernelFDs()) }
+
+// KernelObjects is how many perf events and BPF objects this process
+// holds open, each once however many fds it has (a dup of a ring's fd
+// in Go's poller, say). Where kcmp(2) is missing it counts fds.
+func KernelObjects() int {
+	var distinct []int
+	for _, fd := range kernelFDs() {
+		seen := false
+		for _, d := range distinct {
+			if sameFile(fd, d) {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			distinct = append(distinct, fd)
+		}
+	}
+	return len(distinct)
+}
+
+func kernelFDs() []int {
 	ents, _ := os.ReadDir("/proc/self/fd")
-	n := 0
+	var fds []int
 	for _, e := range ents {
 		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
 		if strings.HasPrefix(target, "anon_inode:[perf_event]") || strings.HasPrefix(target, "anon_inode:bpf") {
-			n++
+			if fd, err := strconv.Atoi(e.Name()); err == nil {
+				fds = append(fds, fd)
+			}
 		}
 	}
-	return n
+	return fds
+}
+
+// sameFile says whether two of this process's fds are one open file.
+func sameFile(a, b int) bool {
+	const kcmpFile = 0 // KCMP_FILE
+	pid := uintptr(os.Getpid())
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, uintptr(a), uintptr(b), 0)
+	return errno == 0 && r == 0
 }
 
 // WaitFor polls cond every millisecond for up to 5 s, and fails the test
