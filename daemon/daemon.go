@@ -31,6 +31,7 @@ import (
 	"github.com/bpfperf/bpfperf/daemon/sampler"
 	"github.com/bpfperf/bpfperf/daemon/selfcost"
 	"github.com/bpfperf/bpfperf/daemon/statscost"
+	"github.com/bpfperf/bpfperf/internal/cadence"
 	"github.com/bpfperf/bpfperf/internal/podman"
 	"github.com/bpfperf/bpfperf/store"
 )
@@ -400,15 +401,16 @@ func (d *Daemon) self() (cpuPercent float64, rss, heapLive int64) {
 	return cpuPercent, rss, selfcost.HeapLiveBytes()
 }
 
-// loop samples every interval until ctx is done. A failed tick is logged
-// and retried next tick; it does not stop the daemon (a restart would not
-// fix a full disk).
+// loop samples now and at each whole multiple of the interval until ctx
+// is done (cadence: the other periodic jobs wake at the same instants). A
+// failed tick is logged and retried next tick; it does not stop the
+// daemon (a restart would not fix a full disk).
 func (d *Daemon) loop(ctx context.Context) error {
 	var panicAt <-chan time.Time
 	if d.cfg.PanicAfter > 0 {
 		panicAt = time.After(d.cfg.PanicAfter)
 	}
-	ticker := time.NewTicker(d.cfg.Interval)
+	ticker := cadence.NewTicker(d.cfg.Interval)
 	defer ticker.Stop()
 	first := true
 	var lastRollup, lastHousekeeping time.Time
@@ -457,7 +459,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 // expire deletes data past its retention and packs old chunks into
 // segments every few minutes, in small transactions that let ticks through.
 func (d *Daemon) expire(ctx context.Context) {
-	t := time.NewTicker(expireEvery)
+	t := cadence.NewTicker(expireEvery)
 	defer t.Stop()
 	for {
 		select {

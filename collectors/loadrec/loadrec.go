@@ -46,6 +46,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bpfperf/bpfperf/internal/cadence"
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfring"
 )
@@ -349,12 +350,14 @@ func (f *Follower) run() {
 	defer close(f.done)
 	wait := time.NewTimer(f.cfg.cpuEvery)
 	defer wait.Stop()
-	nextCPUs := time.Now().Add(f.cfg.cpuEvery)
+	// The looks at the CPUs keep the cadence, waking with the daemon's
+	// ticks rather than at moments of their own.
+	nextCPUs := time.Now().Add(cadence.Until(time.Now(), f.cfg.cpuEvery))
 	for {
-		if !time.Now().Before(nextCPUs) {
+		if now := time.Now(); !now.Before(nextCPUs) {
 			f.syncCPUs()
 			f.join.sweep(monoNow() - uint64(staleAfter))
-			nextCPUs = time.Now().Add(f.cfg.cpuEvery)
+			nextCPUs = now.Add(cadence.Until(now, f.cfg.cpuEvery))
 		}
 		// Every ring is read at each wake-up, whichever woke the
 		// watcher: it does not say which.

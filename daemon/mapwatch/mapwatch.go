@@ -18,6 +18,7 @@ import (
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
 	"github.com/bpfperf/bpfperf/daemon/holders"
+	"github.com/bpfperf/bpfperf/internal/cadence"
 	"github.com/bpfperf/bpfperf/store"
 )
 
@@ -147,7 +148,7 @@ func (w *Watcher) Close() {
 
 // Run reads the maps now and every Config.Every until ctx is done.
 func (w *Watcher) Run(ctx context.Context, now func() time.Time) {
-	t := time.NewTicker(w.cfg.Every)
+	t := cadence.NewTicker(w.cfg.Every) // waking with the daemon's ticks
 	defer t.Stop()
 	for {
 		if err := w.read(now()); err != nil {

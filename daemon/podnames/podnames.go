@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bpfperf/bpfperf/collectors"
+	"github.com/bpfperf/bpfperf/internal/cadence"
 	"github.com/bpfperf/bpfperf/internal/evict"
 	"github.com/bpfperf/bpfperf/internal/pods"
 )
@@ -199,7 +200,7 @@ func (n *Names) Lookup(cgroup string) (pod *collectors.Pod, pending bool) {
 // when it is back even where no lookup asks.
 func (n *Names) run(ctx context.Context) {
 	defer close(n.done)
-	tick := time.NewTicker(n.retry)
+	tick := cadence.NewTicker(n.retry) // waking with the daemon's ticks
 	defer tick.Stop()
 	for {
 		select {

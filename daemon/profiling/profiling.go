@@ -22,6 +22,7 @@ import (
 	"github.com/bpfperf/bpfperf/api"
 	"github.com/bpfperf/bpfperf/collectors"
 	"github.com/bpfperf/bpfperf/daemon/errs"
+	"github.com/bpfperf/bpfperf/internal/cadence"
 	"github.com/bpfperf/bpfperf/internal/cgroupid"
 	"github.com/bpfperf/bpfperf/internal/perfevent"
 	"github.com/bpfperf/bpfperf/profile"
@@ -384,7 +385,7 @@ func (p *Profiling) setError(err error) {
 
 // expire deletes profiles past their retention once a minute.
 func (p *Profiling) expire(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
+	t := cadence.NewTicker(time.Minute) // waking with the daemon's ticks
 	defer t.Stop()
 	for {
 		p.mu.Lock()
