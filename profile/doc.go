@@ -24,9 +24,10 @@
 // a timer (Sampler.mustPoll), only when a ring passes its watermark
 // (perfring.Watch, the rings' only poller), so there is no wakeup per
 // sample; it decodes the one sample layout it asks for itself, sharing
-// identical stacks between samples. Until 2026-11-23 the sampler called perf_event_open and
-// read the rings by hand; BenchmarkReaderCost measured both readers side
-// by side (docs/performance.md) before the hand-written one went.
+// identical stacks between samples. Until 2026-11-23 the sampler called
+// perf_event_open and read the rings by hand; BenchmarkReaderCost
+// measured both readers side by side (docs/performance.md) before the
+// hand-written one went.
 //
 // A BPF perf_event program aggregating stacks in a stack map would copy
 // less, but the daemon would then load a program of its own, which would

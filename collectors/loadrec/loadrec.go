@@ -352,7 +352,8 @@ func (f *Follower) run() {
 	defer wait.Stop()
 	// The looks at the CPUs keep the cadence, waking with the daemon's
 	// ticks rather than at moments of their own.
-	nextCPUs := time.Now().Add(cadence.Until(time.Now(), f.cfg.cpuEvery))
+	start := time.Now()
+	nextCPUs := start.Add(cadence.Until(start, f.cfg.cpuEvery))
 	for {
 		if now := time.Now(); !now.Before(nextCPUs) {
 			f.syncCPUs()

@@ -35,8 +35,12 @@ type Ticker struct {
 	done  bool
 }
 
-// NewTicker ticks at the multiples of every (which must be positive).
+// NewTicker ticks at the multiples of every. Like time.NewTicker, it
+// panics when every is not positive (a zero period would spin).
 func NewTicker(every time.Duration) *Ticker {
+	if every <= 0 {
+		panic("cadence: non-positive period for NewTicker")
+	}
 	c := make(chan time.Time, 1)
 	t := &Ticker{C: c, c: c, every: every}
 	t.mu.Lock()
