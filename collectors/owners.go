@@ -15,6 +15,16 @@ type Owner struct {
 	Pin string `json:"pin,omitempty"`
 }
 
+// PinOnly is the bpffs path when no process holds the object and only
+// its pin keeps it (a loader that pinned it and exited), else "". Views
+// name such an owner "pin:PATH", not by its empty comm and pid 0.
+func (o Owner) PinOnly() string {
+	if o.PID == 0 {
+		return o.Pin
+	}
+	return ""
+}
+
 // Owners scans <procRoot>/*/fd for fds whose link target is
 // anon_inode:bpf-prog or anon_inode:bpf_link, reads the program id from the
 // "prog_id:" line of <procRoot>/<pid>/fdinfo/<fd>, and returns owner

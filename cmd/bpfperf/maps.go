@@ -99,8 +99,8 @@ func joinIDs(ids []uint32) string {
 func ownersText(owners []api.Owner) string {
 	s := make([]string, 0, len(owners))
 	for _, o := range owners {
-		if o.PID == 0 && o.Pin != "" {
-			s = append(s, "pin:"+o.Pin)
+		if pin := o.PinOnly(); pin != "" {
+			s = append(s, "pin:"+pin)
 			continue
 		}
 		where := o.Container

@@ -59,6 +59,10 @@ func showFields(d api.ProgDetail) [][2]string {
 	m := d.Meta
 	var owners []string
 	for _, o := range m.Owners {
+		if pin := o.PinOnly(); pin != "" {
+			owners = append(owners, "pin:"+pin)
+			continue
+		}
 		owners = append(owners, fmt.Sprintf("%s(%d)", o.Comm, o.PID))
 	}
 	maps := make([]string, len(m.MapIDs))

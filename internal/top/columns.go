@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/bpfperf/bpfperf/api"
 )
 
 // ErrUnknownColumn is returned for a --sort name no column has.
@@ -85,11 +87,19 @@ func ownerCell(r *Row) string {
 	if len(r.Owners) == 0 {
 		return "-"
 	}
-	s := r.Owners[0].Comm + "/" + strconv.Itoa(r.Owners[0].PID)
+	s := ownerName(r.Owners[0])
 	if n := len(r.Owners) - 1; n > 0 {
 		s += " +" + strconv.Itoa(n)
 	}
 	return s
+}
+
+// ownerName is comm/pid, or pin:PATH for a pin no process holds.
+func ownerName(o api.Owner) string {
+	if pin := o.PinOnly(); pin != "" {
+		return "pin:" + pin
+	}
+	return o.Comm + "/" + strconv.Itoa(o.PID)
 }
 
 // attachCell lists attach points as "type target".

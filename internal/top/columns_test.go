@@ -142,3 +142,21 @@ func TestMapsColumn(t *testing.T) {
 		t.Errorf("maps cells %q %q %q %q", col.Cell(rows[1]), col.Raw(rows[1]), col.Cell(rows[0]), col.Cell(rows[2]))
 	}
 }
+
+// A program only its pin keeps (a loader that pinned it and exited) is
+// owned by the pin, as bpftool's view names it, not by comm "" and pid 0.
+func TestOwnerCellNamesAPin(t *testing.T) {
+	for _, c := range []struct {
+		owners []api.Owner
+		want   string
+	}{
+		{nil, "-"},
+		{[]api.Owner{{PID: 0, Pin: "/sys/fs/bpf/reg"}}, "pin:/sys/fs/bpf/reg"},
+		{[]api.Owner{{PID: 42, Comm: "bpftool"}, {PID: 0, Pin: "/sys/fs/bpf/reg"}}, "bpftool/42 +1"},
+	} {
+		r := &Row{ProgRow: api.ProgRow{Owners: c.owners}}
+		if got := ownerCell(r); got != c.want {
+			t.Errorf("owners %+v: cell %q, want %q", c.owners, got, c.want)
+		}
+	}
+}

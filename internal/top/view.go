@@ -388,7 +388,7 @@ func (m *Model) metaLines(d *detail) []string {
 	}
 	owners := make([]string, len(r.Owners))
 	for i, o := range r.Owners {
-		owners[i] = fmt.Sprintf("%s/%d", o.Comm, o.PID)
+		owners[i] = ownerName(o)
 	}
 	loaded := "-"
 	if !r.LoadedAt.IsZero() {
